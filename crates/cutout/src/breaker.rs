@@ -1,0 +1,400 @@
+//! [`Breaker`]: the shared handle, its hot path and its controls.
+//!
+//! # Orderings
+//! The machine is the single source of truth and lives under a mutex. After every mutation,
+//! still under the lock, the breaker publishes two values for the lock-free hot path:
+//! `until` (when the current break ends) with `Relaxed`, then the state word with `Release`.
+//!
+//! - `try_acquire` loads the word with `Acquire`. When it reads an open word it then reads
+//!   `until`; the acquire pairs with the release that published that word, so `until` is at
+//!   least the deadline of that opening (a later opening can only move it later, which is the
+//!   deadline of a state newer than the word: refusing against it is still correct).
+//! - Finishing a successful call loads the word `Relaxed` to test the quiet flag and the
+//!   permit's generation. No other data is read on that decision: if the flag is set, the
+//!   success changes nothing and is linearized at the load, before any mutation the load did
+//!   not see. Everything else takes the lock, whose acquire/release orders the machine itself.
+//! - No `SeqCst` is needed: the only cross-variable relation is word → `until`, covered above.
+
+use std::fmt;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::BreakerId;
+use crate::classify::{Classify, DefaultClassifier, Outcome};
+use crate::clock::{Clock, TimeSource};
+use crate::error::{Error, RejectReason, Rejected};
+use crate::event::{Event, Transition};
+use crate::loom::{Arc, AtomicU64, Mutex, Ordering, RwLock, lock};
+use crate::machine::{Admission, Machine, Role};
+use crate::permit::{OwnedPermit, Permit, Ticket};
+use crate::settings::Settings;
+use crate::snapshot::Snapshot;
+use crate::state::{State, Word};
+
+type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// The two values the hot path reads, on their own cache line: the mutex's line is written on
+/// every slow-path call, and sharing it would make every fast read a miss under load.
+struct Hot {
+    word: AtomicU64,
+    until: AtomicU64,
+}
+
+pub(crate) struct Shared {
+    hot: CachePadded<Hot>,
+    id: BreakerId,
+    settings: Settings,
+    /// The slow-call threshold in nanoseconds, `u64::MAX` when calls are not timed.
+    slow_nanos: u64,
+    clock: TimeSource,
+    machine: CachePadded<Mutex<Machine>>,
+    listeners: RwLock<Vec<Listener>>,
+}
+
+/// A circuit breaker. A cheap handle: clones share one state, which is how two policies share
+/// one breaker.
+///
+/// ```
+/// use cutout::{Breaker, Settings};
+///
+/// let breaker = Breaker::new("exchange-rates", Settings::default());
+/// let rate: Result<f64, cutout::Error<&str>> = breaker.call(|| Ok(1380.0));
+/// assert_eq!(rate.unwrap(), 1380.0);
+/// ```
+#[derive(Clone)]
+pub struct Breaker {
+    shared: Arc<Shared>,
+}
+
+/// Builds a [`Breaker`] with a clock or a jitter seed of its own.
+#[derive(Debug)]
+pub struct BreakerBuilder {
+    id: BreakerId,
+    settings: Settings,
+    clock: TimeSource,
+    seed: Option<u64>,
+}
+
+impl BreakerBuilder {
+    /// The settings (default: [`Settings::default`]).
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The clock the breaker measures breaks, windows and call durations with (default:
+    /// [`SystemClock`](crate::clock::SystemClock)).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = TimeSource::Custom(Arc::new(clock));
+        self
+    }
+
+    /// Seeds the jitter's random source, for reproducible breaks (default: a random seed).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Builds the breaker. Starts no thread.
+    pub fn build(self) -> Breaker {
+        let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
+        let machine = Machine::new(self.settings.clone(), seed);
+        let hot = Hot {
+            word: AtomicU64::new(machine.word().bits()),
+            until: AtomicU64::new(machine.until()),
+        };
+        let slow_nanos = self.settings.slow_call_threshold.map_or(u64::MAX, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        });
+        Breaker {
+            shared: Arc::new(Shared {
+                hot: CachePadded::new(hot),
+                id: self.id,
+                settings: self.settings,
+                slow_nanos,
+                clock: self.clock,
+                machine: CachePadded::new(Mutex::new(machine)),
+                listeners: RwLock::new(Vec::new()),
+            }),
+        }
+    }
+}
+
+impl Breaker {
+    /// A breaker named `id` with these settings, on the default clock.
+    pub fn new(id: impl Into<BreakerId>, settings: Settings) -> Breaker {
+        Breaker::builder(id).settings(settings).build()
+    }
+
+    /// A builder for a breaker named `id`.
+    pub fn builder(id: impl Into<BreakerId>) -> BreakerBuilder {
+        BreakerBuilder {
+            id: id.into(),
+            settings: Settings::default(),
+            clock: TimeSource::default(),
+            seed: None,
+        }
+    }
+
+    /// The breaker's id.
+    pub fn id(&self) -> &BreakerId {
+        &self.shared.id
+    }
+
+    /// The breaker's settings.
+    pub fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
+    /// Asks to run one call. On success the [`Permit`] must record the call's outcome; dropping
+    /// it records nothing and gives a half-open probe slot back.
+    ///
+    /// A healthy closed breaker answers with one atomic load; an open one with a load, a
+    /// coarse clock read and a second load.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
+        self.ticket().map(|ticket| Permit::new(self, ticket))
+    }
+
+    /// Like [`Breaker::try_acquire`], for permits that must outlive the borrow (a `'static`
+    /// future): the permit holds a clone of this handle.
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
+        self.ticket()
+            .map(|ticket| OwnedPermit::new(self.clone(), ticket))
+    }
+
+    #[inline]
+    fn ticket(&self) -> Result<Ticket, Rejected> {
+        let s = &*self.shared;
+        let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+        match word.state() {
+            State::Closed => Ok(self.started(word.generation(), Role::Normal)),
+            State::Disabled => Ok(Ticket::uncounted()),
+            State::Open if !s.settings.shadow => {
+                let now = s.clock.recent();
+                let until = s.hot.until.load(Ordering::Relaxed);
+                if now < until {
+                    let left = Duration::from_nanos(until - now);
+                    return Err(self.rejected(RejectReason::Open, Some(left)));
+                }
+                self.admit_locked(now)
+            }
+            State::Isolated if !s.settings.shadow => {
+                Err(self.rejected(RejectReason::Isolated, None))
+            }
+            _ => self.admit_locked(s.clock.recent()),
+        }
+    }
+
+    #[inline]
+    fn started(&self, generation: u32, role: Role) -> Ticket {
+        let start = if self.shared.slow_nanos == u64::MAX {
+            0
+        } else {
+            self.shared.clock.now()
+        };
+        Ticket::new(generation, role, start)
+    }
+
+    fn rejected(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+        Rejected::new(reason, retry_after, self.shared.id.clone())
+    }
+
+    #[cold]
+    fn admit_locked(&self, now: u64) -> Result<Ticket, Rejected> {
+        let (admission, transition) = self.with_machine(|m| m.admit(now));
+        self.emit(transition, now);
+        match admission {
+            Admission::Admit { generation, role } => Ok(self.started(generation, role)),
+            Admission::Refuse {
+                reason,
+                retry_after,
+            } => Err(self.rejected(reason, retry_after)),
+        }
+    }
+
+    /// Records the outcome of a ticket's call.
+    #[inline]
+    pub(crate) fn finish(&self, ticket: Ticket, outcome: Outcome) {
+        let s = &*self.shared;
+        if ticket.role == Role::Uncounted {
+            return;
+        }
+        let end = (s.slow_nanos != u64::MAX).then(|| s.clock.now());
+        let slow = end.is_some_and(|end| end.saturating_sub(ticket.start) > s.slow_nanos);
+        if ticket.role == Role::Normal {
+            match outcome {
+                // Ignored touches nothing while closed.
+                Outcome::Ignored => return,
+                Outcome::Success if !slow => {
+                    let word = Word::from_bits(s.hot.word.load(Ordering::Relaxed));
+                    if word.is_quiet() && word.generation() == ticket.generation {
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let now = end.unwrap_or_else(|| s.clock.recent());
+        self.finish_locked(ticket, outcome, slow, now);
+    }
+
+    #[cold]
+    fn finish_locked(&self, ticket: Ticket, outcome: Outcome, slow: bool, now: u64) {
+        let transition =
+            self.with_machine(|m| m.record(now, ticket.generation, ticket.role, outcome, slow));
+        self.emit(transition, now);
+    }
+
+    /// Gives back a probe slot of a ticket that finished without an outcome.
+    pub(crate) fn release(&self, ticket: Ticket) {
+        if ticket.role == Role::Probe {
+            self.with_machine(|m| m.release(ticket.generation, ticket.role));
+        }
+    }
+
+    /// Runs `f` on the machine under the lock, then publishes the hot-path values.
+    fn with_machine<R>(&self, f: impl FnOnce(&mut Machine) -> R) -> R {
+        let s = &*self.shared;
+        let mut machine = lock(&s.machine);
+        let result = f(&mut machine);
+        s.hot.until.store(machine.until(), Ordering::Relaxed);
+        s.hot.word.store(machine.word().bits(), Ordering::Release);
+        result
+    }
+
+    fn emit(&self, transition: Option<Transition>, now: u64) {
+        let Some(transition) = transition else {
+            return;
+        };
+        let event = Event {
+            breaker: self.shared.id.clone(),
+            at: Duration::from_nanos(now),
+            transition,
+        };
+        let listeners = self
+            .shared
+            .listeners
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for listener in listeners.iter() {
+            // A panicking listener must not take the breaker or the caller down with it; the
+            // state changed before any listener ran.
+            let _ = catch_unwind(AssertUnwindSafe(|| listener(&event)));
+        }
+    }
+
+    /// Calls `listener` on every transition, on the thread of the call that caused it, after
+    /// the state changed and outside the breaker's lock. A panic in a listener is caught and
+    /// ignored. With no listener, a transition costs one uncontended read lock.
+    pub fn subscribe(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
+        self.shared
+            .listeners
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(Arc::new(listener));
+    }
+
+    /// Runs `f` through the breaker; `Ok` is a success and `Err` a failure.
+    ///
+    /// A refused call does not run `f`. A panic in `f` records nothing, gives a probe slot
+    /// back and keeps unwinding.
+    pub fn call<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, Error<E>> {
+        self.call_with(&DefaultClassifier, f)
+    }
+
+    /// Runs `f` through the breaker, with `classifier` deciding what its result means.
+    pub fn call_with<T, E, C>(
+        &self,
+        classifier: &C,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, Error<E>>
+    where
+        C: Classify<T, E> + ?Sized,
+    {
+        let permit = self.try_acquire()?;
+        let result = f();
+        permit.record(classifier.classify(&result));
+        result.map_err(Error::Inner)
+    }
+
+    /// Awaits `future` through the breaker; works on any runtime.
+    ///
+    /// A refused call drops `future` unpolled. Dropping the returned future before it
+    /// finishes (a timeout, a `select!`) records nothing and gives a probe slot back.
+    pub async fn call_async<T, E, F>(&self, future: F) -> Result<T, Error<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        self.call_async_with(&DefaultClassifier, future).await
+    }
+
+    /// Like [`Breaker::call_async`], with `classifier` deciding what the result means.
+    pub async fn call_async_with<T, E, C, F>(
+        &self,
+        classifier: &C,
+        future: F,
+    ) -> Result<T, Error<E>>
+    where
+        C: Classify<T, E> + ?Sized,
+        F: Future<Output = Result<T, E>>,
+    {
+        let permit = self.try_acquire()?;
+        let result = future.await;
+        permit.record(classifier.classify(&result));
+        result.map_err(Error::Inner)
+    }
+
+    /// The state now. Changes nothing and takes no probe slot: an open breaker whose break has
+    /// elapsed reports [`State::HalfOpen`] (the next call will be a probe).
+    pub fn state(&self) -> State {
+        let now = self.shared.clock.recent();
+        lock(&self.shared.machine).state_at(now)
+    }
+
+    /// When the breaker opened, on its clock; `None` while closed or disabled.
+    pub fn opened_at(&self) -> Option<Duration> {
+        lock(&self.shared.machine).opened_at()
+    }
+
+    /// What is left of the break being served; `None` unless open.
+    pub fn break_remaining(&self) -> Option<Duration> {
+        let now = self.shared.clock.recent();
+        lock(&self.shared.machine).break_remaining(now)
+    }
+
+    /// The state and counts, read consistently.
+    pub fn snapshot(&self) -> Snapshot {
+        let now = self.shared.clock.recent();
+        lock(&self.shared.machine).snapshot(now)
+    }
+
+    /// Forces the breaker open until [`Breaker::reset`]. Raises no event.
+    pub fn isolate(&self) {
+        let now = self.shared.clock.recent();
+        self.with_machine(|m| m.isolate(now));
+    }
+
+    /// Lets every call through and records nothing until [`Breaker::reset`]. Raises no event.
+    pub fn disable(&self) {
+        self.with_machine(Machine::disable);
+    }
+
+    /// Back to closed (or disabled, if configured so) with an empty window and no break
+    /// growth. Calls in flight from before are not counted. Raises no event.
+    pub fn reset(&self) {
+        self.with_machine(Machine::reset);
+    }
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("id", &self.shared.id)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,262 @@
+//! Errors: a refused call ([`Rejected`]), a call's result ([`Error`]) and bad settings
+//! ([`ConfigError`]).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::BreakerId;
+
+/// Why a call was refused. The names from [`RejectReason::as_str`] are stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The breaker is open and its break has not elapsed (`"open"`).
+    Open,
+    /// The breaker is half-open and every probe slot is taken (`"half_open_full"`).
+    HalfOpenFull,
+    /// The breaker is recovering and this call falls outside the admitted fraction (`"ramp"`).
+    Ramp,
+    /// The breaker was isolated by an operator (`"isolated"`).
+    Isolated,
+}
+
+impl RejectReason {
+    /// The stable name of the reason.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Open => "open",
+            RejectReason::HalfOpenFull => "half_open_full",
+            RejectReason::Ramp => "ramp",
+            RejectReason::Isolated => "isolated",
+        }
+    }
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A call the breaker refused. A value, not a panic; creating it allocates nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Rejected {
+    reason: RejectReason,
+    retry_after: Option<Duration>,
+    breaker: BreakerId,
+}
+
+impl Rejected {
+    pub(crate) fn new(
+        reason: RejectReason,
+        retry_after: Option<Duration>,
+        breaker: BreakerId,
+    ) -> Self {
+        Rejected {
+            reason,
+            retry_after,
+            breaker,
+        }
+    }
+
+    /// Why the call was refused.
+    pub fn reason(&self) -> RejectReason {
+        self.reason
+    }
+
+    /// How long until the breaker may admit a call: what is left of the break actually being
+    /// served (after jitter) when open, `None` where the breaker cannot know (isolated, probe
+    /// slots taken).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The id of the breaker that refused.
+    pub fn breaker(&self) -> &BreakerId {
+        &self.breaker
+    }
+}
+
+impl fmt::Debug for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("reason", &self.reason)
+            .field("retry_after", &self.retry_after)
+            .field("breaker", &self.breaker)
+            .finish()
+    }
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "call refused by breaker '{}' ({})",
+            self.breaker, self.reason
+        )?;
+        if let Some(after) = self.retry_after {
+            write!(f, ", retry after {after:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+/// The error of a call made through a breaker: refused, or the call's own error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error<E> {
+    /// The breaker refused the call; the dependency was not called.
+    Rejected(Rejected),
+    /// The call ran and returned this error.
+    Inner(E),
+}
+
+impl<E> Error<E> {
+    /// Whether the breaker refused the call.
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, Error::Rejected(_))
+    }
+
+    /// The refusal, if the breaker refused the call.
+    pub fn rejection(&self) -> Option<&Rejected> {
+        match self {
+            Error::Rejected(rejected) => Some(rejected),
+            Error::Inner(_) => None,
+        }
+    }
+
+    /// The call's own error, if it ran.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            Error::Rejected(_) => None,
+            Error::Inner(inner) => Some(inner),
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Rejected(rejected) => fmt::Display::fmt(rejected, f),
+            Error::Inner(inner) => fmt::Display::fmt(inner, f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Rejected(_) => None,
+            Error::Inner(inner) => Some(inner),
+        }
+    }
+}
+
+impl<E> From<Rejected> for Error<E> {
+    fn from(rejected: Rejected) -> Self {
+        Error::Rejected(rejected)
+    }
+}
+
+/// The stable code of a configuration error. Codes never change meaning; new ones are added.
+///
+/// | code | meaning |
+/// |---|---|
+/// | `CUT-CFG-001` | a ratio is outside (0, 1] |
+/// | `CUT-CFG-002` | a count (window size, minimum calls, probes, probe successes, consecutive failures) is below 1 |
+/// | `CUT-CFG-003` | a duration that must be positive is zero |
+/// | `CUT-CFG-004` | the maximum break is shorter than the first break |
+/// | `CUT-CFG-005` | a count window is larger than the supported maximum (1,000,000 calls) |
+/// | `CUT-CFG-006` | a half-open rule or probe setting contradicts another setting |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// `CUT-CFG-001`: a ratio is outside (0, 1].
+    RatioOutOfRange,
+    /// `CUT-CFG-002`: a count is below 1.
+    CountTooSmall,
+    /// `CUT-CFG-003`: a duration that must be positive is zero.
+    ZeroDuration,
+    /// `CUT-CFG-004`: the maximum break is shorter than the first break.
+    MaxBreakBelowBreak,
+    /// `CUT-CFG-005`: a count window is larger than the supported maximum.
+    WindowTooLarge,
+    /// `CUT-CFG-006`: settings contradict each other.
+    Contradiction,
+}
+
+impl ErrorCode {
+    /// The stable code, e.g. `"CUT-CFG-001"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::RatioOutOfRange => "CUT-CFG-001",
+            ErrorCode::CountTooSmall => "CUT-CFG-002",
+            ErrorCode::ZeroDuration => "CUT-CFG-003",
+            ErrorCode::MaxBreakBelowBreak => "CUT-CFG-004",
+            ErrorCode::WindowTooLarge => "CUT-CFG-005",
+            ErrorCode::Contradiction => "CUT-CFG-006",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Invalid settings: the code, the key, the value given and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    code: ErrorCode,
+    key: &'static str,
+    value: String,
+    allowed: &'static str,
+}
+
+impl ConfigError {
+    pub(crate) fn new(
+        code: ErrorCode,
+        key: &'static str,
+        value: impl fmt::Debug,
+        allowed: &'static str,
+    ) -> Self {
+        ConfigError {
+            code,
+            key,
+            value: format!("{value:?}"),
+            allowed,
+        }
+    }
+
+    /// The stable error code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The configuration key at fault, in kebab-case (`"failure-ratio"`).
+    pub fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The value given, as written by `Debug`.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// What the key accepts.
+    pub fn allowed(&self) -> &'static str {
+        self.allowed
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: invalid {} = {}: allowed {}",
+            self.code, self.key, self.value, self.allowed
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}

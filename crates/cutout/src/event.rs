@@ -1,0 +1,120 @@
+//! Transition events, raised on the call that caused them, after the state changed and outside
+//! the breaker's lock.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{BreakerId, State};
+
+/// Why a breaker opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpenReason {
+    /// This many consecutive counted failures.
+    ConsecutiveFailures(u32),
+    /// The window's failure ratio reached the configured ratio.
+    FailureRatio,
+    /// The window's slow-call ratio reached the configured ratio.
+    SlowCallRatio,
+    /// A half-open probe failed.
+    ProbeFailed,
+    /// A half-open probe was slow.
+    ProbeSlow,
+    /// The probes' failure or slow rate reached a threshold ([`HalfOpenRule::Rates`](crate::HalfOpenRule::Rates)).
+    ProbeRates,
+    /// Half-open lasted longer than `max_wait_in_half_open`.
+    HalfOpenTimeout,
+}
+
+impl OpenReason {
+    /// A stable lower-case name (`"consecutive_failures"`, …) for logs and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OpenReason::ConsecutiveFailures(_) => "consecutive_failures",
+            OpenReason::FailureRatio => "failure_ratio",
+            OpenReason::SlowCallRatio => "slow_call_ratio",
+            OpenReason::ProbeFailed => "probe_failed",
+            OpenReason::ProbeSlow => "probe_slow",
+            OpenReason::ProbeRates => "probe_rates",
+            OpenReason::HalfOpenTimeout => "half_open_timeout",
+        }
+    }
+}
+
+impl fmt::Display for OpenReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenReason::ConsecutiveFailures(n) => write!(f, "{n} consecutive failures"),
+            OpenReason::FailureRatio => f.write_str("failure ratio reached"),
+            OpenReason::SlowCallRatio => f.write_str("slow-call ratio reached"),
+            OpenReason::ProbeFailed => f.write_str("trial call failed"),
+            OpenReason::ProbeSlow => f.write_str("trial call was slow"),
+            OpenReason::ProbeRates => f.write_str("trial calls failed the thresholds"),
+            OpenReason::HalfOpenTimeout => f.write_str("half-open for too long"),
+        }
+    }
+}
+
+/// A state transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// The breaker opened for `break_for` (the jittered break it serves).
+    Opened {
+        /// The state it left (closed or half-open).
+        from: State,
+        /// What opened it.
+        reason: OpenReason,
+        /// The break being served.
+        break_for: Duration,
+    },
+    /// The break elapsed and a call became the first probe.
+    HalfOpened,
+    /// The breaker closed (or, with a ramp, started recovering).
+    Closed {
+        /// The state it left.
+        from: State,
+    },
+}
+
+impl Transition {
+    /// The state left.
+    pub fn from(&self) -> State {
+        match self {
+            Transition::Opened { from, .. } | Transition::Closed { from } => *from,
+            Transition::HalfOpened => State::Open,
+        }
+    }
+
+    /// The state entered.
+    pub fn to(&self) -> State {
+        match self {
+            Transition::Opened { .. } => State::Open,
+            Transition::HalfOpened => State::HalfOpen,
+            Transition::Closed { .. } => State::Closed,
+        }
+    }
+}
+
+/// A transition of one breaker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The breaker's id.
+    pub breaker: BreakerId,
+    /// The breaker's clock when it happened.
+    pub at: Duration,
+    /// What happened.
+    pub transition: Transition,
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.transition;
+        write!(f, "{}: {} -> {}", self.breaker, t.from(), t.to())?;
+        match t {
+            Transition::Opened {
+                reason, break_for, ..
+            } => write!(f, ": {reason} (break {break_for:?})"),
+            Transition::HalfOpened => f.write_str(": open duration elapsed"),
+            Transition::Closed { .. } => f.write_str(": trial call succeeded"),
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! A circuit breaker.
+//!
+//! A [`Breaker`] stops calling a dependency that keeps failing, refuses calls at once for a
+//! break that grows and carries jitter, then lets a bounded number of probes through to see
+//! whether the dependency has recovered.
+//!
+//! ```
+//! use std::time::Duration;
+//! use cutout::{Breaker, Jitter, Settings, State};
+//! use cutout::clock::ManualClock;
+//!
+//! let clock = ManualClock::new();
+//! let settings = Settings::builder()
+//!     .consecutive_failures(Some(3))
+//!     .break_duration(Duration::from_secs(30))
+//!     .jitter(Jitter::None)
+//!     .probe_successes(1)
+//!     .build()?;
+//! let breaker = Breaker::builder("rates").settings(settings).clock(clock.clone()).build();
+//!
+//! for _ in 0..3 {
+//!     let _ = breaker.call(|| Err::<(), _>("timeout"));
+//! }
+//! assert_eq!(breaker.state(), State::Open);
+//! let refused = breaker.call(|| Ok::<_, &str>(1)).unwrap_err();
+//! assert_eq!(refused.rejection().unwrap().retry_after(), Some(Duration::from_secs(30)));
+//!
+//! clock.advance(Duration::from_secs(30));
+//! assert_eq!(breaker.call(|| Ok::<_, &str>(1)).unwrap(), 1); // the probe closes it
+//! assert_eq!(breaker.state(), State::Closed);
+//! # Ok::<(), cutout::ConfigError>(())
+//! ```
+//!
+//! The hot path: a healthy call on a closed breaker whose window is full of successes does one
+//! atomic load before the call and one after, and writes nothing shared. Everything that
+//! changes state runs a sequential machine under a lock (see `breaker.rs`, `# Orderings`).
+
+#![forbid(unsafe_code)]
+
+mod backoff;
+mod breaker;
+pub mod classify;
+pub mod clock;
+mod error;
+mod event;
+mod id;
+mod loom;
+mod machine;
+mod permit;
+mod settings;
+mod snapshot;
+mod state;
+mod window;
+
+pub use breaker::{Breaker, BreakerBuilder};
+pub use classify::{ErrorClass, Outcome};
+pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
+pub use event::{Event, OpenReason, Transition};
+pub use id::BreakerId;
+pub use permit::{OwnedPermit, Permit};
+pub use settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow};
+pub use snapshot::Snapshot;
+pub use state::State;

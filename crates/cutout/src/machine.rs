@@ -1,0 +1,418 @@
+//! The breaker's sequential state machine: every decision as a function of `now`.
+//!
+//! [`Machine`] holds no atomics and reads no clock. The breaker runs it under its lock and
+//! publishes its [`Word`] for the hot path; the property tests run a reference model beside it.
+
+use std::time::Duration;
+
+use crate::backoff::{grown_break, jittered};
+use crate::classify::Outcome;
+use crate::error::RejectReason;
+use crate::event::{OpenReason, Transition};
+use crate::settings::{HalfOpenRule, Settings};
+use crate::snapshot::Snapshot;
+use crate::state::{State, Word};
+use crate::window::{Mark, Totals, Window};
+
+/// What a permit lets its call do with its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A call admitted while closed: its outcome feeds the window.
+    Normal,
+    /// A half-open probe: its outcome decides, and its slot must come back if it finishes
+    /// without a counted outcome.
+    Probe,
+    /// Admitted without counting: the breaker is disabled, or in shadow mode would have refused.
+    Uncounted,
+}
+
+/// The machine's answer to a call asking to be admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    Admit {
+        generation: u32,
+        role: Role,
+    },
+    Refuse {
+        reason: RejectReason,
+        retry_after: Option<Duration>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Machine {
+    settings: Settings,
+    state: State,
+    generation: u32,
+    window: Window,
+    consecutive_failures: u32,
+    consecutive_opens: u32,
+    opened_at: Option<u64>,
+    break_served: Duration,
+    until: u64,
+    half_open_since: u64,
+    probes_in_flight: u32,
+    probes_admitted: u32,
+    probe_successes: u32,
+    probes: Totals,
+    showing_probes: bool,
+    shadow_refusals: u64,
+    rng: fastrand::Rng,
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    part as f64 / whole as f64
+}
+
+impl Machine {
+    pub(crate) fn new(settings: Settings, seed: u64) -> Machine {
+        let state = if settings.enabled {
+            State::Closed
+        } else {
+            State::Disabled
+        };
+        Machine {
+            window: Window::new(settings.window),
+            settings,
+            state,
+            generation: 0,
+            consecutive_failures: 0,
+            consecutive_opens: 0,
+            opened_at: None,
+            break_served: Duration::ZERO,
+            until: 0,
+            half_open_since: 0,
+            probes_in_flight: 0,
+            probes_admitted: 0,
+            probe_successes: 0,
+            probes: Totals::default(),
+            showing_probes: false,
+            shadow_refusals: 0,
+            rng: fastrand::Rng::with_seed(seed),
+        }
+    }
+
+    /// The word the hot path reads.
+    pub(crate) fn word(&self) -> Word {
+        let quiet = self.state == State::Closed
+            && self.consecutive_failures == 0
+            && self.window.success_is_noop();
+        Word::new(self.state, self.generation, quiet)
+    }
+
+    /// When the current break ends (meaningful while open).
+    pub(crate) fn until(&self) -> u64 {
+        self.until
+    }
+
+    /// The state as seen at `now`, without changing anything.
+    pub(crate) fn state_at(&self, now: u64) -> State {
+        match self.state {
+            State::Open if now >= self.until => State::HalfOpen,
+            state => state,
+        }
+    }
+
+    pub(crate) fn opened_at(&self) -> Option<Duration> {
+        self.opened_at.map(Duration::from_nanos)
+    }
+
+    pub(crate) fn break_remaining(&self, now: u64) -> Option<Duration> {
+        (self.state == State::Open).then(|| Duration::from_nanos(self.until.saturating_sub(now)))
+    }
+
+    /// Decides whether a call may run.
+    pub(crate) fn admit(&mut self, now: u64) -> (Admission, Option<Transition>) {
+        let mut transition = None;
+        if self.state == State::Open && now >= self.until {
+            self.half_open(now);
+            transition = Some(Transition::HalfOpened);
+        }
+        let admission = match self.state {
+            State::Closed | State::Recovering => self.admitted(Role::Normal),
+            State::Disabled => self.admitted(Role::Uncounted),
+            State::Isolated => self.refused(RejectReason::Isolated, None),
+            State::Open => {
+                let left = Duration::from_nanos(self.until - now);
+                self.refused(RejectReason::Open, Some(left))
+            }
+            State::HalfOpen => {
+                let waited = now.saturating_sub(self.half_open_since);
+                let timed_out = self
+                    .settings
+                    .max_wait_in_half_open
+                    .is_some_and(|max| waited >= nanos(max));
+                if timed_out {
+                    transition = Some(self.open(now, OpenReason::HalfOpenTimeout));
+                    self.refused(RejectReason::Open, Some(self.break_served))
+                } else if self.probe_slot_free() {
+                    self.probes_in_flight += 1;
+                    self.probes_admitted += 1;
+                    self.admitted(Role::Probe)
+                } else {
+                    self.refused(RejectReason::HalfOpenFull, None)
+                }
+            }
+        };
+        (admission, transition)
+    }
+
+    fn admitted(&self, role: Role) -> Admission {
+        Admission::Admit {
+            generation: self.generation,
+            role,
+        }
+    }
+
+    /// A refusal, or in shadow mode an uncounted admission in its place.
+    fn refused(&mut self, reason: RejectReason, retry_after: Option<Duration>) -> Admission {
+        if self.settings.shadow {
+            self.shadow_refusals += 1;
+            return self.admitted(Role::Uncounted);
+        }
+        Admission::Refuse {
+            reason,
+            retry_after,
+        }
+    }
+
+    fn probe_slot_free(&self) -> bool {
+        match self.settings.half_open_rule {
+            HalfOpenRule::Consecutive => self.probes_in_flight < self.settings.half_open_probes,
+            HalfOpenRule::Rates => self.probes_admitted < self.settings.half_open_probes,
+        }
+    }
+
+    /// Records a finished call. `slow` says whether it ran longer than the slow threshold.
+    pub(crate) fn record(
+        &mut self,
+        now: u64,
+        generation: u32,
+        role: Role,
+        outcome: Outcome,
+        slow: bool,
+    ) -> Option<Transition> {
+        if role == Role::Uncounted || generation != self.generation {
+            // Uncounted calls record nothing; an outcome from an older generation (a call that
+            // started before the last transition) must not decide the current state.
+            return None;
+        }
+        match (self.state, role, outcome) {
+            (_, Role::Probe, Outcome::Ignored) => {
+                self.release(generation, role);
+                None
+            }
+            (_, _, Outcome::Ignored) => None,
+            (State::Closed, Role::Normal, _) => self.record_closed(now, outcome, slow),
+            (State::HalfOpen, Role::Probe, _) => self.record_probe(now, outcome, slow),
+            _ => None,
+        }
+    }
+
+    fn count(&mut self, outcome: Outcome) -> Mark {
+        let failure = outcome == Outcome::Failure;
+        if failure {
+            self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+        } else {
+            self.consecutive_failures = 0;
+        }
+        Mark {
+            failure,
+            slow: false,
+        }
+    }
+
+    fn record_closed(&mut self, now: u64, outcome: Outcome, slow: bool) -> Option<Transition> {
+        let mark = Mark {
+            slow,
+            ..self.count(outcome)
+        };
+        self.window.record(now, mark);
+        let reason = self.trip_reason(now)?;
+        Some(self.open(now, reason))
+    }
+
+    fn trip_reason(&self, now: u64) -> Option<OpenReason> {
+        let s = &self.settings;
+        if let Some(limit) = s.consecutive_failures
+            && self.consecutive_failures >= limit
+        {
+            return Some(OpenReason::ConsecutiveFailures(self.consecutive_failures));
+        }
+        let totals = self.window.totals(now);
+        if totals.calls == 0 || totals.calls < u64::from(s.effective_minimum_calls()) {
+            return None;
+        }
+        if let Some(limit) = s.failure_ratio
+            && ratio(totals.failures, totals.calls) >= limit
+        {
+            return Some(OpenReason::FailureRatio);
+        }
+        if totals.slow > 0 && ratio(totals.slow, totals.calls) >= s.slow_call_ratio {
+            return Some(OpenReason::SlowCallRatio);
+        }
+        None
+    }
+
+    fn record_probe(&mut self, now: u64, outcome: Outcome, slow: bool) -> Option<Transition> {
+        let mark = Mark {
+            slow,
+            ..self.count(outcome)
+        };
+        self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
+        self.probes.calls += 1;
+        self.probes.failures += u64::from(mark.failure);
+        self.probes.slow += u64::from(mark.slow);
+        match self.settings.half_open_rule {
+            HalfOpenRule::Consecutive => {
+                if mark.failure {
+                    return Some(self.open(now, OpenReason::ProbeFailed));
+                }
+                if slow {
+                    return Some(self.open(now, OpenReason::ProbeSlow));
+                }
+                self.probe_successes += 1;
+                (self.probe_successes >= self.settings.probe_successes).then(|| self.close())
+            }
+            HalfOpenRule::Rates => {
+                if self.probes.calls < u64::from(self.settings.half_open_probes) {
+                    return None;
+                }
+                let failure_limit = self.settings.failure_ratio.unwrap_or(0.5);
+                let failing = ratio(self.probes.failures, self.probes.calls) >= failure_limit;
+                let slowing = self.probes.slow > 0
+                    && ratio(self.probes.slow, self.probes.calls) >= self.settings.slow_call_ratio;
+                Some(if failing || slowing {
+                    self.open(now, OpenReason::ProbeRates)
+                } else {
+                    self.close()
+                })
+            }
+        }
+    }
+
+    /// Gives a probe's slot back when it finished without a counted outcome.
+    pub(crate) fn release(&mut self, generation: u32, role: Role) {
+        if role == Role::Probe && generation == self.generation && self.state == State::HalfOpen {
+            self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
+            self.probes_admitted = self.probes_admitted.saturating_sub(1);
+        }
+    }
+
+    fn transition_generation(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        self.probes_in_flight = 0;
+        self.probes_admitted = 0;
+        self.probe_successes = 0;
+        self.probes = Totals::default();
+    }
+
+    fn open(&mut self, now: u64, reason: OpenReason) -> Transition {
+        let from = self.state;
+        self.consecutive_opens = self.consecutive_opens.saturating_add(1);
+        let s = &self.settings;
+        let computed = grown_break(
+            s.break_duration,
+            s.max_break_duration,
+            self.consecutive_opens,
+        );
+        self.break_served = jittered(computed, s.jitter, &mut self.rng);
+        self.state = State::Open;
+        self.opened_at = Some(now);
+        self.until = now.saturating_add(nanos(self.break_served));
+        // The probes' counts stay visible while open if probes caused this opening.
+        let probes = self.probes;
+        self.transition_generation();
+        if from == State::HalfOpen {
+            self.probes = probes;
+        }
+        Transition::Opened {
+            from,
+            reason,
+            break_for: self.break_served,
+        }
+    }
+
+    fn half_open(&mut self, now: u64) {
+        self.state = State::HalfOpen;
+        self.half_open_since = now;
+        self.showing_probes = true;
+        self.transition_generation();
+    }
+
+    fn close(&mut self) -> Transition {
+        let from = self.state;
+        self.state = State::Closed;
+        self.forget_history();
+        Transition::Closed { from }
+    }
+
+    fn forget_history(&mut self) {
+        self.transition_generation();
+        self.window.clear();
+        self.showing_probes = false;
+        self.consecutive_failures = 0;
+        self.consecutive_opens = 0;
+        self.opened_at = None;
+        self.break_served = Duration::ZERO;
+    }
+
+    /// Forces the breaker open until [`Machine::reset`]. No event.
+    pub(crate) fn isolate(&mut self, now: u64) {
+        self.state = State::Isolated;
+        self.opened_at.get_or_insert(now);
+        self.transition_generation();
+    }
+
+    /// Lets every call through, recording nothing, until [`Machine::reset`]. No event.
+    pub(crate) fn disable(&mut self) {
+        self.state = State::Disabled;
+        self.opened_at = None;
+        self.transition_generation();
+    }
+
+    /// Back to the configured starting state with an empty window and no break growth.
+    pub(crate) fn reset(&mut self) {
+        self.state = if self.settings.enabled {
+            State::Closed
+        } else {
+            State::Disabled
+        };
+        self.forget_history();
+    }
+
+    pub(crate) fn snapshot(&self, now: u64) -> Snapshot {
+        let (totals, minimum) = if self.showing_probes {
+            (self.probes, 1)
+        } else {
+            (
+                self.window.totals(now),
+                u64::from(self.settings.effective_minimum_calls()),
+            )
+        };
+        let armed = totals.calls >= minimum && totals.calls > 0;
+        let in_break = matches!(self.state, State::Open | State::HalfOpen);
+        Snapshot {
+            state: self.state_at(now),
+            failure_rate: armed.then(|| ratio(totals.failures, totals.calls)),
+            slow_rate: (armed && self.settings.times_calls())
+                .then(|| ratio(totals.slow, totals.calls)),
+            calls: totals.calls,
+            failures: totals.failures,
+            slow: totals.slow,
+            consecutive_failures: self.consecutive_failures,
+            opened_at: self.opened_at(),
+            current_break: in_break.then_some(self.break_served),
+            consecutive_opens: self.consecutive_opens,
+            probes_in_flight: self.probes_in_flight,
+            shadow_refusals: self.shadow_refusals,
+            normal_latency: None,
+            normal_failure_rate: None,
+            ramp_fraction: None,
+        }
+    }
+}

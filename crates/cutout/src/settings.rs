@@ -1,0 +1,499 @@
+//! [`Settings`]: what trips a breaker, how long it breaks, how it probes; built and validated
+//! through [`SettingsBuilder`].
+
+use std::time::Duration;
+
+use crate::error::{ConfigError, ErrorCode};
+
+/// The largest count window accepted, so a typo cannot allocate gigabytes.
+pub const MAX_COUNT_WINDOW: u32 = 1_000_000;
+
+/// The sliding window the trip ratios are measured over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TripWindow {
+    /// The last `n` counted calls.
+    Count(u32),
+    /// The calls of the last duration, kept in buckets: one bucket per second of the window,
+    /// at least 10 and at most 60 buckets; a bucket drops out whole, so the window covers
+    /// between `duration − bucket` and `duration` of history.
+    Time(Duration),
+}
+
+/// How much randomness a break carries, so a fleet that opened together does not probe
+/// together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Jitter {
+    /// Half the computed break plus a uniform draw of up to the other half (the default): keeps
+    /// a floor under the time the dependency is left alone.
+    #[default]
+    Equal,
+    /// A uniform draw between zero and the computed break.
+    Full,
+    /// Exactly the computed break (for tests).
+    None,
+}
+
+/// How half-open probes decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HalfOpenRule {
+    /// Up to `half_open_probes` probes in flight at once; `probe_successes` successes close the
+    /// breaker; any counted failure or slow probe re-opens it (the default).
+    #[default]
+    Consecutive,
+    /// resilience4j's rule: admit `half_open_probes` probes in total, and when all have
+    /// finished, re-open if their failure rate reaches the failure ratio (50% when none is set)
+    /// or their slow rate reaches the slow-call ratio; close otherwise.
+    Rates,
+}
+
+/// A breaker's settings. Build with [`Settings::builder`]; every instance is valid.
+///
+/// ```
+/// use std::time::Duration;
+/// use cutout::{Settings, TripWindow};
+///
+/// let settings = Settings::builder()
+///     .consecutive_failures(Some(3))
+///     .failure_ratio(Some(0.5))
+///     .window(TripWindow::Count(10))
+///     .minimum_calls(10)
+///     .break_duration(Duration::from_secs(30))
+///     .build()?;
+/// assert_eq!(settings.minimum_calls(), 10);
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub(crate) consecutive_failures: Option<u32>,
+    pub(crate) failure_ratio: Option<f64>,
+    pub(crate) minimum_calls: u32,
+    pub(crate) window: TripWindow,
+    pub(crate) slow_call_threshold: Option<Duration>,
+    pub(crate) slow_call_ratio: f64,
+    pub(crate) break_duration: Duration,
+    pub(crate) max_break_duration: Duration,
+    pub(crate) jitter: Jitter,
+    pub(crate) half_open_probes: u32,
+    pub(crate) probe_successes: u32,
+    pub(crate) half_open_rule: HalfOpenRule,
+    pub(crate) max_wait_in_half_open: Option<Duration>,
+    pub(crate) shadow: bool,
+    pub(crate) enabled: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            consecutive_failures: Some(5),
+            failure_ratio: None,
+            minimum_calls: 20,
+            window: TripWindow::Time(Duration::from_secs(30)),
+            slow_call_threshold: None,
+            slow_call_ratio: 0.5,
+            break_duration: Duration::from_secs(15),
+            max_break_duration: Duration::from_secs(120),
+            jitter: Jitter::Equal,
+            half_open_probes: 1,
+            probe_successes: 2,
+            half_open_rule: HalfOpenRule::Consecutive,
+            max_wait_in_half_open: Some(Duration::from_secs(60)),
+            shadow: false,
+            enabled: true,
+        }
+    }
+}
+
+impl Settings {
+    /// A builder starting from the defaults.
+    pub fn builder() -> SettingsBuilder {
+        SettingsBuilder(Settings::default())
+    }
+
+    /// A builder starting from these settings.
+    pub fn to_builder(&self) -> SettingsBuilder {
+        SettingsBuilder(self.clone())
+    }
+
+    /// Consecutive counted failures that open the breaker (default 5; `None`: off).
+    pub fn consecutive_failures(&self) -> Option<u32> {
+        self.consecutive_failures
+    }
+    /// The absolute failure ratio over the trip window that opens it (default off).
+    pub fn failure_ratio(&self) -> Option<f64> {
+        self.failure_ratio
+    }
+    /// Calls the window must hold before a ratio is evaluated (default 20), as configured.
+    pub fn minimum_calls(&self) -> u32 {
+        self.minimum_calls
+    }
+    /// The minimum calls in force: capped at the size of a count window.
+    pub fn effective_minimum_calls(&self) -> u32 {
+        match self.window {
+            TripWindow::Count(size) => self.minimum_calls.min(size),
+            TripWindow::Time(_) => self.minimum_calls,
+        }
+    }
+    /// The trip window (default: 30 s of time).
+    pub fn window(&self) -> TripWindow {
+        self.window
+    }
+    /// Calls above this duration are slow (default off).
+    pub fn slow_call_threshold(&self) -> Option<Duration> {
+        self.slow_call_threshold
+    }
+    /// The slow share of the window that opens the breaker (default 0.5).
+    pub fn slow_call_ratio(&self) -> f64 {
+        self.slow_call_ratio
+    }
+    /// The first break (default 15 s).
+    pub fn break_duration(&self) -> Duration {
+        self.break_duration
+    }
+    /// The longest break, reached by doubling (default 2 min).
+    pub fn max_break_duration(&self) -> Duration {
+        self.max_break_duration
+    }
+    /// The jitter applied to each break (default [`Jitter::Equal`]).
+    pub fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+    /// Probes in flight at once in half-open, or in total under [`HalfOpenRule::Rates`]
+    /// (default 1).
+    pub fn half_open_probes(&self) -> u32 {
+        self.half_open_probes
+    }
+    /// Successful probes that close the breaker (default 2).
+    pub fn probe_successes(&self) -> u32 {
+        self.probe_successes
+    }
+    /// How probes decide (default [`HalfOpenRule::Consecutive`]).
+    pub fn half_open_rule(&self) -> HalfOpenRule {
+        self.half_open_rule
+    }
+    /// How long half-open may last before the next call re-opens the breaker (default 60 s).
+    pub fn max_wait_in_half_open(&self) -> Option<Duration> {
+        self.max_wait_in_half_open
+    }
+    /// Whether the breaker only observes: it evaluates, changes state and raises events, but
+    /// never refuses a call (default false).
+    pub fn shadow(&self) -> bool {
+        self.shadow
+    }
+    /// Whether the breaker starts enabled (default true); a disabled one starts, and resets to,
+    /// [`State::Disabled`](crate::State::Disabled).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Whether calls must be timed (a slow-call threshold is set).
+    pub(crate) fn times_calls(&self) -> bool {
+        self.slow_call_threshold.is_some()
+    }
+
+    /// Checks every key; the first invalid one is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(n) = self.consecutive_failures {
+            count("consecutive-failures", n)?;
+        }
+        if let Some(ratio) = self.failure_ratio {
+            ratio_in_range("failure-ratio", ratio)?;
+        }
+        count("minimum-calls", self.minimum_calls)?;
+        match self.window {
+            TripWindow::Count(size) => {
+                count("window-size", size)?;
+                if size > MAX_COUNT_WINDOW {
+                    return Err(ConfigError::new(
+                        ErrorCode::WindowTooLarge,
+                        "window-size",
+                        size,
+                        "1 to 1000000 calls",
+                    ));
+                }
+            }
+            TripWindow::Time(duration) => positive("window-duration", duration)?,
+        }
+        if let Some(threshold) = self.slow_call_threshold {
+            positive("slow-call-threshold", threshold)?;
+        }
+        ratio_in_range("slow-call-ratio", self.slow_call_ratio)?;
+        positive("break-duration", self.break_duration)?;
+        if self.max_break_duration < self.break_duration {
+            return Err(ConfigError::new(
+                ErrorCode::MaxBreakBelowBreak,
+                "max-break-duration",
+                self.max_break_duration,
+                "a duration at least break-duration",
+            ));
+        }
+        count("half-open-probes", self.half_open_probes)?;
+        count("probe-successes", self.probe_successes)?;
+        if self.half_open_probes > u32::from(u16::MAX) {
+            return Err(ConfigError::new(
+                ErrorCode::Contradiction,
+                "half-open-probes",
+                self.half_open_probes,
+                "1 to 65535 probes",
+            ));
+        }
+        if let Some(wait) = self.max_wait_in_half_open {
+            positive("max-wait-in-half-open", wait)?;
+        }
+        Ok(())
+    }
+}
+
+fn count(key: &'static str, n: u32) -> Result<(), ConfigError> {
+    if n == 0 {
+        return Err(ConfigError::new(
+            ErrorCode::CountTooSmall,
+            key,
+            n,
+            "a whole number of at least 1",
+        ));
+    }
+    Ok(())
+}
+
+fn ratio_in_range(key: &'static str, ratio: f64) -> Result<(), ConfigError> {
+    // NaN fails both comparisons and is rejected with the rest.
+    if ratio > 0.0 && ratio <= 1.0 {
+        return Ok(());
+    }
+    Err(ConfigError::new(
+        ErrorCode::RatioOutOfRange,
+        key,
+        ratio,
+        "a ratio in (0, 1]",
+    ))
+}
+
+fn positive(key: &'static str, duration: Duration) -> Result<(), ConfigError> {
+    if duration.is_zero() {
+        return Err(ConfigError::new(
+            ErrorCode::ZeroDuration,
+            key,
+            duration,
+            "a duration above zero",
+        ));
+    }
+    Ok(())
+}
+
+/// Builds [`Settings`]; [`SettingsBuilder::build`] validates.
+#[derive(Debug, Clone)]
+pub struct SettingsBuilder(Settings);
+
+impl SettingsBuilder {
+    /// Consecutive counted failures that open the breaker; `None` turns the rule off.
+    pub fn consecutive_failures(mut self, n: Option<u32>) -> Self {
+        self.0.consecutive_failures = n;
+        self
+    }
+    /// An absolute failure ratio in (0, 1] over the trip window; `None` turns it off.
+    /// Inclusive: 0.5 opens at 5 failures of 10.
+    pub fn failure_ratio(mut self, ratio: Option<f64>) -> Self {
+        self.0.failure_ratio = ratio;
+        self
+    }
+    /// Calls the window must hold before a ratio is evaluated.
+    pub fn minimum_calls(mut self, n: u32) -> Self {
+        self.0.minimum_calls = n;
+        self
+    }
+    /// The trip window.
+    pub fn window(mut self, window: TripWindow) -> Self {
+        self.0.window = window;
+        self
+    }
+    /// Calls strictly above this duration are slow, whether they succeeded or failed.
+    pub fn slow_call_threshold(mut self, threshold: Option<Duration>) -> Self {
+        self.0.slow_call_threshold = threshold;
+        self
+    }
+    /// The slow share of the window, in (0, 1], that opens the breaker. Inclusive.
+    pub fn slow_call_ratio(mut self, ratio: f64) -> Self {
+        self.0.slow_call_ratio = ratio;
+        self
+    }
+    /// The first break.
+    pub fn break_duration(mut self, duration: Duration) -> Self {
+        self.0.break_duration = duration;
+        self
+    }
+    /// The longest break.
+    pub fn max_break_duration(mut self, duration: Duration) -> Self {
+        self.0.max_break_duration = duration;
+        self
+    }
+    /// The jitter on each break.
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.0.jitter = jitter;
+        self
+    }
+    /// Probes in flight at once (or in total under [`HalfOpenRule::Rates`]).
+    pub fn half_open_probes(mut self, n: u32) -> Self {
+        self.0.half_open_probes = n;
+        self
+    }
+    /// Successful probes that close the breaker.
+    pub fn probe_successes(mut self, n: u32) -> Self {
+        self.0.probe_successes = n;
+        self
+    }
+    /// How probes decide.
+    pub fn half_open_rule(mut self, rule: HalfOpenRule) -> Self {
+        self.0.half_open_rule = rule;
+        self
+    }
+    /// How long half-open may last before the next call re-opens; `None` waits forever.
+    pub fn max_wait_in_half_open(mut self, wait: Option<Duration>) -> Self {
+        self.0.max_wait_in_half_open = wait;
+        self
+    }
+    /// Observe only: never refuse a call.
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.0.shadow = shadow;
+        self
+    }
+    /// Start (and reset to) enabled or disabled.
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.0.enabled = enabled;
+        self
+    }
+    /// Validates and returns the settings.
+    pub fn build(self) -> Result<Settings, ConfigError> {
+        self.0.validate()?;
+        Ok(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_of(builder: SettingsBuilder) -> (ErrorCode, &'static str) {
+        let error = builder.build().expect_err("must be rejected");
+        (error.code(), error.key())
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        Settings::default().validate().unwrap();
+        assert_eq!(Settings::default().consecutive_failures(), Some(5));
+    }
+
+    #[test]
+    fn each_invalid_key_has_its_code() {
+        let b = Settings::builder;
+        let cases = [
+            (
+                b().failure_ratio(Some(0.0)),
+                ErrorCode::RatioOutOfRange,
+                "failure-ratio",
+            ),
+            (
+                b().failure_ratio(Some(1.5)),
+                ErrorCode::RatioOutOfRange,
+                "failure-ratio",
+            ),
+            (
+                b().failure_ratio(Some(f64::NAN)),
+                ErrorCode::RatioOutOfRange,
+                "failure-ratio",
+            ),
+            (
+                b().slow_call_ratio(-0.1),
+                ErrorCode::RatioOutOfRange,
+                "slow-call-ratio",
+            ),
+            (
+                b().minimum_calls(0),
+                ErrorCode::CountTooSmall,
+                "minimum-calls",
+            ),
+            (
+                b().window(TripWindow::Count(0)),
+                ErrorCode::CountTooSmall,
+                "window-size",
+            ),
+            (
+                b().half_open_probes(0),
+                ErrorCode::CountTooSmall,
+                "half-open-probes",
+            ),
+            (
+                b().probe_successes(0),
+                ErrorCode::CountTooSmall,
+                "probe-successes",
+            ),
+            (
+                b().consecutive_failures(Some(0)),
+                ErrorCode::CountTooSmall,
+                "consecutive-failures",
+            ),
+            (
+                b().window(TripWindow::Time(Duration::ZERO)),
+                ErrorCode::ZeroDuration,
+                "window-duration",
+            ),
+            (
+                b().break_duration(Duration::ZERO),
+                ErrorCode::ZeroDuration,
+                "break-duration",
+            ),
+            (
+                b().slow_call_threshold(Some(Duration::ZERO)),
+                ErrorCode::ZeroDuration,
+                "slow-call-threshold",
+            ),
+            (
+                b().max_wait_in_half_open(Some(Duration::ZERO)),
+                ErrorCode::ZeroDuration,
+                "max-wait-in-half-open",
+            ),
+            (
+                b().max_break_duration(Duration::from_secs(1)),
+                ErrorCode::MaxBreakBelowBreak,
+                "max-break-duration",
+            ),
+            (
+                b().window(TripWindow::Count(MAX_COUNT_WINDOW + 1)),
+                ErrorCode::WindowTooLarge,
+                "window-size",
+            ),
+            (
+                b().half_open_probes(70_000),
+                ErrorCode::Contradiction,
+                "half-open-probes",
+            ),
+        ];
+        for (builder, code, key) in cases {
+            assert_eq!(code_of(builder), (code, key));
+        }
+    }
+
+    #[test]
+    fn message_names_code_key_value_and_range() {
+        let error = Settings::builder()
+            .failure_ratio(Some(1.5))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "CUT-CFG-001: invalid failure-ratio = 1.5: allowed a ratio in (0, 1]"
+        );
+    }
+
+    #[test]
+    fn minimum_calls_is_capped_by_a_count_window_only() {
+        let capped = Settings::builder()
+            .window(TripWindow::Count(10))
+            .minimum_calls(50)
+            .build()
+            .unwrap();
+        assert_eq!(capped.effective_minimum_calls(), 10);
+        let time = Settings::builder().minimum_calls(50).build().unwrap();
+        assert_eq!(time.effective_minimum_calls(), 50);
+    }
+}

@@ -1,0 +1,141 @@
+//! The breaker's states and the packed state word the hot path reads.
+//!
+//! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *quiet* flag, bits 32–63 the
+//! generation. It is written only under the breaker's lock, after every mutation of the machine,
+//! and read without a lock on every call.
+//!
+//! *Quiet* means: the breaker is closed and a fast, successful call would change nothing it
+//! records (no consecutive failures to reset, a count window full of successes). A call that
+//! sees the flag with its own generation finishes without any shared write.
+
+use std::fmt;
+
+/// The state of a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum State {
+    /// Calls flow; outcomes are recorded and the trip conditions evaluated.
+    Closed,
+    /// Calls are refused until the break has elapsed.
+    Open,
+    /// The break has elapsed: a bounded number of probe calls test the dependency.
+    HalfOpen,
+    /// Probes succeeded and a growing fraction of calls is admitted (only with a recovery ramp).
+    Recovering,
+    /// Forced open by [`Breaker::isolate`](crate::Breaker::isolate) until
+    /// [`Breaker::reset`](crate::Breaker::reset).
+    Isolated,
+    /// Every call passes and nothing is recorded, until [`Breaker::reset`](crate::Breaker::reset).
+    Disabled,
+}
+
+impl State {
+    /// A stable lower-case name, for logs, metrics and configuration (`"half_open"`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+            State::Recovering => "recovering",
+            State::Isolated => "isolated",
+            State::Disabled => "disabled",
+        }
+    }
+
+    const fn code(self) -> u64 {
+        match self {
+            State::Closed => 0,
+            State::Open => 1,
+            State::HalfOpen => 2,
+            State::Recovering => 3,
+            State::Isolated => 4,
+            State::Disabled => 5,
+        }
+    }
+
+    const fn from_code(code: u64) -> State {
+        match code {
+            0 => State::Closed,
+            1 => State::Open,
+            2 => State::HalfOpen,
+            3 => State::Recovering,
+            4 => State::Isolated,
+            _ => State::Disabled,
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            State::Closed => "Closed",
+            State::Open => "Open",
+            State::HalfOpen => "HalfOpen",
+            State::Recovering => "Recovering",
+            State::Isolated => "Isolated",
+            State::Disabled => "Disabled",
+        };
+        f.write_str(name)
+    }
+}
+
+const STATE_MASK: u64 = 0b111;
+const QUIET: u64 = 0b1000;
+const GENERATION_SHIFT: u32 = 32;
+
+/// The decoded state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word(u64);
+
+impl Word {
+    pub(crate) const fn new(state: State, generation: u32, quiet: bool) -> Word {
+        let quiet = if quiet { QUIET } else { 0 };
+        Word(state.code() | quiet | ((generation as u64) << GENERATION_SHIFT))
+    }
+
+    pub(crate) const fn from_bits(bits: u64) -> Word {
+        Word(bits)
+    }
+
+    pub(crate) const fn bits(self) -> u64 {
+        self.0
+    }
+
+    pub(crate) const fn state(self) -> State {
+        State::from_code(self.0 & STATE_MASK)
+    }
+
+    pub(crate) const fn generation(self) -> u32 {
+        (self.0 >> GENERATION_SHIFT) as u32
+    }
+
+    pub(crate) const fn is_quiet(self) -> bool {
+        self.0 & QUIET != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_round_trips_every_state_and_generation_edge() {
+        let states = [
+            State::Closed,
+            State::Open,
+            State::HalfOpen,
+            State::Recovering,
+            State::Isolated,
+            State::Disabled,
+        ];
+        for state in states {
+            for generation in [0, 1, u32::MAX] {
+                for quiet in [false, true] {
+                    let word = Word::from_bits(Word::new(state, generation, quiet).bits());
+                    assert_eq!(word.state(), state);
+                    assert_eq!(word.generation(), generation);
+                    assert_eq!(word.is_quiet(), quiet);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! A count window: the marks of the last `n` counted calls in a ring.
+
+use super::{Mark, Totals};
+
+const FAILURE: u8 = 0b01;
+const SLOW: u8 = 0b10;
+
+/// The last `size` counted calls. Memory: one byte per call, allocated as the window fills.
+#[derive(Debug, Clone)]
+pub(crate) struct CountWindow {
+    size: usize,
+    ring: Vec<u8>,
+    head: usize,
+    failures: u64,
+    slow: u64,
+}
+
+impl CountWindow {
+    pub(crate) fn new(size: u32) -> CountWindow {
+        CountWindow {
+            size: size as usize,
+            ring: Vec::new(),
+            head: 0,
+            failures: 0,
+            slow: 0,
+        }
+    }
+
+    pub(crate) fn record(&mut self, mark: Mark) {
+        let code = (if mark.failure { FAILURE } else { 0 }) | (if mark.slow { SLOW } else { 0 });
+        if self.ring.len() < self.size {
+            self.ring.push(code);
+        } else {
+            let old = std::mem::replace(&mut self.ring[self.head], code);
+            self.failures -= u64::from(old & FAILURE != 0);
+            self.slow -= u64::from(old & SLOW != 0);
+            self.head = (self.head + 1) % self.size;
+        }
+        self.failures += u64::from(mark.failure);
+        self.slow += u64::from(mark.slow);
+    }
+
+    pub(crate) fn totals(&self) -> Totals {
+        Totals {
+            calls: self.ring.len() as u64,
+            failures: self.failures,
+            slow: self.slow,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.ring.clear();
+        self.head = 0;
+        self.failures = 0;
+        self.slow = 0;
+    }
+
+    pub(crate) fn is_full_and_clean(&self) -> bool {
+        self.ring.len() == self.size && self.failures == 0 && self.slow == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: Mark = Mark {
+        failure: false,
+        slow: false,
+    };
+    const FAIL: Mark = Mark {
+        failure: true,
+        slow: false,
+    };
+    const SLOW_OK: Mark = Mark {
+        failure: false,
+        slow: true,
+    };
+
+    #[test]
+    fn slides_over_the_last_n_calls() {
+        let mut window = CountWindow::new(3);
+        window.record(FAIL);
+        window.record(SLOW_OK);
+        assert_eq!(
+            window.totals(),
+            Totals {
+                calls: 2,
+                failures: 1,
+                slow: 1
+            }
+        );
+        window.record(OK);
+        window.record(OK); // pushes the failure out
+        assert_eq!(
+            window.totals(),
+            Totals {
+                calls: 3,
+                failures: 0,
+                slow: 1
+            }
+        );
+        assert!(!window.is_full_and_clean());
+        window.record(OK); // pushes the slow call out
+        assert!(window.is_full_and_clean());
+        window.clear();
+        assert_eq!(window.totals(), Totals::default());
+    }
+}

@@ -1,0 +1,70 @@
+//! Trip windows: the recent history the failure and slow ratios are measured over.
+
+mod count;
+mod time;
+
+use crate::settings::TripWindow;
+pub(crate) use count::CountWindow;
+pub(crate) use time::TimeWindow;
+
+/// Counts of a window at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub(crate) calls: u64,
+    pub(crate) failures: u64,
+    pub(crate) slow: u64,
+}
+
+/// One counted call's mark in a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub(crate) failure: bool,
+    pub(crate) slow: bool,
+}
+
+/// A trip window of either kind.
+#[derive(Debug, Clone)]
+pub(crate) enum Window {
+    Count(CountWindow),
+    Time(TimeWindow),
+}
+
+impl Window {
+    pub(crate) fn new(window: TripWindow) -> Window {
+        match window {
+            TripWindow::Count(size) => Window::Count(CountWindow::new(size)),
+            TripWindow::Time(span) => Window::Time(TimeWindow::new(span)),
+        }
+    }
+
+    pub(crate) fn record(&mut self, now: u64, mark: Mark) {
+        match self {
+            Window::Count(window) => window.record(mark),
+            Window::Time(window) => window.record(now, mark),
+        }
+    }
+
+    pub(crate) fn totals(&self, now: u64) -> Totals {
+        match self {
+            Window::Count(window) => window.totals(),
+            Window::Time(window) => window.totals(now),
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        match self {
+            Window::Count(window) => window.clear(),
+            Window::Time(window) => window.clear(),
+        }
+    }
+
+    /// Whether recording a fast success would leave the window exactly as it is, so the hot
+    /// path may skip it: true for a count window full of successes; never for a time window,
+    /// whose call counts move with every call.
+    pub(crate) fn success_is_noop(&self) -> bool {
+        match self {
+            Window::Count(window) => window.is_full_and_clean(),
+            Window::Time(_) => false,
+        }
+    }
+}
