@@ -34,7 +34,9 @@ use crate::settings::Settings;
 use crate::snapshot::Snapshot;
 use crate::state::{State, Word};
 
-type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
+/// Listeners and custom clocks sit outside the modelled protocol, so they use std's `Arc`
+/// (loom's cannot hold unsized values).
+type Listener = std::sync::Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// The two values the hot path reads, on their own cache line: the mutex's line is written on
 /// every slow-path call, and sharing it would make every fast read a miss under load.
@@ -88,7 +90,7 @@ impl BreakerBuilder {
     /// The clock the breaker measures breaks, windows and call durations with (default:
     /// [`SystemClock`](crate::clock::SystemClock)).
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = TimeSource::Custom(Arc::new(clock));
+        self.clock = TimeSource::Custom(std::sync::Arc::new(clock));
         self
     }
 
@@ -295,7 +297,7 @@ impl Breaker {
             .listeners
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(Arc::new(listener));
+            .push(std::sync::Arc::new(listener));
     }
 
     /// Runs `f` through the breaker; `Ok` is a success and `Err` a failure.
