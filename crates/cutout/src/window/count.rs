@@ -5,7 +5,8 @@ use super::{Mark, Totals};
 const FAILURE: u8 = 0b01;
 const SLOW: u8 = 0b10;
 
-/// The last `size` counted calls. Memory: one byte per call, allocated as the window fills.
+/// The last `size` counted calls. Memory: one byte per call, allocated up front so that no
+/// call ever allocates.
 #[derive(Debug, Clone)]
 pub(crate) struct CountWindow {
     size: usize,
@@ -19,7 +20,7 @@ impl CountWindow {
     pub(crate) fn new(size: u32) -> CountWindow {
         CountWindow {
             size: size as usize,
-            ring: Vec::new(),
+            ring: Vec::with_capacity(size as usize),
             head: 0,
             failures: 0,
             slow: 0,
