@@ -61,3 +61,8 @@ pub use permit::{OwnedPermit, Permit};
 pub use settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow};
 pub use snapshot::Snapshot;
 pub use state::State;
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
