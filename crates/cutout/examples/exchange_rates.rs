@@ -83,8 +83,7 @@ pub fn run() -> String {
     call(6);
     call(7);
     let _ = writeln!(out.lock().unwrap(), "api calls: {}", api.calls);
-    let text = out.lock().unwrap().clone();
-    text
+    out.lock().unwrap().clone()
 }
 
 fn main() {

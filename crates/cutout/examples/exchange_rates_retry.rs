@@ -170,8 +170,7 @@ pub fn run() -> String {
         rates_api.calls,
         stock_api.calls
     );
-    let text = out.lock().unwrap().clone();
-    text
+    out.lock().unwrap().clone()
 }
 
 fn main() {

@@ -2,18 +2,23 @@
 //!
 //! # Orderings
 //! The machine is the single source of truth and lives under a mutex. After every mutation,
-//! still under the lock, the breaker publishes two values for the lock-free hot path:
-//! `until` (when the current break ends) with `Relaxed`, then the state word with `Release`.
+//! still under the lock, the breaker publishes three values for the lock-free hot path:
+//! `until` (when the current break ends) and `fast_until` (when the fast flag lapses) with
+//! `Relaxed`, then the state word with `Release`.
 //!
 //! - `try_acquire` loads the word with `Acquire`. When it reads an open word it then reads
 //!   `until`; the acquire pairs with the release that published that word, so `until` is at
 //!   least the deadline of that opening (a later opening can only move it later, which is the
 //!   deadline of a state newer than the word: refusing against it is still correct).
-//! - Finishing a successful call loads the word `Relaxed` to test the quiet flag and the
-//!   permit's generation. No other data is read on that decision: if the flag is set, the
-//!   success changes nothing and is linearized at the load, before any mutation the load did
-//!   not see. Everything else takes the lock, whose acquire/release orders the machine itself.
-//! - No `SeqCst` is needed: the only cross-variable relation is word → `until`, covered above.
+//! - Finishing a successful call loads the word with `Acquire` to test the quiet and fast flags
+//!   and the permit's generation, then (fast) `fast_until`, which by the same pairing is at
+//!   least the one published with that word; a newer one is a later boundary of a newer
+//!   publication, which only lets the call take the lock it could have skipped. A quiet success
+//!   changes nothing and is linearized at the load. A fast one adds to its thread's counter
+//!   (see `shards.rs`), which every locked operation drains first, under the lock.
+//! - Everything else takes the lock, whose acquire/release orders the machine itself.
+//! - No `SeqCst` is needed: the only cross-variable relations are word → `until` and word →
+//!   `fast_until`, covered above.
 
 use std::fmt;
 use std::future::Future;
@@ -31,6 +36,7 @@ use crate::loom::{Arc, AtomicU64, Mutex, Ordering, RwLock, lock};
 use crate::machine::{Admission, Machine, Role};
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::settings::Settings;
+use crate::shards::SuccessShards;
 use crate::snapshot::Snapshot;
 use crate::state::{State, Word};
 
@@ -43,6 +49,7 @@ type Listener = std::sync::Arc<dyn Fn(&Event) + Send + Sync>;
 struct Hot {
     word: AtomicU64,
     until: AtomicU64,
+    fast_until: AtomicU64,
 }
 
 pub(crate) struct Shared {
@@ -52,6 +59,7 @@ pub(crate) struct Shared {
     /// The slow-call threshold in nanoseconds, `u64::MAX` when calls are not timed.
     slow_nanos: u64,
     clock: TimeSource,
+    shards: SuccessShards,
     machine: CachePadded<Mutex<Machine>>,
     listeners: RwLock<Vec<Listener>>,
 }
@@ -103,11 +111,14 @@ impl BreakerBuilder {
     /// Builds the breaker. Starts no thread.
     pub fn build(self) -> Breaker {
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
-        let machine = Machine::new(self.settings.clone(), seed);
+        let mut machine = Machine::new(self.settings.clone(), seed);
+        let published = machine.publish(self.clock.recent());
         let hot = Hot {
-            word: AtomicU64::new(machine.word().bits()),
-            until: AtomicU64::new(machine.until()),
+            word: AtomicU64::new(published.word.bits()),
+            until: AtomicU64::new(published.until),
+            fast_until: AtomicU64::new(published.fast_until),
         };
+        let shards = SuccessShards::new(machine.generation());
         let slow_nanos = self.settings.slow_call_threshold.map_or(u64::MAX, |d| {
             u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
         });
@@ -118,6 +129,7 @@ impl BreakerBuilder {
                 settings: self.settings,
                 slow_nanos,
                 clock: self.clock,
+                shards,
                 machine: CachePadded::new(Mutex::new(machine)),
                 listeners: RwLock::new(Vec::new()),
             }),
@@ -207,7 +219,7 @@ impl Breaker {
 
     #[cold]
     fn admit_locked(&self, now: u64) -> Result<Ticket, Rejected> {
-        let (admission, transition) = self.with_machine(|m| m.admit(now));
+        let (admission, transition) = self.with_machine(now, |m| m.admit(now));
         self.emit(transition, now);
         match admission {
             Admission::Admit { generation, role } => Ok(self.started(generation, role)),
@@ -232,9 +244,17 @@ impl Breaker {
                 // Ignored touches nothing while closed.
                 Outcome::Ignored => return,
                 Outcome::Success if !slow => {
-                    let word = Word::from_bits(s.hot.word.load(Ordering::Relaxed));
-                    if word.is_quiet() && word.generation() == ticket.generation {
-                        return;
+                    let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+                    if word.generation() == ticket.generation {
+                        if word.is_quiet() {
+                            return;
+                        }
+                        if word.is_fast()
+                            && self.before_fast_until(end)
+                            && s.shards.try_add(ticket.generation)
+                        {
+                            return;
+                        }
                     }
                 }
                 _ => {}
@@ -244,27 +264,49 @@ impl Breaker {
         self.finish_locked(ticket, outcome, slow, now);
     }
 
+    /// Whether the fast flag still holds: always for a count window, before the next bucket
+    /// boundary for a time window (one coarse clock read, or the call's end time if timed).
+    #[inline]
+    fn before_fast_until(&self, end: Option<u64>) -> bool {
+        let s = &*self.shared;
+        let until = s.hot.fast_until.load(Ordering::Relaxed);
+        until == u64::MAX || end.unwrap_or_else(|| s.clock.recent()) < until
+    }
+
     #[cold]
     fn finish_locked(&self, ticket: Ticket, outcome: Outcome, slow: bool, now: u64) {
-        let transition =
-            self.with_machine(|m| m.record(now, ticket.generation, ticket.role, outcome, slow));
+        let transition = self.with_machine(now, |m| {
+            m.record(now, ticket.generation, ticket.role, outcome, slow)
+        });
         self.emit(transition, now);
     }
 
     /// Gives back a probe slot of a ticket that finished without an outcome.
     pub(crate) fn release(&self, ticket: Ticket) {
         if ticket.role == Role::Probe {
-            self.with_machine(|m| m.release(ticket.generation, ticket.role));
+            let now = self.shared.clock.recent();
+            self.with_machine(now, |m| m.release(ticket.generation, ticket.role));
         }
     }
 
-    /// Runs `f` on the machine under the lock, then publishes the hot-path values.
-    fn with_machine<R>(&self, f: impl FnOnce(&mut Machine) -> R) -> R {
+    /// Runs `f` on the machine under the lock, after folding in the fast successes counted
+    /// since the last locked operation, then publishes the hot-path values.
+    fn with_machine<R>(&self, now: u64, f: impl FnOnce(&mut Machine) -> R) -> R {
         let s = &*self.shared;
         let mut machine = lock(&s.machine);
+        let generation = machine.generation();
+        machine.absorb(s.shards.drain(generation));
         let result = f(&mut machine);
-        s.hot.until.store(machine.until(), Ordering::Relaxed);
-        s.hot.word.store(machine.word().bits(), Ordering::Release);
+        let published = machine.publish(now);
+        if published.word.generation() != generation {
+            // Successes of the old generation still in flight must not land in the new one.
+            s.shards.retag(published.word.generation());
+        }
+        s.hot.until.store(published.until, Ordering::Relaxed);
+        s.hot
+            .fast_until
+            .store(published.fast_until, Ordering::Relaxed);
+        s.hot.word.store(published.word.bits(), Ordering::Release);
         result
     }
 
@@ -368,27 +410,29 @@ impl Breaker {
         lock(&self.shared.machine).break_remaining(now)
     }
 
-    /// The state and counts, read consistently.
+    /// The state and counts, read consistently (successes counted on the fast path included).
     pub fn snapshot(&self) -> Snapshot {
         let now = self.shared.clock.recent();
-        lock(&self.shared.machine).snapshot(now)
+        self.with_machine(now, |m| m.snapshot(now))
     }
 
     /// Forces the breaker open until [`Breaker::reset`]. Raises no event.
     pub fn isolate(&self) {
         let now = self.shared.clock.recent();
-        self.with_machine(|m| m.isolate(now));
+        self.with_machine(now, |m| m.isolate(now));
     }
 
     /// Lets every call through and records nothing until [`Breaker::reset`]. Raises no event.
     pub fn disable(&self) {
-        self.with_machine(Machine::disable);
+        let now = self.shared.clock.recent();
+        self.with_machine(now, Machine::disable);
     }
 
     /// Back to closed (or disabled, if configured so) with an empty window and no break
     /// growth. Calls in flight from before are not counted. Raises no event.
     pub fn reset(&self) {
-        self.with_machine(Machine::reset);
+        let now = self.shared.clock.recent();
+        self.with_machine(now, Machine::reset);
     }
 }
 

@@ -31,9 +31,10 @@
 //! # Ok::<(), cutout::ConfigError>(())
 //! ```
 //!
-//! The hot path: a healthy call on a closed breaker whose window is full of successes does one
-//! atomic load before the call and one after, and writes nothing shared. Everything that
-//! changes state runs a sequential machine under a lock (see `breaker.rs`, `# Orderings`).
+//! The hot path: a healthy call on a closed breaker whose count window is full of successes
+//! does one atomic load before the call and one after, and writes nothing shared. Other healthy
+//! calls add one to a counter of their thread's own (no lock, no contended line). Everything
+//! that changes state runs a sequential machine under a lock (see `breaker.rs`, `# Orderings`).
 
 #![forbid(unsafe_code)]
 
@@ -48,6 +49,7 @@ mod loom;
 mod machine;
 mod permit;
 mod settings;
+mod shards;
 mod snapshot;
 mod state;
 mod window;

@@ -57,7 +57,20 @@ pub(crate) struct Machine {
     probes: Totals,
     showing_probes: bool,
     shadow_refusals: u64,
+    /// The time of the last locked operation: fast successes counted since then all fall in
+    /// its bucket (the fast flag ends at the next bucket boundary).
+    fast_since: u64,
     rng: fastrand::Rng,
+}
+
+/// What the breaker publishes for the hot path after each locked operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Published {
+    pub(crate) word: Word,
+    /// When the current break ends (meaningful while open).
+    pub(crate) until: u64,
+    /// Until when the fast flag holds (meaningful while it is set).
+    pub(crate) fast_until: u64,
 }
 
 fn nanos(duration: Duration) -> u64 {
@@ -92,21 +105,50 @@ impl Machine {
             probes: Totals::default(),
             showing_probes: false,
             shadow_refusals: 0,
+            fast_since: 0,
             rng: fastrand::Rng::with_seed(seed),
         }
     }
 
-    /// The word the hot path reads.
-    pub(crate) fn word(&self) -> Word {
-        let quiet = self.state == State::Closed
-            && self.consecutive_failures == 0
-            && self.window.success_is_noop();
-        Word::new(self.state, self.generation, quiet)
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation
     }
 
-    /// When the current break ends (meaningful while open).
-    pub(crate) fn until(&self) -> u64 {
-        self.until
+    /// Folds in `n` successes counted on the fast path since the last locked operation.
+    pub(crate) fn absorb(&mut self, n: u64) {
+        if n > 0 && self.state == State::Closed {
+            self.window.record_successes(self.fast_since, n);
+        }
+    }
+
+    /// Ends a locked operation at `now`: what the hot path may do until the next one.
+    pub(crate) fn publish(&mut self, now: u64) -> Published {
+        self.fast_since = now;
+        let closed_clean = self.state == State::Closed && self.consecutive_failures == 0;
+        let quiet = closed_clean && self.window.success_is_noop();
+        let fast = closed_clean && !self.successes_can_trip(now);
+        Published {
+            word: Word::new(self.state, self.generation, quiet, fast),
+            until: self.until,
+            fast_until: self.window.next_boundary(now),
+        }
+    }
+
+    /// Whether some run of successes, before the window's next bucket boundary, could trip the
+    /// breaker. Successes never raise a ratio, but the one that brings the window to the
+    /// minimum calls may reveal a ratio already at its threshold; the earliest such success is
+    /// the one with the highest ratio, so testing it decides for the whole run.
+    fn successes_can_trip(&self, now: u64) -> bool {
+        let s = &self.settings;
+        let totals = self.window.totals(now);
+        let minimum = u64::from(s.effective_minimum_calls());
+        let calls = (totals.calls + minimum.saturating_sub(totals.calls).max(1))
+            .min(self.window.capacity());
+        let failing = s
+            .failure_ratio
+            .is_some_and(|limit| ratio(totals.failures, calls) >= limit);
+        let slowing = totals.slow > 0 && ratio(totals.slow, calls) >= s.slow_call_ratio;
+        failing || slowing
     }
 
     /// The state as seen at `now`, without changing anything.

@@ -1,12 +1,16 @@
 //! The breaker's states and the packed state word the hot path reads.
 //!
-//! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *quiet* flag, bits 32–63 the
-//! generation. It is written only under the breaker's lock, after every mutation of the machine,
-//! and read without a lock on every call.
+//! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *quiet* flag, bit 4 the *fast*
+//! flag, bits 32–63 the generation. It is written only under the breaker's lock, after every
+//! mutation of the machine, and read without a lock on every call.
 //!
 //! *Quiet* means: the breaker is closed and a fast, successful call would change nothing it
 //! records (no consecutive failures to reset, a count window full of successes). A call that
 //! sees the flag with its own generation finishes without any shared write.
+//!
+//! *Fast* means: the breaker is closed, no consecutive failure needs resetting, and no run of
+//! successes can trip it before the window's next bucket boundary. A success then only adds
+//! one to its thread's success counter (see `shards.rs`).
 
 use std::fmt;
 
@@ -80,6 +84,7 @@ impl fmt::Display for State {
 
 const STATE_MASK: u64 = 0b111;
 const QUIET: u64 = 0b1000;
+const FAST: u64 = 0b1_0000;
 const GENERATION_SHIFT: u32 = 32;
 
 /// The decoded state word.
@@ -87,9 +92,10 @@ const GENERATION_SHIFT: u32 = 32;
 pub(crate) struct Word(u64);
 
 impl Word {
-    pub(crate) const fn new(state: State, generation: u32, quiet: bool) -> Word {
+    pub(crate) const fn new(state: State, generation: u32, quiet: bool, fast: bool) -> Word {
         let quiet = if quiet { QUIET } else { 0 };
-        Word(state.code() | quiet | ((generation as u64) << GENERATION_SHIFT))
+        let fast = if fast { FAST } else { 0 };
+        Word(state.code() | quiet | fast | ((generation as u64) << GENERATION_SHIFT))
     }
 
     pub(crate) const fn from_bits(bits: u64) -> Word {
@@ -111,6 +117,10 @@ impl Word {
     pub(crate) const fn is_quiet(self) -> bool {
         self.0 & QUIET != 0
     }
+
+    pub(crate) const fn is_fast(self) -> bool {
+        self.0 & FAST != 0
+    }
 }
 
 #[cfg(test)]
@@ -129,11 +139,11 @@ mod tests {
         ];
         for state in states {
             for generation in [0, 1, u32::MAX] {
-                for quiet in [false, true] {
-                    let word = Word::from_bits(Word::new(state, generation, quiet).bits());
+                for (quiet, fast) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let word = Word::from_bits(Word::new(state, generation, quiet, fast).bits());
                     assert_eq!(word.state(), state);
                     assert_eq!(word.generation(), generation);
-                    assert_eq!(word.is_quiet(), quiet);
+                    assert_eq!((word.is_quiet(), word.is_fast()), (quiet, fast));
                 }
             }
         }

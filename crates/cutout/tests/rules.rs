@@ -643,3 +643,45 @@ fn errors_are_send_sync_and_small() {
         std::mem::size_of::<Rejected>()
     );
 }
+
+#[test]
+fn successes_counted_off_the_lock_land_in_the_right_bucket() {
+    let (b, clock) = breaker(base().window(TripWindow::Time(30 * SEC)));
+    for _ in 0..5 {
+        ok(&b).unwrap();
+    }
+    clock.advance(10 * SEC);
+    for _ in 0..5 {
+        ok(&b).unwrap();
+    }
+    assert_eq!(b.snapshot().calls, 10);
+    clock.advance(21 * SEC);
+    assert_eq!(
+        b.snapshot().calls,
+        5,
+        "the calls of t=0 have dropped out at t=31 s"
+    );
+    clock.advance(10 * SEC);
+    assert_eq!(b.snapshot().calls, 0);
+}
+
+#[test]
+fn successes_off_the_lock_keep_a_count_window_in_order() {
+    let (b, _) = breaker(
+        base()
+            .consecutive_failures(None)
+            .failure_ratio(Some(0.5))
+            .window(TripWindow::Count(4))
+            .minimum_calls(4),
+    );
+    fail(&b).unwrap_err();
+    ok(&b).unwrap();
+    ok(&b).unwrap();
+    ok(&b).unwrap();
+    assert_eq!((b.snapshot().calls, b.snapshot().failures), (4, 1));
+    ok(&b).unwrap(); // pushes the failure out
+    assert_eq!(b.snapshot().failures, 0);
+    fail(&b).unwrap_err();
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open, "2 of the last 4");
+}

@@ -41,6 +41,28 @@ impl CountWindow {
         self.slow += u64::from(mark.slow);
     }
 
+    /// Records `n` successes: a ring's worth or more leaves it full of successes.
+    pub(crate) fn record_successes(&mut self, n: u64) {
+        if n >= self.size as u64 {
+            self.ring.clear();
+            self.ring.resize(self.size, 0);
+            self.head = 0;
+            self.failures = 0;
+            self.slow = 0;
+            return;
+        }
+        for _ in 0..n {
+            self.record(Mark {
+                failure: false,
+                slow: false,
+            });
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> u64 {
+        self.size as u64
+    }
+
     pub(crate) fn totals(&self) -> Totals {
         Totals {
             calls: self.ring.len() as u64,
@@ -106,5 +128,30 @@ mod tests {
         assert!(window.is_full_and_clean());
         window.clear();
         assert_eq!(window.totals(), Totals::default());
+    }
+
+    #[test]
+    fn bulk_successes_slide_like_single_ones() {
+        let mut bulk = CountWindow::new(4);
+        let mut single = CountWindow::new(4);
+        for window in [&mut bulk, &mut single] {
+            window.record(FAIL);
+            window.record(SLOW_OK);
+        }
+        bulk.record_successes(3);
+        for _ in 0..3 {
+            single.record(OK);
+        }
+        assert_eq!(bulk.totals(), single.totals());
+        assert_eq!(
+            bulk.totals(),
+            Totals {
+                calls: 4,
+                failures: 0,
+                slow: 1
+            }
+        );
+        bulk.record_successes(10);
+        assert!(bulk.is_full_and_clean());
     }
 }

@@ -44,6 +44,31 @@ impl Window {
         }
     }
 
+    /// Records `n` fast successes that all happened in the bucket of `at`.
+    pub(crate) fn record_successes(&mut self, at: u64, n: u64) {
+        match self {
+            Window::Count(window) => window.record_successes(n),
+            Window::Time(window) => window.record_successes(at, n),
+        }
+    }
+
+    /// The most calls the window can hold (`u64::MAX` for a time window).
+    pub(crate) fn capacity(&self) -> u64 {
+        match self {
+            Window::Count(window) => window.capacity(),
+            Window::Time(_) => u64::MAX,
+        }
+    }
+
+    /// When the next bucket drops out or starts (`u64::MAX` for a count window): until then,
+    /// successes can only lower the window's ratios.
+    pub(crate) fn next_boundary(&self, now: u64) -> u64 {
+        match self {
+            Window::Count(_) => u64::MAX,
+            Window::Time(window) => window.next_boundary(now),
+        }
+    }
+
     pub(crate) fn totals(&self, now: u64) -> Totals {
         match self {
             Window::Count(window) => window.totals(),

@@ -35,19 +35,40 @@ impl TimeWindow {
         now / self.bucket_nanos
     }
 
-    pub(crate) fn record(&mut self, now: u64, mark: Mark) {
+    /// The bucket for `now`, emptied first if it held an older period; `None` if it already
+    /// holds a newer one (a late record for a period that has dropped out).
+    fn bucket(&mut self, now: u64) -> Option<&mut Totals> {
         let epoch = self.epoch(now);
         let len = self.buckets.len() as u64;
         let bucket = &mut self.buckets[(epoch % len) as usize];
+        if bucket.epoch > epoch {
+            return None;
+        }
         if bucket.epoch != epoch {
             *bucket = Bucket {
                 epoch,
                 totals: Totals::default(),
             };
         }
-        bucket.totals.calls += 1;
-        bucket.totals.failures += u64::from(mark.failure);
-        bucket.totals.slow += u64::from(mark.slow);
+        Some(&mut bucket.totals)
+    }
+
+    pub(crate) fn record(&mut self, now: u64, mark: Mark) {
+        if let Some(totals) = self.bucket(now) {
+            totals.calls += 1;
+            totals.failures += u64::from(mark.failure);
+            totals.slow += u64::from(mark.slow);
+        }
+    }
+
+    pub(crate) fn record_successes(&mut self, at: u64, n: u64) {
+        if let Some(totals) = self.bucket(at) {
+            totals.calls += n;
+        }
+    }
+
+    pub(crate) fn next_boundary(&self, now: u64) -> u64 {
+        (self.epoch(now) + 1).saturating_mul(self.bucket_nanos)
     }
 
     pub(crate) fn totals(&self, now: u64) -> Totals {
