@@ -158,7 +158,8 @@ impl<E> From<Rejected> for Error<E> {
     }
 }
 
-/// The stable code of a configuration error. Codes never change meaning; new ones are added.
+/// The stable code of a configuration error (`CUT-CFG-*`) or a registry error (`CUT-REG-*`).
+/// Codes never change meaning; new ones are added.
 ///
 /// | code | meaning |
 /// |---|---|
@@ -167,7 +168,17 @@ impl<E> From<Rejected> for Error<E> {
 /// | `CUT-CFG-003` | a duration that must be positive is zero |
 /// | `CUT-CFG-004` | the maximum break is shorter than the first break |
 /// | `CUT-CFG-005` | a count window is larger than the supported maximum (1,000,000 calls) |
-/// | `CUT-CFG-006` | a half-open rule or probe setting contradicts another setting |
+/// | `CUT-CFG-006` | a half-open rule or probe setting contradicts another setting (in a file: also contradicting window keys) |
+/// | `CUT-CFG-007` | a configuration document cannot be parsed (malformed TOML) |
+/// | `CUT-CFG-008` | a configuration document has an unknown key or section |
+/// | `CUT-CFG-009` | a configuration value has the wrong type (a string where a number goes) |
+/// | `CUT-CFG-010` | a configuration value cannot be read: bad or negative duration, bad percentage, unknown choice, number out of range |
+/// | `CUT-CFG-011` | an instance's `base-config` names no configuration |
+/// | `CUT-REG-001` | a registry already holds a breaker with this id and different settings |
+/// | `CUT-REG-002` | a registry holds no breaker with this id |
+///
+/// The configuration file codes are described with example messages in `cutout::config`
+/// (feature `serde`), the registry codes in [`Registry`](crate::Registry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// `CUT-CFG-001`: a ratio is outside (0, 1].
@@ -182,6 +193,20 @@ pub enum ErrorCode {
     WindowTooLarge,
     /// `CUT-CFG-006`: settings contradict each other.
     Contradiction,
+    /// `CUT-CFG-007`: a configuration document cannot be parsed.
+    Syntax,
+    /// `CUT-CFG-008`: a configuration document has an unknown key or section.
+    UnknownKey,
+    /// `CUT-CFG-009`: a configuration value has the wrong type.
+    WrongType,
+    /// `CUT-CFG-010`: a configuration value of the right type cannot be read.
+    InvalidValue,
+    /// `CUT-CFG-011`: an instance's `base-config` names no configuration.
+    UnknownBaseConfig,
+    /// `CUT-REG-001`: the id is taken by a breaker with different settings.
+    SettingsConflict,
+    /// `CUT-REG-002`: no breaker has this id.
+    UnknownId,
 }
 
 impl ErrorCode {
@@ -194,6 +219,13 @@ impl ErrorCode {
             ErrorCode::MaxBreakBelowBreak => "CUT-CFG-004",
             ErrorCode::WindowTooLarge => "CUT-CFG-005",
             ErrorCode::Contradiction => "CUT-CFG-006",
+            ErrorCode::Syntax => "CUT-CFG-007",
+            ErrorCode::UnknownKey => "CUT-CFG-008",
+            ErrorCode::WrongType => "CUT-CFG-009",
+            ErrorCode::InvalidValue => "CUT-CFG-010",
+            ErrorCode::UnknownBaseConfig => "CUT-CFG-011",
+            ErrorCode::SettingsConflict => "CUT-REG-001",
+            ErrorCode::UnknownId => "CUT-REG-002",
         }
     }
 }

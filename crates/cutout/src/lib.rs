@@ -42,16 +42,20 @@ mod backoff;
 mod breaker;
 pub mod classify;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 mod error;
 mod event;
 mod id;
 mod loom;
 mod machine;
 mod permit;
+mod registry;
 mod settings;
 mod shards;
 mod snapshot;
 mod state;
+mod suggest;
 mod window;
 
 pub use breaker::{Breaker, BreakerBuilder};
@@ -60,6 +64,7 @@ pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
 pub use event::{Event, OpenReason, Transition};
 pub use id::BreakerId;
 pub use permit::{OwnedPermit, Permit};
+pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow};
 pub use snapshot::Snapshot;
 pub use state::State;

@@ -1,0 +1,931 @@
+//! Configuration files: merging, every error code from a file, hostile input never panics.
+#![cfg(feature = "serde")]
+
+use std::time::Duration;
+
+use cutout::clock::ManualClock;
+use cutout::config::{Config, LoadError};
+use cutout::{ErrorCode, HalfOpenRule, Jitter, Registry, Settings, State, TripWindow};
+use proptest::prelude::*;
+
+const SEC: Duration = Duration::from_secs(1);
+
+const DOCUMENT: &str = r#"
+[defaults]
+break-duration = "30s"
+max-break-duration = "5m"
+jitter = "none"
+minimum-calls = 10
+
+[configs.strict]
+failure-ratio = "50%"
+window-size = 20
+consecutive-failures = false
+half-open-rule = "rates"
+half-open-probes = 3
+
+[configs.slow-backend]
+slow-call-threshold = "2s"
+slow-call-ratio = 0.8
+window-duration = "1m"
+max-wait-in-half-open = "off"
+
+[instances.payments]
+base-config = "strict"
+minimum-calls = 20
+break-duration = "1m"
+
+[instances.reports]
+base-config = "slow-backend"
+window-type = "count"
+window-size = 50
+shadow = true
+
+[instances.ledger]
+probe-successes = 3
+enabled = false
+"#;
+
+fn defaults() -> Settings {
+    Settings::builder()
+        .break_duration(30 * SEC)
+        .max_break_duration(300 * SEC)
+        .jitter(Jitter::None)
+        .minimum_calls(10)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn each_instance_gets_exactly_the_merged_settings() {
+    let config = Config::from_toml(DOCUMENT).unwrap();
+
+    assert_eq!(config.defaults(), &defaults());
+
+    let strict = defaults()
+        .to_builder()
+        .failure_ratio(Some(0.5))
+        .window(TripWindow::Count(20))
+        .consecutive_failures(None)
+        .half_open_rule(HalfOpenRule::Rates)
+        .half_open_probes(3)
+        .build()
+        .unwrap();
+    assert_eq!(config.config("strict"), Some(&strict));
+    let slow_backend = defaults()
+        .to_builder()
+        .slow_call_threshold(Some(2 * SEC))
+        .slow_call_ratio(0.8)
+        .window(TripWindow::Time(60 * SEC))
+        .max_wait_in_half_open(None)
+        .build()
+        .unwrap();
+    assert_eq!(config.config("slow-backend"), Some(&slow_backend));
+    assert_eq!(
+        config.config_names().collect::<Vec<_>>(),
+        ["slow-backend", "strict"]
+    );
+
+    // built-in ← defaults ← strict ← own keys (minimum-calls beats defaults, break beats both)
+    let payments = strict
+        .to_builder()
+        .minimum_calls(20)
+        .break_duration(60 * SEC)
+        .build()
+        .unwrap();
+    // the instance's count window replaces the config's time window
+    let reports = slow_backend
+        .to_builder()
+        .window(TripWindow::Count(50))
+        .shadow(true)
+        .build()
+        .unwrap();
+    // no base config: built-in ← defaults ← own keys
+    let ledger = defaults()
+        .to_builder()
+        .probe_successes(3)
+        .enabled(false)
+        .build()
+        .unwrap();
+
+    assert_eq!(config.instance("payments"), Some(&payments));
+    assert_eq!(config.instance("reports"), Some(&reports));
+    assert_eq!(config.instance("ledger"), Some(&ledger));
+    assert_eq!(config.base_config("payments"), Some("strict"));
+    assert_eq!(config.base_config("ledger"), None);
+    let ids: Vec<&str> = config.instances().map(|(id, _)| id).collect();
+    assert_eq!(ids, ["ledger", "payments", "reports"]);
+    assert_eq!(config.settings_for("unlisted"), &defaults());
+    assert_eq!(config.settings_for("payments"), &payments);
+
+    // The same document through `FromStr`.
+    assert_eq!(DOCUMENT.parse::<Config>().unwrap(), config);
+}
+
+#[test]
+fn a_config_populates_a_registry_on_one_clock() {
+    let config = Config::from_toml(DOCUMENT).unwrap();
+    let clock = ManualClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let created = config.register(&registry).unwrap();
+    assert_eq!(created.len(), 3);
+    let ids: Vec<String> = registry.list().iter().map(|b| b.id().to_string()).collect();
+    assert_eq!(ids, ["ledger", "payments", "reports"]);
+    for (id, settings) in config.instances() {
+        assert_eq!(registry.get(id).unwrap().settings(), settings);
+    }
+    assert_eq!(registry.state("ledger").unwrap(), State::Disabled);
+
+    // Registering again finds the same breakers.
+    config.register(&registry).unwrap();
+    assert_eq!(registry.len(), 3);
+
+    // The registry's clock drives the configured break: 1 minute, no jitter.
+    let payments = registry.get("payments").unwrap();
+    for _ in 0..20 {
+        let _ = payments.call(|| Err::<(), _>("down"));
+    }
+    assert_eq!(payments.state(), State::Open);
+    clock.advance(59 * SEC);
+    assert_eq!(payments.state(), State::Open);
+    clock.advance(SEC);
+    assert_eq!(payments.state(), State::HalfOpen);
+}
+
+fn load_err(doc: &str) -> LoadError {
+    match Config::from_toml(doc) {
+        Ok(config) => panic!("accepted {doc:?}: {config:?}"),
+        Err(error) => error,
+    }
+}
+
+/// Every `CUT-CFG-*` code from a file: the code, the key, the value as written and the section
+/// are in the message and in the accessors.
+#[test]
+fn every_config_error_code_from_a_file() {
+    let cases: &[(&str, ErrorCode, &str, &str, &str)] = &[
+        (
+            "[instances.payments]\nfailure-ratio = \"150%\"",
+            ErrorCode::RatioOutOfRange,
+            "instances.payments",
+            "failure-ratio",
+            "\"150%\"",
+        ),
+        (
+            "[instances.payments]\nfailure-ratio = 1.5",
+            ErrorCode::RatioOutOfRange,
+            "instances.payments",
+            "failure-ratio",
+            "1.5",
+        ),
+        (
+            "[defaults]\nslow-call-ratio = -0.5",
+            ErrorCode::RatioOutOfRange,
+            "defaults",
+            "slow-call-ratio",
+            "-0.5",
+        ),
+        (
+            "[defaults]\nminimum-calls = 0",
+            ErrorCode::CountTooSmall,
+            "defaults",
+            "minimum-calls",
+            "0",
+        ),
+        (
+            "[defaults]\nminimum-calls = -3",
+            ErrorCode::CountTooSmall,
+            "defaults",
+            "minimum-calls",
+            "-3",
+        ),
+        (
+            "[configs.fast]\nbreak-duration = \"0s\"",
+            ErrorCode::ZeroDuration,
+            "configs.fast",
+            "break-duration",
+            "\"0s\"",
+        ),
+        (
+            "[instances.ledger]\nbreak-duration = \"30s\"\nmax-break-duration = \"10s\"",
+            ErrorCode::MaxBreakBelowBreak,
+            "instances.ledger",
+            "max-break-duration",
+            "\"10s\"",
+        ),
+        (
+            "[defaults]\nwindow-size = 2000000",
+            ErrorCode::WindowTooLarge,
+            "defaults",
+            "window-size",
+            "2000000",
+        ),
+        (
+            "[defaults]\nwindow-size = 99999999999",
+            ErrorCode::WindowTooLarge,
+            "defaults",
+            "window-size",
+            "99999999999",
+        ),
+        (
+            "[defaults]\nwindow-type = \"count\"\nwindow-duration = \"1m\"",
+            ErrorCode::Contradiction,
+            "defaults",
+            "window-duration",
+            "\"1m\"",
+        ),
+        (
+            "[defaults]\nwindow-type = \"time\"\nwindow-size = 10",
+            ErrorCode::Contradiction,
+            "defaults",
+            "window-size",
+            "10",
+        ),
+        (
+            "[defaults]\nwindow-size = 10\nwindow-duration = \"1m\"",
+            ErrorCode::Contradiction,
+            "defaults",
+            "window-duration",
+            "\"1m\"",
+        ),
+        (
+            "[defaults]\nhalf-open-probes = 70000",
+            ErrorCode::Contradiction,
+            "defaults",
+            "half-open-probes",
+            "70000",
+        ),
+        (
+            "[defaults]\nfailure_ratio = 0.5",
+            ErrorCode::UnknownKey,
+            "defaults",
+            "failure_ratio",
+            "0.5",
+        ),
+        (
+            "[default]\nfailure-ratio = 0.5",
+            ErrorCode::UnknownKey,
+            "",
+            "default",
+            "a table",
+        ),
+        (
+            "[defaults]\nbase-config = \"strict\"",
+            ErrorCode::UnknownKey,
+            "defaults",
+            "base-config",
+            "\"strict\"",
+        ),
+        (
+            "[defaults]\nminimum-calls = \"ten\"",
+            ErrorCode::WrongType,
+            "defaults",
+            "minimum-calls",
+            "\"ten\"",
+        ),
+        (
+            "[defaults]\nbreak-duration = 30",
+            ErrorCode::WrongType,
+            "defaults",
+            "break-duration",
+            "30",
+        ),
+        (
+            "[defaults]\nenabled = \"yes\"",
+            ErrorCode::WrongType,
+            "defaults",
+            "enabled",
+            "\"yes\"",
+        ),
+        (
+            "[defaults]\nminimum-calls = 2.5",
+            ErrorCode::WrongType,
+            "defaults",
+            "minimum-calls",
+            "2.5",
+        ),
+        (
+            "[instances]\npayments = 1",
+            ErrorCode::WrongType,
+            "instances",
+            "payments",
+            "1",
+        ),
+        (
+            "[defaults]\nbreak-duration = \"-5s\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "break-duration",
+            "\"-5s\"",
+        ),
+        (
+            "[defaults]\nbreak-duration = \"5 parsecs\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "break-duration",
+            "\"5 parsecs\"",
+        ),
+        (
+            "[defaults]\njitter = \"equl\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "jitter",
+            "\"equl\"",
+        ),
+        (
+            "[defaults]\nfailure-ratio = \"half\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "failure-ratio",
+            "\"half\"",
+        ),
+        (
+            "[defaults]\nconsecutive-failures = true",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "consecutive-failures",
+            "true",
+        ),
+        (
+            "[configs.strict]\n[instances.payments]\nbase-config = \"stric\"",
+            ErrorCode::UnknownBaseConfig,
+            "instances.payments",
+            "base-config",
+            "\"stric\"",
+        ),
+    ];
+    let mut seen = std::collections::HashSet::new();
+    for &(doc, code, section, key, value) in cases {
+        let error = load_err(doc);
+        let message = error.to_string();
+        assert_eq!(error.code(), code, "{doc:?}: {message}");
+        assert_eq!(error.key(), key, "{message}");
+        assert_eq!(error.value(), Some(value), "{message}");
+        assert_eq!(error.section(), section, "{message}");
+        assert!(message.starts_with(code.as_str()), "{message}");
+        assert!(message.contains(&format!("{key} = {value}")), "{message}");
+        if !section.is_empty() {
+            assert!(message.contains(&format!("[{section}]")), "{message}");
+        }
+        // Every message says what is allowed or what was meant.
+        assert!(
+            error.allowed_values().is_some() || error.suggestion().is_some(),
+            "{message}"
+        );
+        seen.insert(code);
+    }
+
+    // Malformed documents name the position instead of a key.
+    let syntax = load_err("[defaults]\nminimum-calls = ");
+    assert_eq!(syntax.code(), ErrorCode::Syntax);
+    let message = syntax.to_string();
+    assert!(
+        message.starts_with("CUT-CFG-007: malformed document at line 2, column 17:"),
+        "{message}"
+    );
+    seen.insert(ErrorCode::Syntax);
+
+    // A count window with no size anywhere.
+    let missing = load_err("[defaults]\nwindow-type = \"count\"");
+    assert_eq!(missing.code(), ErrorCode::Contradiction);
+    assert_eq!(missing.key(), "window-size");
+    assert_eq!(missing.value(), None);
+    assert_eq!(
+        missing.to_string(),
+        "CUT-CFG-006: invalid window-size (not set) in [defaults]: window-type = \"count\" \
+         needs a window-size; allowed 1 to 1000000 calls"
+    );
+
+    for code in [
+        ErrorCode::RatioOutOfRange,
+        ErrorCode::CountTooSmall,
+        ErrorCode::ZeroDuration,
+        ErrorCode::MaxBreakBelowBreak,
+        ErrorCode::WindowTooLarge,
+        ErrorCode::Contradiction,
+        ErrorCode::Syntax,
+        ErrorCode::UnknownKey,
+        ErrorCode::WrongType,
+        ErrorCode::InvalidValue,
+        ErrorCode::UnknownBaseConfig,
+    ] {
+        assert!(seen.contains(&code), "no case for {code}");
+    }
+}
+
+/// The messages in the module docs' table, verbatim.
+#[test]
+fn documented_example_messages() {
+    let cases = [
+        (
+            "[instances.payments]\nfailure-ratio = \"150%\"",
+            "CUT-CFG-001: invalid failure-ratio = \"150%\" in [instances.payments]: allowed a ratio in (0, 1]",
+        ),
+        (
+            "[defaults]\nminimum-calls = -3",
+            "CUT-CFG-002: invalid minimum-calls = -3 in [defaults]: allowed a whole number of at least 1",
+        ),
+        (
+            "[configs.fast]\nbreak-duration = \"0s\"",
+            "CUT-CFG-003: invalid break-duration = \"0s\" in [configs.fast]: allowed a duration above zero",
+        ),
+        (
+            "[instances.ledger]\nbreak-duration = \"30s\"\nmax-break-duration = \"10s\"",
+            "CUT-CFG-004: invalid max-break-duration = \"10s\" in [instances.ledger]: break-duration = \"30s\"; allowed a duration at least break-duration",
+        ),
+        (
+            "[defaults]\nwindow-size = 2000000",
+            "CUT-CFG-005: invalid window-size = 2000000 in [defaults]: allowed 1 to 1000000 calls",
+        ),
+        (
+            "[defaults]\nwindow-type = \"count\"\nwindow-duration = \"1m\"",
+            "CUT-CFG-006: invalid window-duration = \"1m\" in [defaults]: window-type = \"count\" takes a window-size, not a window-duration; allowed window keys of one kind per section",
+        ),
+        (
+            "[defaults]\nfailure_ratio = 0.5",
+            "CUT-CFG-008: unknown key failure_ratio = 0.5 in [defaults]: did you mean failure-ratio?",
+        ),
+        (
+            "[defaults]\nminimum-calls = \"ten\"",
+            "CUT-CFG-009: wrong type for minimum-calls = \"ten\" in [defaults]: found a string; allowed a whole number of at least 1",
+        ),
+        (
+            "[defaults]\nbreak-duration = \"-5s\"",
+            "CUT-CFG-010: invalid break-duration = \"-5s\" in [defaults]: a duration cannot be negative; allowed a duration such as \"30s\" or \"2m\"",
+        ),
+        (
+            "[configs.strict]\n[instances.payments]\nbase-config = \"stric\"",
+            "CUT-CFG-011: unknown base-config = \"stric\" in [instances.payments]: there is no [configs.stric]; did you mean \"strict\"?",
+        ),
+    ];
+    for (doc, message) in cases {
+        assert_eq!(load_err(doc).to_string(), message);
+    }
+}
+
+#[test]
+fn registry_codes_from_a_config() {
+    let config = Config::from_toml(DOCUMENT).unwrap();
+    let registry = Registry::new();
+    registry.breaker("payments", Settings::default()).unwrap();
+    let conflict = config.register(&registry).unwrap_err();
+    assert_eq!(conflict.code(), ErrorCode::SettingsConflict);
+    let message = conflict.to_string();
+    assert!(
+        message.starts_with("CUT-REG-001: breaker \"payments\""),
+        "{message}"
+    );
+    assert!(
+        message.contains("failure-ratio = off (existing), 0.5 (requested)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("break-duration = 15s (existing), 60s (requested)"),
+        "{message}"
+    );
+
+    let registry = Registry::new();
+    config.register(&registry).unwrap();
+    let unknown = registry.get("report").unwrap_err();
+    assert_eq!(unknown.code(), ErrorCode::UnknownId);
+    assert_eq!(
+        unknown.to_string(),
+        "CUT-REG-002: no breaker with id \"report\": did you mean \"reports\"?"
+    );
+}
+
+#[test]
+fn values_merged_from_elsewhere_say_so() {
+    // A valid [defaults] whose value only fails against an instance's key.
+    let error = load_err(
+        "[defaults]\nmax-break-duration = \"20s\"\n[instances.a]\nbreak-duration = \"30s\"",
+    );
+    assert_eq!(error.code(), ErrorCode::MaxBreakBelowBreak);
+    assert_eq!(error.section(), "defaults");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-004: invalid max-break-duration = \"20s\" in [defaults] (merged into \
+         [instances.a]): break-duration = \"30s\" (from [instances.a]); allowed a duration at \
+         least break-duration"
+    );
+    assert_eq!(
+        error.settings_error().unwrap().code(),
+        ErrorCode::MaxBreakBelowBreak
+    );
+    assert!(std::error::Error::source(&error).is_some());
+
+    // A built-in default at fault.
+    let error = load_err("[instances.a]\nbreak-duration = \"5m\"");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-004: invalid max-break-duration = 120s in [instances.a] (built-in default): \
+         break-duration = \"5m\"; allowed a duration at least break-duration"
+    );
+}
+
+#[test]
+fn rules_switch_off_with_false_or_off() {
+    let config = Config::from_toml(
+        r#"
+        [instances.a]
+        consecutive-failures = false
+        failure-ratio = 0.25
+        slow-call-threshold = "off"
+        max-wait-in-half-open = false
+        [instances.b]
+        consecutive-failures = "OFF"
+        failure-ratio = 1
+        "#,
+    )
+    .unwrap();
+    let a = config.instance("a").unwrap();
+    assert_eq!(a.consecutive_failures(), None);
+    assert_eq!(a.failure_ratio(), Some(0.25));
+    assert_eq!(a.slow_call_threshold(), None);
+    assert_eq!(a.max_wait_in_half_open(), None);
+    let b = config.instance("b").unwrap();
+    assert_eq!(b.consecutive_failures(), None);
+    assert_eq!(b.failure_ratio(), Some(1.0));
+    // false is not accepted where nothing can be switched off
+    let error = load_err("[defaults]\nminimum-calls = false");
+    assert_eq!(error.code(), ErrorCode::WrongType);
+}
+
+#[test]
+fn durations_ratios_and_choices_are_read_as_documented() {
+    let config = Config::from_toml(
+        r#"
+        [defaults]
+        break-duration = "1m 30s"
+        max-break-duration = "2h"
+        window-duration = "250ms"
+        slow-call-threshold = "1500ms"
+        slow-call-ratio = "12.5%"
+        jitter = "Full"
+        half-open-rule = "RATES"
+        "#,
+    )
+    .unwrap();
+    let d = config.defaults();
+    assert_eq!(d.break_duration(), 90 * SEC);
+    assert_eq!(d.max_break_duration(), 7200 * SEC);
+    assert_eq!(d.window(), TripWindow::Time(Duration::from_millis(250)));
+    assert_eq!(d.slow_call_threshold(), Some(Duration::from_millis(1500)));
+    assert_eq!(d.slow_call_ratio(), 0.125);
+    assert_eq!(d.jitter(), Jitter::Full);
+    assert_eq!(d.half_open_rule(), HalfOpenRule::Rates);
+}
+
+#[test]
+fn a_later_section_switches_the_window_kind() {
+    let config = Config::from_toml(
+        r#"
+        [defaults]
+        window-size = 100
+        [configs.timed]
+        window-duration = "1m"
+        [instances.a]
+        base-config = "timed"
+        [instances.b]
+        base-config = "timed"
+        window-type = "count"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.defaults().window(), TripWindow::Count(100));
+    assert_eq!(
+        config.instance("a").unwrap().window(),
+        TripWindow::Time(60 * SEC)
+    );
+    // Back to count: the size from [defaults] still applies.
+    assert_eq!(
+        config.instance("b").unwrap().window(),
+        TripWindow::Count(100)
+    );
+}
+
+#[test]
+fn hostile_documents_fail_clearly() {
+    let cases: &[(&str, ErrorCode)] = &[
+        ("[defaults", ErrorCode::Syntax),
+        ("= 1", ErrorCode::Syntax),
+        ("[defaults]\na = 1\na = 2", ErrorCode::Syntax),
+        ("\u{0}", ErrorCode::Syntax),
+        ("defaults = 3", ErrorCode::WrongType),
+        ("configs = [1, 2]", ErrorCode::WrongType),
+        ("[configs]\nstrict = \"x\"", ErrorCode::WrongType),
+        (
+            "[defaults]\nbreak-duration = 1979-05-27",
+            ErrorCode::WrongType,
+        ),
+        (
+            "[defaults]\nbreak-duration = [\"30s\"]",
+            ErrorCode::WrongType,
+        ),
+        (
+            "[defaults]\nbreak-duration = { s = 30 }",
+            ErrorCode::WrongType,
+        ),
+        (
+            "[defaults]\nbreak-duration = \"-0s\"",
+            ErrorCode::InvalidValue,
+        ),
+        (
+            "[defaults]\nbreak-duration = \"  -5 s\"",
+            ErrorCode::InvalidValue,
+        ),
+        ("[defaults]\nbreak-duration = \"\"", ErrorCode::InvalidValue),
+        (
+            "[defaults]\nbreak-duration = \"99999999999999999999999y\"",
+            ErrorCode::InvalidValue,
+        ),
+        ("[defaults]\nfailure-ratio = 2", ErrorCode::RatioOutOfRange),
+        (
+            "[defaults]\nfailure-ratio = \"100.1%\"",
+            ErrorCode::RatioOutOfRange,
+        ),
+        (
+            "[defaults]\nfailure-ratio = nan",
+            ErrorCode::RatioOutOfRange,
+        ),
+        (
+            "[defaults]\nfailure-ratio = inf",
+            ErrorCode::RatioOutOfRange,
+        ),
+        (
+            "[defaults]\nfailure-ratio = \"0%\"",
+            ErrorCode::RatioOutOfRange,
+        ),
+        ("[defaults]\nfailure-ratio = \"%\"", ErrorCode::InvalidValue),
+        (
+            "[defaults]\nfailure-ratio = \"0.5\"",
+            ErrorCode::InvalidValue,
+        ),
+        (
+            "[defaults]\nminimum-calls = 9223372036854775807",
+            ErrorCode::InvalidValue,
+        ),
+        (
+            "[defaults]\nminimum-calls = -9223372036854775808",
+            ErrorCode::CountTooSmall,
+        ),
+        ("[instances.x]\nbase-config = 3", ErrorCode::WrongType),
+        (
+            "[instances.x]\nbase-config = \"nope\"",
+            ErrorCode::UnknownBaseConfig,
+        ),
+        (
+            "[instances.x.nested]\nfailure-ratio = 0.5",
+            ErrorCode::UnknownKey,
+        ),
+        ("[[instances]]\nx = 1", ErrorCode::WrongType),
+        ("[settings]", ErrorCode::UnknownKey),
+    ];
+    for &(doc, code) in cases {
+        let error = load_err(doc);
+        let message = error.to_string();
+        assert_eq!(error.code(), code, "{doc:?}: {message}");
+        assert!(message.starts_with(code.as_str()), "{message}");
+    }
+    // A key with a suggestion in an instance can also be base-config.
+    assert_eq!(
+        load_err("[instances.x]\nbase_config = \"a\"").suggestion(),
+        Some("base-config")
+    );
+}
+
+#[test]
+fn any_serde_format_reads_the_same_document() {
+    let json = r#"{
+        "defaults": { "break-duration": "30s", "max-break-duration": "5m",
+                      "jitter": "none", "minimum-calls": 10 },
+        "instances": { "ledger": { "probe-successes": 3, "enabled": false } }
+    }"#;
+    let from_json =
+        Config::from_deserializer(&mut serde_json::Deserializer::from_str(json)).unwrap();
+    let from_toml = Config::from_toml(DOCUMENT).unwrap();
+    assert_eq!(from_json.defaults(), from_toml.defaults());
+    assert_eq!(from_json.instance("ledger"), from_toml.instance("ledger"));
+
+    // Embedded through `Deserialize`: the message keeps its code.
+    let embedded: Config = serde_json::from_str(json).unwrap();
+    assert_eq!(embedded, from_json);
+    let bad = serde_json::from_str::<Config>(r#"{"defaults": {"jiter": "none"}}"#).unwrap_err();
+    assert!(bad.to_string().contains("CUT-CFG-008"), "{bad}");
+    assert!(bad.to_string().contains("did you mean jitter?"), "{bad}");
+
+    // JSON-only shapes: null, huge integers, malformed input.
+    let null = Config::from_deserializer(&mut serde_json::Deserializer::from_str(
+        r#"{"defaults": {"failure-ratio": null}}"#,
+    ))
+    .unwrap_err();
+    assert_eq!(null.code(), ErrorCode::WrongType);
+    assert!(null.to_string().contains("failure-ratio = null"), "{null}");
+    let huge = Config::from_deserializer(&mut serde_json::Deserializer::from_str(
+        r#"{"defaults": {"window-size": 18446744073709551615}}"#,
+    ))
+    .unwrap_err();
+    assert_eq!(huge.code(), ErrorCode::WindowTooLarge);
+    let malformed =
+        Config::from_deserializer(&mut serde_json::Deserializer::from_str("{\"defaults\": "))
+            .unwrap_err();
+    assert_eq!(malformed.code(), ErrorCode::Syntax);
+}
+
+// ---------------------------------------------------------------------------------------------
+// No document makes loading panic.
+
+const SECTION_HEADERS: &[&str] = &[
+    "[defaults]",
+    "[configs.a]",
+    "[configs.b]",
+    "[instances.x]",
+    "[instances.y]",
+    "[instances.\"h://p:1\"]",
+    "[instances]",
+    "[configs]",
+    "[other]",
+    "",
+];
+
+const KEYS: &[&str] = &[
+    "consecutive-failures",
+    "failure-ratio",
+    "minimum-calls",
+    "window-type",
+    "window-size",
+    "window-duration",
+    "slow-call-threshold",
+    "slow-call-ratio",
+    "break-duration",
+    "max-break-duration",
+    "jitter",
+    "half-open-probes",
+    "probe-successes",
+    "half-open-rule",
+    "max-wait-in-half-open",
+    "shadow",
+    "enabled",
+    "base-config",
+    "failure_ratio",
+    "x",
+];
+
+const VALUES: &[&str] = &[
+    "\"30s\"",
+    "\"2m\"",
+    "\"0s\"",
+    "\"-5s\"",
+    "\"1h 2m 3s\"",
+    "\"50%\"",
+    "\"150%\"",
+    "\"-1%\"",
+    "\"off\"",
+    "\"count\"",
+    "\"time\"",
+    "\"equal\"",
+    "\"none\"",
+    "\"rates\"",
+    "\"a\"",
+    "\"b\"",
+    "true",
+    "false",
+    "0",
+    "1",
+    "-1",
+    "0.5",
+    "1.5",
+    "nan",
+    "-inf",
+    "9223372036854775807",
+    "[1, \"2\"]",
+    "{ a = 1 }",
+    "1979-05-27T07:32:00Z",
+];
+
+fn value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(VALUES).prop_map(str::to_owned),
+        1 => any::<i64>().prop_map(|i| i.to_string()),
+        1 => any::<f64>().prop_map(|f| format!("{f:?}")),
+        1 => "[a-z0-9%. -]{0,12}".prop_map(|s| format!("{s:?}")),
+        1 => ".{0,12}".prop_map(|s| format!("{s:?}")),
+    ]
+}
+
+fn document() -> impl Strategy<Value = String> {
+    let line = (prop::sample::select(KEYS), value()).prop_map(|(k, v)| format!("{k} = {v}"));
+    let section = (
+        prop::sample::select(SECTION_HEADERS),
+        prop::collection::vec(line, 0..6),
+    )
+        .prop_map(|(header, lines)| format!("{header}\n{}\n", lines.join("\n")));
+    prop::collection::vec(section, 0..5).prop_map(|sections| sections.concat())
+}
+
+/// Values a key of this kind plausibly takes: mostly valid, some at or past the edges.
+fn plausible(key: &'static str) -> BoxedStrategy<String> {
+    let durations = prop_oneof![
+        (0u64..400).prop_map(|n| format!("\"{n}s\"")),
+        (1u64..5).prop_map(|n| format!("\"{n}m\"")),
+        Just("\"off\"".to_owned()),
+        Just("\"-5s\"".to_owned()),
+    ];
+    let ratios = prop_oneof![
+        (0.0f64..1.2).prop_map(|f| format!("{f:?}")),
+        (0u32..120).prop_map(|n| format!("\"{n}%\"")),
+        Just("false".to_owned()),
+    ];
+    let counts = prop_oneof![
+        (0i64..40).prop_map(|n| n.to_string()),
+        Just("false".to_owned()),
+        Just("2000000".to_owned()),
+    ];
+    match key {
+        "failure-ratio" | "slow-call-ratio" => ratios.boxed(),
+        "window-duration"
+        | "slow-call-threshold"
+        | "break-duration"
+        | "max-break-duration"
+        | "max-wait-in-half-open" => durations.boxed(),
+        "window-type" => prop::sample::select(&["\"count\"", "\"time\"", "\"sliding\""][..])
+            .prop_map(str::to_owned)
+            .boxed(),
+        "jitter" => prop::sample::select(&["\"equal\"", "\"full\"", "\"none\""][..])
+            .prop_map(str::to_owned)
+            .boxed(),
+        "half-open-rule" => prop::sample::select(&["\"consecutive\"", "\"rates\""][..])
+            .prop_map(str::to_owned)
+            .boxed(),
+        "shadow" | "enabled" => prop::sample::select(&["true", "false"][..])
+            .prop_map(str::to_owned)
+            .boxed(),
+        "base-config" => prop::sample::select(&["\"a\"", "\"b\"", "\"c\""][..])
+            .prop_map(str::to_owned)
+            .boxed(),
+        _ => counts.boxed(),
+    }
+}
+
+/// Unique sections and keys (no TOML duplicates), so documents get past the parser.
+fn plausible_document() -> impl Strategy<Value = String> {
+    let keys = &KEYS[..18]; // the real keys and base-config
+    let section = prop::collection::btree_map(prop::sample::select(keys), Just(()), 0..8)
+        .prop_flat_map(|keys| {
+            keys.into_keys()
+                .map(|k| plausible(k).prop_map(move |v| format!("{k} = {v}")))
+                .collect::<Vec<_>>()
+        });
+    let headers = &[
+        "defaults",
+        "configs.a",
+        "configs.b",
+        "instances.x",
+        "instances.y",
+        "instances.z",
+    ][..];
+    prop::collection::btree_map(prop::sample::select(headers), section, 0..6).prop_map(|sections| {
+        sections
+            .into_iter()
+            .map(|(header, lines)| format!("[{header}]\n{}\n", lines.join("\n")))
+            .collect()
+    })
+}
+
+fn check(doc: &str) {
+    match Config::from_toml(doc) {
+        Ok(config) => {
+            config.defaults().validate().unwrap();
+            for (_, settings) in config.instances() {
+                settings.validate().unwrap();
+            }
+            for name in config.config_names() {
+                config.config(name).unwrap().validate().unwrap();
+            }
+        }
+        Err(error) => {
+            let message = error.to_string();
+            assert!(message.starts_with("CUT-CFG-0"), "{message}");
+            assert!(message.len() < 2_000, "{message}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_strings_never_panic(doc in ".{0,200}") {
+        check(&doc);
+    }
+
+    #[test]
+    fn random_documents_never_panic(doc in document()) {
+        check(&doc);
+    }
+
+    #[test]
+    fn plausible_documents_never_panic(doc in plausible_document()) {
+        check(&doc);
+    }
+}
