@@ -28,10 +28,12 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::BreakerId;
+use crate::baseline::samples::LatencySamples;
 use crate::classify::{Classify, DefaultClassifier, Outcome};
 use crate::clock::{Clock, TimeSource};
 use crate::error::{Error, RejectReason, Rejected};
 use crate::event::{Event, Transition};
+use crate::inflight::InFlight;
 use crate::loom::{Arc, AtomicU64, Mutex, Ordering, RwLock, lock};
 use crate::machine::{Admission, Machine, Role};
 use crate::permit::{OwnedPermit, Permit, Ticket};
@@ -50,16 +52,22 @@ struct Hot {
     word: AtomicU64,
     until: AtomicU64,
     fast_until: AtomicU64,
+    /// Calls above this many nanoseconds are slow: the absolute threshold tightened by the
+    /// relative one; `u64::MAX` when none applies. A hint republished under the lock: a call
+    /// judged against the previous threshold is judged as of a moment ago.
+    slow_nanos: AtomicU64,
 }
 
 pub(crate) struct Shared {
     hot: CachePadded<Hot>,
     id: BreakerId,
     settings: Settings,
-    /// The slow-call threshold in nanoseconds, `u64::MAX` when calls are not timed.
-    slow_nanos: u64,
+    /// Whether calls are timed (a slow threshold or the latency baseline needs durations).
+    timing: bool,
     clock: TimeSource,
     shards: SuccessShards,
+    samples: Option<LatencySamples>,
+    in_flight: Option<InFlight>,
     machine: CachePadded<Mutex<Machine>>,
     listeners: RwLock<Vec<Listener>>,
 }
@@ -117,19 +125,24 @@ impl BreakerBuilder {
             word: AtomicU64::new(published.word.bits()),
             until: AtomicU64::new(published.until),
             fast_until: AtomicU64::new(published.fast_until),
+            slow_nanos: AtomicU64::new(published.slow_nanos),
         };
         let shards = SuccessShards::new(machine.generation());
-        let slow_nanos = self.settings.slow_call_threshold.map_or(u64::MAX, |d| {
-            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-        });
+        let samples = self
+            .settings
+            .relative_slow_calls()
+            .map(|_| LatencySamples::new());
+        let timing = self.settings.times_calls();
         Breaker {
             shared: Arc::new(Shared {
                 hot: CachePadded::new(hot),
                 id: self.id,
+                timing,
                 settings: self.settings,
-                slow_nanos,
                 clock: self.clock,
                 shards,
+                samples,
+                in_flight: timing.then(InFlight::new),
                 machine: CachePadded::new(Mutex::new(machine)),
                 listeners: RwLock::new(Vec::new()),
             }),
@@ -185,7 +198,18 @@ impl Breaker {
         let s = &*self.shared;
         let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
         match word.state() {
-            State::Closed => Ok(self.started(word.generation(), Role::Normal)),
+            State::Closed => {
+                let mut ticket = self.started(word.generation(), Role::Normal);
+                if let Some(in_flight) = &s.in_flight {
+                    // Timed calls also keep the calls-in-flight check going: past the
+                    // deadline the lock is taken, and the check may open the breaker.
+                    if ticket.start >= s.hot.fast_until.load(Ordering::Relaxed) {
+                        return self.admit_locked(ticket.start);
+                    }
+                    ticket.tracked = in_flight.start();
+                }
+                Ok(ticket)
+            }
             State::Disabled => Ok(Ticket::uncounted()),
             State::Open if !s.settings.shadow => {
                 let now = s.clock.recent();
@@ -205,10 +229,10 @@ impl Breaker {
 
     #[inline]
     fn started(&self, generation: u32, role: Role) -> Ticket {
-        let start = if self.shared.slow_nanos == u64::MAX {
-            0
-        } else {
+        let start = if self.shared.timing {
             self.shared.clock.now()
+        } else {
+            0
         };
         Ticket::new(generation, role, start)
     }
@@ -222,7 +246,13 @@ impl Breaker {
         let (admission, transition) = self.with_machine(now, |m| m.admit(now));
         self.emit(transition, now);
         match admission {
-            Admission::Admit { generation, role } => Ok(self.started(generation, role)),
+            Admission::Admit { generation, role } => {
+                let mut ticket = self.started(generation, role);
+                if let (Role::Normal, Some(in_flight)) = (role, &self.shared.in_flight) {
+                    ticket.tracked = in_flight.start();
+                }
+                Ok(ticket)
+            }
             Admission::Refuse {
                 reason,
                 retry_after,
@@ -237,24 +267,28 @@ impl Breaker {
         if ticket.role == Role::Uncounted {
             return;
         }
-        let end = (s.slow_nanos != u64::MAX).then(|| s.clock.now());
-        let slow = end.is_some_and(|end| end.saturating_sub(ticket.start) > s.slow_nanos);
+        if let (true, Some(in_flight)) = (ticket.tracked, &s.in_flight) {
+            in_flight.finish();
+        }
+        let end = s.timing.then(|| s.clock.now());
+        let duration = end.map(|end| end.saturating_sub(ticket.start));
+        let slow = duration.is_some_and(|d| d > s.hot.slow_nanos.load(Ordering::Relaxed));
+        if let (Outcome::Success, Some(samples), Some(duration)) = (outcome, &s.samples, duration) {
+            // Every success measures the dependency, whatever its generation.
+            samples.add(duration);
+        }
         if ticket.role == Role::Normal {
             match outcome {
                 // Ignored touches nothing while closed.
                 Outcome::Ignored => return,
                 Outcome::Success if !slow => {
                     let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
-                    if word.generation() == ticket.generation {
-                        if word.is_quiet() {
-                            return;
-                        }
-                        if word.is_fast()
-                            && self.before_fast_until(end)
-                            && s.shards.try_add(ticket.generation)
-                        {
-                            return;
-                        }
+                    if word.generation() == ticket.generation
+                        && (word.is_quiet() || word.is_fast())
+                        && self.before_fast_until(end)
+                        && (word.is_quiet() || s.shards.try_add(ticket.generation))
+                    {
+                        return;
                     }
                 }
                 _ => {}
@@ -283,6 +317,9 @@ impl Breaker {
 
     /// Gives back a probe slot of a ticket that finished without an outcome.
     pub(crate) fn release(&self, ticket: Ticket) {
+        if let (true, Some(in_flight)) = (ticket.tracked, &self.shared.in_flight) {
+            in_flight.finish();
+        }
         if ticket.role == Role::Probe {
             let now = self.shared.clock.recent();
             self.with_machine(now, |m| m.release(ticket.generation, ticket.role));
@@ -292,10 +329,26 @@ impl Breaker {
     /// Runs `f` on the machine under the lock, after folding in the fast successes counted
     /// since the last locked operation, then publishes the hot-path values.
     fn with_machine<R>(&self, now: u64, f: impl FnOnce(&mut Machine) -> R) -> R {
+        self.with_machine_fresh(now, false, f)
+    }
+
+    /// [`Breaker::with_machine`], merging every pending latency sample first when `fresh`.
+    fn with_machine_fresh<R>(&self, now: u64, fresh: bool, f: impl FnOnce(&mut Machine) -> R) -> R {
         let s = &*self.shared;
         let mut machine = lock(&s.machine);
         let generation = machine.generation();
         machine.absorb(s.shards.drain(generation));
+        if let Some(samples) = &s.samples
+            && (fresh || machine.wants_latency(now))
+        {
+            machine.merge_latency(now, samples.drain());
+        }
+        let mut checked = None;
+        if let Some(in_flight) = &s.in_flight
+            && machine.wants_in_flight(now)
+        {
+            checked = machine.check_in_flight(now, in_flight.totals());
+        }
         let result = f(&mut machine);
         let published = machine.publish(now);
         if published.word.generation() != generation {
@@ -306,7 +359,13 @@ impl Breaker {
         s.hot
             .fast_until
             .store(published.fast_until, Ordering::Relaxed);
+        s.hot
+            .slow_nanos
+            .store(published.slow_nanos, Ordering::Relaxed);
         s.hot.word.store(published.word.bits(), Ordering::Release);
+        drop(machine);
+        // A check of calls in flight that opened the breaker was caused by this call too.
+        self.emit(checked, now);
         result
     }
 
@@ -413,7 +472,58 @@ impl Breaker {
     /// The state and counts, read consistently (successes counted on the fast path included).
     pub fn snapshot(&self) -> Snapshot {
         let now = self.shared.clock.recent();
-        self.with_machine(now, |m| m.snapshot(now))
+        self.with_machine_fresh(now, true, |m| m.snapshot(now))
+    }
+
+    /// What a successful call normally takes, as this breaker measures it: the configured
+    /// quantile (default the median) of successful durations over the baseline window.
+    /// `None` until 20 successes have landed, and while the breaker is not adaptive; the
+    /// relative slow-call trip is not armed until then either.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, Settings, clock::ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder("search")
+    ///     .settings(Settings::builder().adaptive(true).build()?)
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// for _ in 0..20 {
+    ///     let permit = breaker.try_acquire().unwrap();
+    ///     clock.advance(Duration::from_millis(20));
+    ///     permit.success();
+    /// }
+    /// let normal = breaker.normal_latency().unwrap();
+    /// assert!(normal > Duration::from_millis(18) && normal < Duration::from_millis(22));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn normal_latency(&self) -> Option<Duration> {
+        let now = self.shared.clock.recent();
+        self.with_machine_fresh(now, true, |m| m.normal_latency())
+    }
+
+    /// How often calls normally fail, as this breaker measures it: counted failures over
+    /// counted outcomes (while closed) over the baseline window. `None` until 100 outcomes
+    /// have landed, and while the breaker is not adaptive; the relative failure trip is not
+    /// armed until then either.
+    ///
+    /// ```
+    /// use cutout::{Breaker, Settings, clock::ManualClock};
+    ///
+    /// let breaker = Breaker::builder("search")
+    ///     .settings(Settings::builder().adaptive(true).consecutive_failures(None).build()?)
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// for i in 0..100 {
+    ///     let _ = breaker.call(|| if i % 25 == 0 { Err(()) } else { Ok(()) });
+    /// }
+    /// assert_eq!(breaker.normal_failure_rate(), Some(0.04));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn normal_failure_rate(&self) -> Option<f64> {
+        let now = self.shared.clock.recent();
+        self.with_machine(now, |m| m.normal_failure_rate(now))
     }
 
     /// Forces the breaker open until [`Breaker::reset`]. Raises no event.

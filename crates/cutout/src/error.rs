@@ -174,6 +174,8 @@ impl<E> From<Rejected> for Error<E> {
 /// | `CUT-CFG-009` | a configuration value has the wrong type (a string where a number goes) |
 /// | `CUT-CFG-010` | a configuration value cannot be read: bad or negative duration, bad percentage, unknown choice, number out of range |
 /// | `CUT-CFG-011` | an instance's `base-config` names no configuration |
+/// | `CUT-CFG-012` | a configured baseline window is too short for the trip window (failures: below multiple × trip window; latency: at most trip window / quantile) |
+/// | `CUT-CFG-013` | a baseline multiple is not above 1 |
 /// | `CUT-REG-001` | a registry already holds a breaker with this id and different settings |
 /// | `CUT-REG-002` | a registry holds no breaker with this id |
 ///
@@ -207,6 +209,11 @@ pub enum ErrorCode {
     SettingsConflict,
     /// `CUT-REG-002`: no breaker has this id.
     UnknownId,
+    /// `CUT-CFG-012`: a configured baseline window is so short that an outage would move the
+    /// baseline before the trip window fills.
+    BaselineTooShort,
+    /// `CUT-CFG-013`: a multiple of a baseline is not above 1.
+    MultipleTooSmall,
 }
 
 impl ErrorCode {
@@ -226,6 +233,8 @@ impl ErrorCode {
             ErrorCode::UnknownBaseConfig => "CUT-CFG-011",
             ErrorCode::SettingsConflict => "CUT-REG-001",
             ErrorCode::UnknownId => "CUT-REG-002",
+            ErrorCode::BaselineTooShort => "CUT-CFG-012",
+            ErrorCode::MultipleTooSmall => "CUT-CFG-013",
         }
     }
 }

@@ -13,6 +13,8 @@ pub enum OpenReason {
     ConsecutiveFailures(u32),
     /// The window's failure ratio reached the configured ratio.
     FailureRatio,
+    /// The window's failure rate exceeded the configured multiple of the measured normal rate.
+    FailuresAboveNormal,
     /// The window's slow-call ratio reached the configured ratio.
     SlowCallRatio,
     /// A half-open probe failed.
@@ -31,6 +33,7 @@ impl OpenReason {
         match self {
             OpenReason::ConsecutiveFailures(_) => "consecutive_failures",
             OpenReason::FailureRatio => "failure_ratio",
+            OpenReason::FailuresAboveNormal => "failures_above_normal",
             OpenReason::SlowCallRatio => "slow_call_ratio",
             OpenReason::ProbeFailed => "probe_failed",
             OpenReason::ProbeSlow => "probe_slow",
@@ -45,6 +48,7 @@ impl fmt::Display for OpenReason {
         match self {
             OpenReason::ConsecutiveFailures(n) => write!(f, "{n} consecutive failures"),
             OpenReason::FailureRatio => f.write_str("failure ratio reached"),
+            OpenReason::FailuresAboveNormal => f.write_str("failure rate above normal"),
             OpenReason::SlowCallRatio => f.write_str("slow-call ratio reached"),
             OpenReason::ProbeFailed => f.write_str("trial call failed"),
             OpenReason::ProbeSlow => f.write_str("trial call was slow"),

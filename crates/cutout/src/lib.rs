@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod backoff;
+mod baseline;
 mod breaker;
 pub mod classify;
 pub mod clock;
@@ -47,15 +48,19 @@ pub mod config;
 mod error;
 mod event;
 mod id;
+mod inflight;
 mod loom;
 mod machine;
 mod permit;
 mod registry;
+mod relative;
 mod settings;
 mod shards;
+mod slices;
 mod snapshot;
 mod state;
 mod suggest;
+mod trip;
 mod window;
 
 pub use breaker::{Breaker, BreakerBuilder};
@@ -65,6 +70,7 @@ pub use event::{Event, OpenReason, Transition};
 pub use id::BreakerId;
 pub use permit::{OwnedPermit, Permit};
 pub use registry::{Registry, RegistryBuilder, RegistryError};
+pub use relative::{Failures, SlowCalls};
 pub use settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow};
 pub use snapshot::Snapshot;
 pub use state::State;

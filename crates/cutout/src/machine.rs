@@ -6,13 +6,20 @@
 use std::time::Duration;
 
 use crate::backoff::{grown_break, jittered};
+use crate::baseline::{FailureBaseline, LatencyBaseline};
 use crate::classify::Outcome;
 use crate::error::RejectReason;
 use crate::event::{OpenReason, Transition};
+use crate::inflight::Marks;
 use crate::settings::{HalfOpenRule, Settings};
 use crate::snapshot::Snapshot;
 use crate::state::{State, Word};
+use crate::trip::ratio_trip;
 use crate::window::{Mark, Totals, Window};
+
+/// How often, at most, the fast path's latency samples are merged into the baseline (and the
+/// relative slow threshold recomputed) while the baseline is armed.
+const LATENCY_REFRESH: u64 = 1_000_000_000;
 
 /// What a permit lets its call do with its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +67,18 @@ pub(crate) struct Machine {
     /// The time of the last locked operation: fast successes counted since then all fall in
     /// its bucket (the fast flag ends at the next bucket boundary).
     fast_since: u64,
+    failure_baseline: Option<FailureBaseline>,
+    latency: Option<LatencyBaseline>,
+    /// The normal latency as of the last merge of samples.
+    normal_latency: Option<u64>,
+    /// When the samples should next be merged.
+    latency_due: u64,
+    /// Calls in flight: marks of the tracked-started total (only when calls are timed).
+    marks: Option<Marks>,
+    /// When calls in flight should next be checked.
+    in_flight_due: u64,
+    /// Whether the marks must start over (a new closed period began).
+    rebase_marks: bool,
     rng: fastrand::Rng,
 }
 
@@ -71,6 +90,8 @@ pub(crate) struct Published {
     pub(crate) until: u64,
     /// Until when the fast flag holds (meaningful while it is set).
     pub(crate) fast_until: u64,
+    /// Calls above this many nanoseconds are slow (`u64::MAX`: none is).
+    pub(crate) slow_nanos: u64,
 }
 
 fn nanos(duration: Duration) -> u64 {
@@ -88,8 +109,24 @@ impl Machine {
         } else {
             State::Disabled
         };
+        let nanos_of = |d: Option<Duration>| d.map(nanos);
+        let failure_baseline = settings
+            .relative_failures()
+            .and(nanos_of(settings.failure_baseline_window()))
+            .map(FailureBaseline::new);
+        let latency = settings.relative_slow_calls().and_then(|slow| {
+            let window = nanos_of(settings.latency_baseline_window())?;
+            Some(LatencyBaseline::new(window, slow.quantile))
+        });
         Machine {
             window: Window::new(settings.window),
+            failure_baseline,
+            latency,
+            normal_latency: None,
+            latency_due: 0,
+            marks: settings.times_calls().then(Marks::new),
+            in_flight_due: 0,
+            rebase_marks: true,
             settings,
             state,
             generation: 0,
@@ -118,7 +155,80 @@ impl Machine {
     pub(crate) fn absorb(&mut self, n: u64) {
         if n > 0 && self.state == State::Closed {
             self.window.record_successes(self.fast_since, n);
+            if let Some(baseline) = &mut self.failure_baseline {
+                baseline.record(self.fast_since, n, 0);
+            }
         }
+    }
+
+    /// Whether latency samples should be merged now: the refresh is due, or the baseline is
+    /// not armed yet (every sample may be the one that arms it).
+    pub(crate) fn wants_latency(&self, now: u64) -> bool {
+        self.latency.is_some() && (now >= self.latency_due || self.normal_latency.is_none())
+    }
+
+    /// Merges successful durations (bucket, count) into the latency baseline.
+    pub(crate) fn merge_latency(&mut self, now: u64, counts: impl Iterator<Item = (usize, u32)>) {
+        if let Some(latency) = &mut self.latency {
+            latency.merge(now, counts);
+            self.normal_latency = latency.normal(now);
+            self.latency_due = now.saturating_add(LATENCY_REFRESH);
+        }
+    }
+
+    /// Whether calls in flight should be checked now.
+    pub(crate) fn wants_in_flight(&self, now: u64) -> bool {
+        self.marks.is_some() && self.state == State::Closed && now >= self.in_flight_due
+    }
+
+    /// Counts calls in flight for longer than the slow threshold as slow calls of the window,
+    /// and opens the breaker if that trips it. `totals`: tracked calls started and finished.
+    pub(crate) fn check_in_flight(&mut self, now: u64, totals: (u64, u64)) -> Option<Transition> {
+        let threshold = self.slow_nanos();
+        let marks = self.marks.as_mut()?;
+        if self.rebase_marks {
+            marks.rebase(totals);
+            self.rebase_marks = false;
+        }
+        self.in_flight_due = now.saturating_add((threshold / 16).clamp(1_000_000, LATENCY_REFRESH));
+        if threshold == u64::MAX || self.state != State::Closed {
+            return None;
+        }
+        let hung = marks.hung(now, totals, threshold);
+        if hung == 0 {
+            return None;
+        }
+        let totals = self.window.totals(now);
+        let with_hung = Totals {
+            calls: totals.calls + hung,
+            slow: totals.slow + hung,
+            ..totals
+        };
+        let reason = ratio_trip(&self.settings, with_hung, self.normal_failure_rate(now))?;
+        Some(self.open(now, reason))
+    }
+
+    /// The measured normal latency, as of the last merge.
+    pub(crate) fn normal_latency(&self) -> Option<Duration> {
+        self.normal_latency.map(Duration::from_nanos)
+    }
+
+    /// The measured normal failure rate at `now`.
+    pub(crate) fn normal_failure_rate(&self, now: u64) -> Option<f64> {
+        self.failure_baseline.as_ref()?.rate_with(now, 0)
+    }
+
+    /// The slow-call threshold in force: the absolute one, tightened by the relative one.
+    fn slow_nanos(&self) -> u64 {
+        let absolute = self.settings.slow_call_threshold.map_or(u64::MAX, nanos);
+        let relative = self
+            .settings
+            .relative_slow_calls()
+            .zip(self.normal_latency)
+            .map_or(u64::MAX, |(slow, normal)| {
+                (normal as f64 * slow.multiple) as u64
+            });
+        absolute.min(relative)
     }
 
     /// Ends a locked operation at `now`: what the hot path may do until the next one.
@@ -127,10 +237,21 @@ impl Machine {
         let closed_clean = self.state == State::Closed && self.consecutive_failures == 0;
         let quiet = closed_clean && self.window.success_is_noop();
         let fast = closed_clean && !self.successes_can_trip(now);
+        let mut fast_until = self.window.next_boundary(now);
+        if let Some(baseline) = &self.failure_baseline {
+            fast_until = fast_until.min(baseline.next_boundary(now));
+        }
+        if self.latency.is_some() {
+            fast_until = fast_until.min(self.latency_due.max(now.saturating_add(1)));
+        }
+        if self.marks.is_some() {
+            fast_until = fast_until.min(self.in_flight_due.max(now.saturating_add(1)));
+        }
         Published {
             word: Word::new(self.state, self.generation, quiet, fast),
             until: self.until,
-            fast_until: self.window.next_boundary(now),
+            fast_until,
+            slow_nanos: self.slow_nanos(),
         }
     }
 
@@ -139,16 +260,19 @@ impl Machine {
     /// minimum calls may reveal a ratio already at its threshold; the earliest such success is
     /// the one with the highest ratio, so testing it decides for the whole run.
     fn successes_can_trip(&self, now: u64) -> bool {
-        let s = &self.settings;
         let totals = self.window.totals(now);
-        let minimum = u64::from(s.effective_minimum_calls());
-        let calls = (totals.calls + minimum.saturating_sub(totals.calls).max(1))
-            .min(self.window.capacity());
-        let failing = s
-            .failure_ratio
-            .is_some_and(|limit| ratio(totals.failures, calls) >= limit);
-        let slowing = totals.slow > 0 && ratio(totals.slow, calls) >= s.slow_call_ratio;
-        failing || slowing
+        let minimum = u64::from(self.settings.effective_minimum_calls());
+        let added = minimum.saturating_sub(totals.calls).max(1);
+        let after = Totals {
+            calls: (totals.calls + added).min(self.window.capacity()),
+            ..totals
+        };
+        // The added successes also lower the baseline rate, which can only help a relative trip.
+        let normal = self
+            .failure_baseline
+            .as_ref()
+            .and_then(|baseline| baseline.rate_with(now, added));
+        ratio_trip(&self.settings, after, normal).is_some()
     }
 
     /// The state as seen at `now`, without changing anything.
@@ -274,30 +398,24 @@ impl Machine {
             ..self.count(outcome)
         };
         self.window.record(now, mark);
+        if let Some(baseline) = &mut self.failure_baseline {
+            baseline.record(now, 1, u64::from(mark.failure));
+        }
         let reason = self.trip_reason(now)?;
         Some(self.open(now, reason))
     }
 
     fn trip_reason(&self, now: u64) -> Option<OpenReason> {
-        let s = &self.settings;
-        if let Some(limit) = s.consecutive_failures
+        if let Some(limit) = self.settings.consecutive_failures
             && self.consecutive_failures >= limit
         {
             return Some(OpenReason::ConsecutiveFailures(self.consecutive_failures));
         }
-        let totals = self.window.totals(now);
-        if totals.calls == 0 || totals.calls < u64::from(s.effective_minimum_calls()) {
-            return None;
-        }
-        if let Some(limit) = s.failure_ratio
-            && ratio(totals.failures, totals.calls) >= limit
-        {
-            return Some(OpenReason::FailureRatio);
-        }
-        if totals.slow > 0 && ratio(totals.slow, totals.calls) >= s.slow_call_ratio {
-            return Some(OpenReason::SlowCallRatio);
-        }
-        None
+        ratio_trip(
+            &self.settings,
+            self.window.totals(now),
+            self.normal_failure_rate(now),
+        )
     }
 
     fn record_probe(&mut self, now: u64, outcome: Outcome, slow: bool) -> Option<Transition> {
@@ -395,6 +513,7 @@ impl Machine {
 
     fn forget_history(&mut self) {
         self.transition_generation();
+        self.rebase_marks = true;
         self.window.clear();
         self.showing_probes = false;
         self.consecutive_failures = 0;
@@ -452,8 +571,8 @@ impl Machine {
             consecutive_opens: self.consecutive_opens,
             probes_in_flight: self.probes_in_flight,
             shadow_refusals: self.shadow_refusals,
-            normal_latency: None,
-            normal_failure_rate: None,
+            normal_latency: self.normal_latency(),
+            normal_failure_rate: self.normal_failure_rate(now),
             ramp_fraction: None,
         }
     }

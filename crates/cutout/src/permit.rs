@@ -10,6 +10,8 @@ pub(crate) struct Ticket {
     pub(crate) generation: u32,
     pub(crate) role: Role,
     pub(crate) start: u64,
+    /// Whether the call counts among the tracked calls in flight (see `inflight.rs`).
+    pub(crate) tracked: bool,
 }
 
 impl Ticket {
@@ -18,6 +20,7 @@ impl Ticket {
             generation,
             role,
             start,
+            tracked: false,
         }
     }
 

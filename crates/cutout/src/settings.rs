@@ -4,6 +4,10 @@
 use std::time::Duration;
 
 use crate::error::{ConfigError, ErrorCode};
+use crate::relative::{Failures, SlowCalls};
+
+/// The trip span a count window stands for when sizing a default baseline window.
+const COUNT_WINDOW_SPAN: Duration = Duration::from_secs(30);
 
 /// The largest count window accepted, so a typo cannot allocate gigabytes.
 pub const MAX_COUNT_WINDOW: u32 = 1_000_000;
@@ -79,6 +83,9 @@ pub struct Settings {
     pub(crate) max_wait_in_half_open: Option<Duration>,
     pub(crate) shadow: bool,
     pub(crate) enabled: bool,
+    pub(crate) adaptive: bool,
+    pub(crate) slow_calls: Option<SlowCalls>,
+    pub(crate) failures: Option<Failures>,
 }
 
 impl Default for Settings {
@@ -99,6 +106,9 @@ impl Default for Settings {
             max_wait_in_half_open: Some(Duration::from_secs(60)),
             shadow: false,
             enabled: true,
+            adaptive: false,
+            slow_calls: Some(SlowCalls::above(3.0)),
+            failures: Some(Failures::above(5.0)),
         }
     }
 }
@@ -185,9 +195,68 @@ impl Settings {
         self.enabled
     }
 
-    /// Whether calls must be timed (a slow-call threshold is set).
+    /// Whether the breaker measures the dependency (default true): `false` turns both
+    /// relative trips off at once.
+    pub fn adaptive(&self) -> bool {
+        self.adaptive
+    }
+    /// Slow calls relative to the measured normal latency (default: above 3 × the median).
+    pub fn slow_calls(&self) -> Option<SlowCalls> {
+        self.slow_calls
+    }
+    /// Failures relative to the measured normal rate (default: above 5 × the rate).
+    pub fn failures(&self) -> Option<Failures> {
+        self.failures
+    }
+
+    /// The relative slow-call rule in force (`None` when off or not adaptive).
+    pub(crate) fn relative_slow_calls(&self) -> Option<SlowCalls> {
+        self.slow_calls.filter(|_| self.adaptive)
+    }
+
+    /// The relative failure rule in force (`None` when off or not adaptive).
+    pub(crate) fn relative_failures(&self) -> Option<Failures> {
+        self.failures.filter(|_| self.adaptive)
+    }
+
+    /// The span the trip window covers (a count window counts as 30 s).
+    fn trip_span(&self) -> Duration {
+        match self.window {
+            TripWindow::Time(span) => span,
+            TripWindow::Count(_) => COUNT_WINDOW_SPAN,
+        }
+    }
+
+    /// The failure baseline's window: as configured, or 10 × the trip window, widened to
+    /// `multiple` × the trip window when that is longer.
+    pub fn failure_baseline_window(&self) -> Option<Duration> {
+        let failures = self.failures?;
+        let span = self.trip_span();
+        Some(
+            failures
+                .window
+                .unwrap_or_else(|| (span * 10).max(span.mul_f64(failures.multiple.max(1.0)))),
+        )
+    }
+
+    /// The latency baseline's window: as configured, or 10 × the trip window, widened to
+    /// 2 × the trip window / quantile when that is longer.
+    pub fn latency_baseline_window(&self) -> Option<Duration> {
+        let slow = self.slow_calls?;
+        let span = self.trip_span();
+        Some(slow.window.unwrap_or_else(|| {
+            let needed = if slow.quantile > 0.0 {
+                span.mul_f64((2.0 / slow.quantile).min(1e6))
+            } else {
+                span
+            };
+            (span * 10).max(needed)
+        }))
+    }
+
+    /// Whether calls must be timed (a slow-call threshold or the latency baseline).
     pub(crate) fn times_calls(&self) -> bool {
-        self.slow_call_threshold.is_some()
+        self.slow_call_threshold.is_some() || self.relative_slow_calls().is_some()
     }
 
     /// Checks every key; the first invalid one is returned.
@@ -239,8 +308,65 @@ impl Settings {
         if let Some(wait) = self.max_wait_in_half_open {
             positive("max-wait-in-half-open", wait)?;
         }
+        self.validate_relative()
+    }
+
+    fn validate_relative(&self) -> Result<(), ConfigError> {
+        let span = self.trip_span();
+        if let Some(slow) = self.slow_calls {
+            multiple("slow-calls-multiple", slow.multiple)?;
+            if !(slow.quantile > 0.0 && slow.quantile <= 0.5) {
+                return Err(ConfigError::new(
+                    ErrorCode::RatioOutOfRange,
+                    "slow-calls-quantile",
+                    slow.quantile,
+                    "a quantile in (0, 0.5]",
+                ));
+            }
+            if let Some(window) = slow.window {
+                positive("latency-baseline-window", window)?;
+                // An outage moves a quantile q once it fills a share q of the baseline: the
+                // baseline must be longer than trip window / q or it moves first.
+                if window.as_secs_f64() <= span.as_secs_f64() / slow.quantile {
+                    return Err(ConfigError::new(
+                        ErrorCode::BaselineTooShort,
+                        "latency-baseline-window",
+                        window,
+                        "a duration above trip window / slow-calls-quantile",
+                    ));
+                }
+            }
+        }
+        if let Some(failures) = self.failures {
+            multiple("failures-multiple", failures.multiple)?;
+            ratio_in_range("failures-floor", failures.floor)?;
+            if let Some(window) = failures.window {
+                positive("failure-baseline-window", window)?;
+                if window.as_secs_f64() < span.as_secs_f64() * failures.multiple {
+                    return Err(ConfigError::new(
+                        ErrorCode::BaselineTooShort,
+                        "failure-baseline-window",
+                        window,
+                        "a duration of at least failures-multiple × trip window",
+                    ));
+                }
+            }
+        }
         Ok(())
     }
+}
+
+fn multiple(key: &'static str, multiple: f64) -> Result<(), ConfigError> {
+    // NaN fails the comparison and is rejected with the rest.
+    if multiple > 1.0 && multiple.is_finite() {
+        return Ok(());
+    }
+    Err(ConfigError::new(
+        ErrorCode::MultipleTooSmall,
+        key,
+        multiple,
+        "a finite number above 1",
+    ))
 }
 
 fn count(key: &'static str, n: u32) -> Result<(), ConfigError> {
@@ -361,6 +487,21 @@ impl SettingsBuilder {
         self.0.enabled = enabled;
         self
     }
+    /// Whether the breaker measures the dependency; `false` turns both relative trips off.
+    pub fn adaptive(mut self, adaptive: bool) -> Self {
+        self.0.adaptive = adaptive;
+        self
+    }
+    /// Slow calls relative to the measured normal latency; `None` turns the rule off.
+    pub fn slow_calls(mut self, slow_calls: Option<SlowCalls>) -> Self {
+        self.0.slow_calls = slow_calls;
+        self
+    }
+    /// Failures relative to the measured normal rate; `None` turns the rule off.
+    pub fn failures(mut self, failures: Option<Failures>) -> Self {
+        self.0.failures = failures;
+        self
+    }
     /// Validates and returns the settings.
     pub fn build(self) -> Result<Settings, ConfigError> {
         self.0.validate()?;
@@ -471,6 +612,94 @@ mod tests {
         for (builder, code, key) in cases {
             assert_eq!(code_of(builder), (code, key));
         }
+    }
+
+    #[test]
+    fn relative_rules_are_validated() {
+        let b = Settings::builder;
+        let cases = [
+            (
+                b().slow_calls(Some(SlowCalls::above(1.0))),
+                ErrorCode::MultipleTooSmall,
+                "slow-calls-multiple",
+            ),
+            (
+                b().slow_calls(Some(SlowCalls::above(f64::NAN))),
+                ErrorCode::MultipleTooSmall,
+                "slow-calls-multiple",
+            ),
+            (
+                b().slow_calls(Some(SlowCalls::above(3.0).quantile(0.9))),
+                ErrorCode::RatioOutOfRange,
+                "slow-calls-quantile",
+            ),
+            (
+                b().failures(Some(Failures::above(0.5))),
+                ErrorCode::MultipleTooSmall,
+                "failures-multiple",
+            ),
+            (
+                b().failures(Some(Failures::above(5.0).floor(0.0))),
+                ErrorCode::RatioOutOfRange,
+                "failures-floor",
+            ),
+            // 30 s trip window: latency needs more than 30 s / 0.5 = 60 s; failures at least 5 × 30 s.
+            (
+                b().slow_calls(Some(SlowCalls::above(3.0).window(Duration::from_secs(60)))),
+                ErrorCode::BaselineTooShort,
+                "latency-baseline-window",
+            ),
+            (
+                b().failures(Some(Failures::above(5.0).window(Duration::from_secs(149)))),
+                ErrorCode::BaselineTooShort,
+                "failure-baseline-window",
+            ),
+            (
+                b().failures(Some(Failures::above(5.0).window(Duration::ZERO))),
+                ErrorCode::ZeroDuration,
+                "failure-baseline-window",
+            ),
+        ];
+        for (builder, code, key) in cases {
+            assert_eq!(code_of(builder), (code, key));
+        }
+        let edge = b()
+            .slow_calls(Some(SlowCalls::above(3.0).window(Duration::from_secs(61))))
+            .failures(Some(Failures::above(5.0).window(Duration::from_secs(150))));
+        edge.build().unwrap();
+    }
+
+    #[test]
+    fn default_baselines_widen_with_the_trip_window() {
+        let ten_minutes = Settings::builder()
+            .window(TripWindow::Time(Duration::from_secs(600)))
+            .build()
+            .unwrap();
+        assert_eq!(
+            ten_minutes.failure_baseline_window(),
+            Some(Duration::from_secs(6_000))
+        );
+        assert_eq!(
+            ten_minutes.latency_baseline_window(),
+            Some(Duration::from_secs(6_000))
+        );
+        let steep = Settings::builder()
+            .failures(Some(Failures::above(20.0)))
+            .slow_calls(Some(SlowCalls::above(3.0).quantile(0.05)))
+            .build()
+            .unwrap();
+        assert_eq!(
+            steep.failure_baseline_window(),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(
+            steep.latency_baseline_window(),
+            Some(Duration::from_secs(1_200))
+        );
+        assert_eq!(
+            Settings::default().failure_baseline_window(),
+            Some(Duration::from_secs(300))
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ fn tag(generation: u32) -> u64 {
 
 /// How many cells a breaker gets: twice the cores, rounded to a power of two, at least 4 and at
 /// most 64, so that two busy threads rarely share a line.
-fn cell_count() -> usize {
+pub(crate) fn cell_count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
@@ -38,7 +38,7 @@ fn cell_count() -> usize {
 }
 
 /// The calling thread's cell index (before masking), assigned on first use.
-fn thread_index() -> usize {
+pub(crate) fn thread_index() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };

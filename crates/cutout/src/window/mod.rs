@@ -15,6 +15,12 @@ pub(crate) struct Totals {
     pub(crate) slow: u64,
 }
 
+impl crate::slices::Reset for Totals {
+    fn reset(&mut self) {
+        *self = Totals::default();
+    }
+}
+
 /// One counted call's mark in a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark {

@@ -3,58 +3,26 @@
 use std::time::Duration;
 
 use super::{Mark, Totals};
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Bucket {
-    /// Which bucket-length period since the clock's origin these counts belong to.
-    epoch: u64,
-    totals: Totals,
-}
+use crate::slices::Slices;
 
 /// The calls of the last `span`, in one bucket per second of the span (at least 10, at most
 /// 60 buckets). Memory is fixed at construction.
 #[derive(Debug, Clone)]
 pub(crate) struct TimeWindow {
-    bucket_nanos: u64,
-    buckets: Vec<Bucket>,
+    buckets: Slices<Totals>,
 }
 
 impl TimeWindow {
     pub(crate) fn new(span: Duration) -> TimeWindow {
-        let count = span.as_secs().clamp(10, 60);
-        let span_nanos = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
-        let bucket_nanos = span_nanos.div_ceil(count).max(1);
+        let count = span.as_secs().clamp(10, 60) as usize;
+        let span = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
         TimeWindow {
-            bucket_nanos,
-            // Epoch 0 with empty totals is indistinguishable from an unused bucket.
-            buckets: vec![Bucket::default(); count as usize],
+            buckets: Slices::new(span, count),
         }
-    }
-
-    fn epoch(&self, now: u64) -> u64 {
-        now / self.bucket_nanos
-    }
-
-    /// The bucket for `now`, emptied first if it held an older period; `None` if it already
-    /// holds a newer one (a late record for a period that has dropped out).
-    fn bucket(&mut self, now: u64) -> Option<&mut Totals> {
-        let epoch = self.epoch(now);
-        let len = self.buckets.len() as u64;
-        let bucket = &mut self.buckets[(epoch % len) as usize];
-        if bucket.epoch > epoch {
-            return None;
-        }
-        if bucket.epoch != epoch {
-            *bucket = Bucket {
-                epoch,
-                totals: Totals::default(),
-            };
-        }
-        Some(&mut bucket.totals)
     }
 
     pub(crate) fn record(&mut self, now: u64, mark: Mark) {
-        if let Some(totals) = self.bucket(now) {
+        if let Some(totals) = self.buckets.at(now) {
             totals.calls += 1;
             totals.failures += u64::from(mark.failure);
             totals.slow += u64::from(mark.slow);
@@ -62,31 +30,27 @@ impl TimeWindow {
     }
 
     pub(crate) fn record_successes(&mut self, at: u64, n: u64) {
-        if let Some(totals) = self.bucket(at) {
+        if let Some(totals) = self.buckets.at(at) {
             totals.calls += n;
         }
     }
 
     pub(crate) fn next_boundary(&self, now: u64) -> u64 {
-        (self.epoch(now) + 1).saturating_mul(self.bucket_nanos)
+        self.buckets.next_boundary(now)
     }
 
     pub(crate) fn totals(&self, now: u64) -> Totals {
-        let current = self.epoch(now);
-        let len = self.buckets.len() as u64;
-        let oldest = current.saturating_sub(len - 1);
         self.buckets
-            .iter()
-            .filter(|bucket| bucket.epoch >= oldest && bucket.epoch <= current)
+            .live(now)
             .fold(Totals::default(), |sum, bucket| Totals {
-                calls: sum.calls + bucket.totals.calls,
-                failures: sum.failures + bucket.totals.failures,
-                slow: sum.slow + bucket.totals.slow,
+                calls: sum.calls + bucket.calls,
+                failures: sum.failures + bucket.failures,
+                slow: sum.slow + bucket.slow,
             })
     }
 
     pub(crate) fn clear(&mut self) {
-        self.buckets.fill(Bucket::default());
+        self.buckets.clear();
     }
 }
 
@@ -138,6 +102,6 @@ mod tests {
     fn short_spans_use_ten_buckets() {
         let window = TimeWindow::new(Duration::from_millis(500));
         assert_eq!(window.buckets.len(), 10);
-        assert_eq!(window.bucket_nanos, 50_000_000);
+        assert_eq!(window.buckets.period(), 50_000_000);
     }
 }

@@ -1,0 +1,173 @@
+//! Calls still in flight that have already run longer than the slow threshold: a dependency
+//! that hangs trips the breaker before any of its calls returns.
+//!
+//! One call in [`SAMPLE`] per thread is tracked: it adds one to its thread's *started* cell when
+//! admitted and one to its *finished* cell when its permit is recorded or dropped. Under the
+//! lock, the breaker notes the started total now and then ([`Marks`]); at time `now`, the
+//! tracked calls started before `now − threshold` number at least `started(then) − finished`
+//! still in flight (at most `finished` of them can have finished). Scaled by [`SAMPLE`], that
+//! lower bound joins the window as slow calls. No per-call allocation and no scan of calls in
+//! flight: two counter adds per tracked call, a bounded ring under the lock.
+//!
+//! # Orderings
+//! `Relaxed` throughout: the counters are monotonic sums read under the breaker's lock; a
+//! start or finish that lands just after a read is seen by the next one, and a late finish
+//! only makes the estimate lower (it never counts a finished call as hung).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+use crate::shards::{cell_count, thread_index};
+
+/// One call in this many is tracked.
+pub(crate) const SAMPLE: u64 = 8;
+
+/// Marks kept, spaced by a sixteenth of the threshold: they reach back four thresholds.
+const MARKS: usize = 64;
+
+#[derive(Default)]
+struct Cells {
+    started: AtomicU64,
+    finished: AtomicU64,
+}
+
+/// The lock-free half: per-thread started and finished counts of tracked calls.
+pub(crate) struct InFlight {
+    cells: Box<[CachePadded<Cells>]>,
+}
+
+impl InFlight {
+    pub(crate) fn new() -> InFlight {
+        InFlight {
+            cells: (0..cell_count()).map(|_| CachePadded::default()).collect(),
+        }
+    }
+
+    fn cell(&self) -> &Cells {
+        &self.cells[thread_index() & (self.cells.len() - 1)]
+    }
+
+    /// Called as a call is admitted: whether it is tracked (one in [`SAMPLE`] on this thread).
+    #[inline]
+    pub(crate) fn start(&self) -> bool {
+        thread_local! {
+            static TURN: Cell<u64> = const { Cell::new(0) };
+        }
+        let tracked = TURN.with(|turn| {
+            let n = turn.get();
+            turn.set(n.wrapping_add(1));
+            n % SAMPLE == 0
+        });
+        if tracked {
+            self.cell().started.fetch_add(1, Ordering::Relaxed);
+        }
+        tracked
+    }
+
+    /// Called once when a tracked call's permit is recorded or dropped.
+    pub(crate) fn finish(&self) {
+        self.cell().finished.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The started and finished totals.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        self.cells.iter().fold((0, 0), |(s, f), cell| {
+            (
+                s + cell.started.load(Ordering::Relaxed),
+                f + cell.finished.load(Ordering::Relaxed),
+            )
+        })
+    }
+}
+
+/// The locked half: when the started total was what, and the totals at the last transition.
+#[derive(Debug, Clone)]
+pub(crate) struct Marks {
+    marks: std::collections::VecDeque<(u64, u64)>,
+    /// Started and finished totals when the current closed period began: calls from before
+    /// it never count against it.
+    base: (u64, u64),
+}
+
+impl Marks {
+    pub(crate) fn new() -> Marks {
+        Marks {
+            marks: std::collections::VecDeque::with_capacity(MARKS),
+            base: (0, 0),
+        }
+    }
+
+    /// Starts a new closed period at these totals.
+    pub(crate) fn rebase(&mut self, totals: (u64, u64)) {
+        self.base = totals;
+        self.marks.clear();
+    }
+
+    /// Notes the totals at `now` and returns the estimated number of calls in flight for
+    /// longer than `threshold` nanoseconds.
+    pub(crate) fn hung(
+        &mut self,
+        now: u64,
+        (started, finished): (u64, u64),
+        threshold: u64,
+    ) -> u64 {
+        let spacing = (threshold / 16).max(1);
+        if self
+            .marks
+            .back()
+            .is_none_or(|&(at, _)| now >= at.saturating_add(spacing))
+        {
+            if self.marks.len() == MARKS {
+                self.marks.pop_front();
+            }
+            self.marks.push_back((now, started));
+        }
+        let Some(cutoff) = now.checked_sub(threshold) else {
+            return 0;
+        };
+        let Some(&(_, started_then)) = self.marks.iter().rev().find(|(at, _)| *at <= cutoff) else {
+            return 0;
+        };
+        let started_then = started_then.saturating_sub(self.base.0);
+        let finished_since = finished.saturating_sub(self.base.1);
+        started_then.saturating_sub(finished_since) * SAMPLE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_call_in_eight_is_tracked() {
+        let in_flight = InFlight::new();
+        let tracked = (0..64).filter(|_| in_flight.start()).count();
+        assert_eq!(tracked, 8);
+        assert_eq!(in_flight.totals(), (8, 0));
+    }
+
+    #[test]
+    fn hung_calls_are_those_started_before_the_threshold_and_not_finished() {
+        let mut marks = Marks::new();
+        let ms = 1_000_000;
+        assert_eq!(marks.hung(0, (3, 0), 100 * ms), 0);
+        assert_eq!(
+            marks.hung(50 * ms, (5, 0), 100 * ms),
+            0,
+            "nothing old enough yet"
+        );
+        // At 120 ms, the calls started by 0 (3 tracked) are over the threshold; one finished.
+        assert_eq!(marks.hung(120 * ms, (9, 1), 100 * ms), 2 * SAMPLE);
+        // A later closed period does not count calls from before it.
+        marks.rebase((9, 1));
+        assert_eq!(marks.hung(300 * ms, (9, 1), 100 * ms), 0);
+        assert_eq!(
+            marks.hung(450 * ms, (12, 1), 100 * ms),
+            0,
+            "started after 300 ms"
+        );
+        assert_eq!(marks.hung(600 * ms, (12, 2), 100 * ms), 2 * SAMPLE);
+    }
+}

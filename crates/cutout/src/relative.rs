@@ -1,0 +1,127 @@
+//! Relative trips: slow calls and failures as multiples of what the breaker measured, instead
+//! of numbers guessed per dependency.
+
+use std::time::Duration;
+
+/// Slow calls relative to the measured normal latency: a call is slow when it takes more than
+/// `multiple` × the `quantile` of successful durations over the baseline window. Composes with
+/// an absolute threshold: a call is slow when above either.
+///
+/// ```
+/// use std::time::Duration;
+/// use cutout::{Settings, SlowCalls};
+///
+/// let settings = Settings::builder()
+///     .slow_calls(Some(SlowCalls::above(3.0).quantile(0.5).window(Duration::from_secs(600))))
+///     .build()?;
+/// assert_eq!(settings.slow_calls().unwrap().multiple(), 3.0);
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlowCalls {
+    pub(crate) multiple: f64,
+    pub(crate) quantile: f64,
+    pub(crate) window: Option<Duration>,
+}
+
+impl SlowCalls {
+    /// Slow above `multiple` × the median over the default baseline window.
+    pub fn above(multiple: f64) -> SlowCalls {
+        SlowCalls {
+            multiple,
+            quantile: 0.5,
+            window: None,
+        }
+    }
+
+    /// The quantile that counts as normal, in (0, 0.5] (default 0.5). A brownout moves it
+    /// only once it covers more than this share of the baseline window.
+    pub fn quantile(mut self, quantile: f64) -> SlowCalls {
+        self.quantile = quantile;
+        self
+    }
+
+    /// How far back the baseline reaches. Unset, it is 10 × the trip window (5 min for the
+    /// default 30 s), widened when needed so it always outlasts an outage's trip window.
+    pub fn window(mut self, window: Duration) -> SlowCalls {
+        self.window = Some(window);
+        self
+    }
+
+    /// The multiple of normal above which a call is slow.
+    pub fn multiple(&self) -> f64 {
+        self.multiple
+    }
+
+    /// The quantile that counts as normal.
+    pub fn normal_quantile(&self) -> f64 {
+        self.quantile
+    }
+
+    /// The configured baseline window, if any.
+    pub fn configured_window(&self) -> Option<Duration> {
+        self.window
+    }
+}
+
+/// Failures relative to the measured normal failure rate: trips when the trip window's rate
+/// is above `multiple` × the baseline rate, and at least `floor`, with at least two failures
+/// in the window and the baseline armed (100 outcomes). An absolute failure ratio stays a
+/// ceiling: this trip can only fire sooner.
+///
+/// ```
+/// use cutout::{Failures, Settings};
+///
+/// let settings = Settings::builder()
+///     .failures(Some(Failures::above(5.0).floor(0.05)))
+///     .failure_ratio(Some(0.5))
+///     .build()?;
+/// assert_eq!(settings.failures().unwrap().floor_rate(), 0.05);
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Failures {
+    pub(crate) multiple: f64,
+    pub(crate) floor: f64,
+    pub(crate) window: Option<Duration>,
+}
+
+impl Failures {
+    /// Trips above `multiple` × the measured rate, with a floor of 0.05.
+    pub fn above(multiple: f64) -> Failures {
+        Failures {
+            multiple,
+            floor: 0.05,
+            window: None,
+        }
+    }
+
+    /// The rate, in (0, 1], below which nothing is wrong whatever the baseline (default
+    /// 0.05): five times nearly zero is nearly zero.
+    pub fn floor(mut self, floor: f64) -> Failures {
+        self.floor = floor;
+        self
+    }
+
+    /// How far back the baseline reaches. Unset, it is 10 × the trip window, widened to
+    /// `multiple` × the trip window when that is longer.
+    pub fn window(mut self, window: Duration) -> Failures {
+        self.window = Some(window);
+        self
+    }
+
+    /// The multiple of the normal rate above which the breaker trips.
+    pub fn multiple(&self) -> f64 {
+        self.multiple
+    }
+
+    /// The floor rate.
+    pub fn floor_rate(&self) -> f64 {
+        self.floor
+    }
+
+    /// The configured baseline window, if any.
+    pub fn configured_window(&self) -> Option<Duration> {
+        self.window
+    }
+}

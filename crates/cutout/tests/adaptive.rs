@@ -1,0 +1,323 @@
+//! Adaptive trips on the manual clock: slow calls and failures judged against what the
+//! breaker measured (DESIGN §2, trip conditions 3 and 4; seed 000's brownout and error-rate
+//! stories).
+
+use std::time::Duration;
+
+use cutout::clock::ManualClock;
+use cutout::{
+    Breaker, Event, Failures, OpenReason, Outcome, Permit, Settings, SettingsBuilder, SlowCalls,
+    State, Transition,
+};
+
+const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
+
+/// A breaker on a manual clock, with one call at a time.
+struct Sim {
+    clock: ManualClock,
+    breaker: Breaker,
+    opened: std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
+}
+
+impl Sim {
+    fn new(settings: SettingsBuilder) -> Sim {
+        let clock = ManualClock::new();
+        let breaker = Breaker::builder("dep")
+            .settings(settings.build().unwrap())
+            .clock(clock.clone())
+            .seed(3)
+            .build();
+        let opened = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = opened.clone();
+        breaker.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+        Sim {
+            clock,
+            breaker,
+            opened,
+        }
+    }
+
+    /// One call taking `latency` with `outcome`, then idle until `gap` has passed since it
+    /// started. Returns whether it was admitted.
+    fn call(&self, latency: Duration, outcome: Outcome, gap: Duration) -> bool {
+        let admitted = match self.breaker.try_acquire() {
+            Ok(permit) => {
+                self.clock.advance(latency);
+                permit.record(outcome);
+                true
+            }
+            Err(_) => false,
+        };
+        self.clock
+            .advance(gap.saturating_sub(if admitted { latency } else { Duration::ZERO }));
+        admitted
+    }
+
+    /// Healthy traffic: `n` calls of `latency`, one every `gap`.
+    fn healthy(&self, n: u32, latency: Duration, gap: Duration) {
+        for _ in 0..n {
+            assert!(self.call(latency, Outcome::Success, gap));
+        }
+    }
+
+    fn open_reasons(&self) -> Vec<OpenReason> {
+        self.opened
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e.transition {
+                Transition::Opened { reason, .. } => Some(reason),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn adaptive() -> SettingsBuilder {
+    Settings::builder().adaptive(true)
+}
+
+/// Runs a brownout (every call succeeds at `slow`) until the breaker opens or `limit` passes;
+/// returns how long it took.
+fn brownout(sim: &Sim, slow: Duration, limit: Duration) -> Option<Duration> {
+    let start = sim.clock.elapsed();
+    while sim.clock.elapsed() - start < limit {
+        sim.call(slow, Outcome::Success, slow.max(100 * MS));
+        if sim.breaker.state() == State::Open {
+            return Some(sim.clock.elapsed() - start);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_brownout_of_slow_successes_trips_within_one_trip_window() {
+    let sim = Sim::new(adaptive());
+    // Five minutes at 20 ms, ten calls a second: the baseline learns what normal is.
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    let normal = sim.breaker.normal_latency().unwrap();
+    assert!(normal > 18 * MS && normal < 22 * MS, "{normal:?}");
+    assert_eq!(sim.breaker.state(), State::Closed);
+    let took = brownout(&sim, 600 * MS, 60 * SEC).expect("the brownout trips the breaker");
+    assert!(took <= 30 * SEC, "tripped after {took:?}");
+    assert_eq!(sim.open_reasons(), [OpenReason::SlowCallRatio]);
+
+    // The same dependency behind a breaker that only counts errors never notices.
+    let errors_only = Sim::new(adaptive().slow_calls(None));
+    errors_only.healthy(3_000, 20 * MS, 100 * MS);
+    assert_eq!(brownout(&errors_only, 600 * MS, 120 * SEC), None);
+}
+
+#[test]
+fn normal_latency_and_rate_stay_none_until_armed() {
+    let sim = Sim::new(adaptive().consecutive_failures(None));
+    sim.healthy(19, 20 * MS, 100 * MS);
+    assert_eq!(sim.breaker.normal_latency(), None, "19 samples");
+    sim.healthy(1, 20 * MS, 100 * MS);
+    assert!(sim.breaker.normal_latency().is_some(), "20 samples");
+    sim.healthy(79, 20 * MS, 100 * MS);
+    assert_eq!(sim.breaker.normal_failure_rate(), None, "99 outcomes");
+    sim.call(20 * MS, Outcome::Failure, 100 * MS);
+    assert_eq!(sim.breaker.normal_failure_rate(), Some(0.01));
+    assert_eq!(sim.breaker.snapshot().normal_failure_rate, Some(0.01));
+
+    let off = Sim::new(Settings::builder().adaptive(false));
+    off.healthy(200, 20 * MS, 100 * MS);
+    assert_eq!(off.breaker.normal_latency(), None);
+    assert_eq!(off.breaker.normal_failure_rate(), None);
+}
+
+/// Calls failing independently with probability `rate`, 100 a second, for `span`; returns
+/// when the breaker opened, if it did.
+fn noisy(sim: &Sim, rng: &mut fastrand::Rng, rate: f64, span: Duration) -> Option<Duration> {
+    let start = sim.clock.elapsed();
+    while sim.clock.elapsed() - start < span {
+        let outcome = if rng.f64() < rate {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
+        sim.call(5 * MS, outcome, 10 * MS);
+        if sim.breaker.state() == State::Open {
+            return Some(sim.clock.elapsed() - start);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_dependency_that_always_fails_30_percent_trips_only_an_absolute_ratio() {
+    let ten_minutes = 600 * SEC;
+    let mut rng = fastrand::Rng::with_seed(30);
+    let relative = Sim::new(adaptive().consecutive_failures(None));
+    assert_eq!(noisy(&relative, &mut rng, 0.30, ten_minutes), None);
+    let rate = relative.breaker.normal_failure_rate().unwrap();
+    assert!((rate - 0.3).abs() < 0.02, "measured {rate}");
+
+    let absolute = Sim::new(
+        Settings::builder()
+            .adaptive(false)
+            .consecutive_failures(None)
+            .failure_ratio(Some(0.2)),
+    );
+    assert!(noisy(&absolute, &mut rng, 0.30, ten_minutes).is_some());
+    assert_eq!(absolute.open_reasons(), [OpenReason::FailureRatio]);
+
+    // The default consecutive trip (5) is not meant for such a dependency: 0.3^5 ≈ 0.24% of
+    // calls end a run of five failures, so at 100 calls a second it opens within seconds.
+    let consecutive = Sim::new(adaptive());
+    let opened = noisy(&consecutive, &mut rng, 0.30, ten_minutes).expect("opens");
+    assert!(opened < 30 * SEC, "{opened:?}");
+    assert!(matches!(
+        consecutive.open_reasons()[0],
+        OpenReason::ConsecutiveFailures(5)
+    ));
+}
+
+#[test]
+fn a_payments_dependency_jumping_from_0_02_to_5_percent_trips() {
+    let mut rng = fastrand::Rng::with_seed(2);
+    let sim = Sim::new(adaptive().consecutive_failures(None));
+    assert_eq!(noisy(&sim, &mut rng, 0.0002, 300 * SEC), None);
+    let took = noisy(&sim, &mut rng, 0.05, 120 * SEC).expect("5% trips a 0.02% dependency");
+    assert!(took < 60 * SEC, "{took:?}");
+    assert_eq!(sim.open_reasons(), [OpenReason::FailuresAboveNormal]);
+}
+
+#[test]
+fn the_first_errors_of_the_day_do_not_trip_on_a_zero_baseline() {
+    let run = |floor: f64| {
+        let sim = Sim::new(
+            adaptive()
+                .consecutive_failures(None)
+                .failures(Some(Failures::above(5.0).floor(floor))),
+        );
+        sim.healthy(3_000, 5 * MS, 100 * MS);
+        assert_eq!(sim.breaker.normal_failure_rate(), Some(0.0));
+        sim.call(5 * MS, Outcome::Failure, 100 * MS);
+        sim.healthy(10, 5 * MS, 100 * MS);
+        assert_eq!(
+            sim.breaker.state(),
+            State::Closed,
+            "one failure is not a rate"
+        );
+        sim.call(5 * MS, Outcome::Failure, 100 * MS);
+        sim.breaker.state()
+    };
+    assert_eq!(
+        run(0.05),
+        State::Closed,
+        "2 errors in ~300 calls is below the 5% floor"
+    );
+    assert_eq!(
+        run(0.001),
+        State::Open,
+        "without the floor the same errors trip it"
+    );
+}
+
+#[test]
+fn a_slow_probe_against_a_still_degraded_dependency_reopens() {
+    let sim = Sim::new(adaptive().jitter(cutout::Jitter::None));
+    sim.healthy(300, 20 * MS, 100 * MS);
+    for _ in 0..5 {
+        sim.call(20 * MS, Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    sim.clock.elapse_break(&sim.breaker);
+    // The probe succeeds, but at 30 × normal: the dependency is up, not recovered.
+    assert!(sim.call(600 * MS, Outcome::Success, 600 * MS));
+    assert_eq!(sim.breaker.state(), State::Open);
+    assert_eq!(
+        sim.open_reasons(),
+        [OpenReason::ConsecutiveFailures(5), OpenReason::ProbeSlow]
+    );
+}
+
+#[test]
+fn a_dependency_that_hangs_trips_before_any_call_returns() {
+    let sim = Sim::new(adaptive());
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    let mut hung: Vec<Permit<'_>> = Vec::new();
+    let start = sim.clock.elapsed();
+    // Calls keep arriving, ten a second; none returns.
+    while sim.breaker.state() == State::Closed && sim.clock.elapsed() - start < 60 * SEC {
+        if let Ok(permit) = sim.breaker.try_acquire() {
+            hung.push(permit);
+        }
+        sim.clock.advance(100 * MS);
+    }
+    let took = sim.clock.elapsed() - start;
+    assert_eq!(sim.breaker.state(), State::Open, "after {took:?}");
+    assert!(took <= 35 * SEC, "{took:?}");
+    assert_eq!(sim.open_reasons(), [OpenReason::SlowCallRatio]);
+    assert!(sim.breaker.try_acquire().is_err());
+    drop(hung);
+}
+
+#[test]
+fn a_cold_breaker_behaves_as_its_absolute_configuration() {
+    // Fewer than 100 outcomes and 20 samples: nothing relative is armed; a burst of failures
+    // that is far above any "normal" trips only through the consecutive rule.
+    let sim = Sim::new(adaptive().consecutive_failures(Some(5)));
+    for _ in 0..4 {
+        sim.call(20 * MS, Outcome::Failure, 100 * MS);
+        sim.healthy(1, 20 * MS, 100 * MS);
+    }
+    for _ in 0..4 {
+        sim.call(2_000 * MS, Outcome::Success, 2_000 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Closed);
+    for _ in 0..5 {
+        sim.call(20 * MS, Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.open_reasons(), [OpenReason::ConsecutiveFailures(5)]);
+}
+
+#[test]
+fn the_baselines_survive_open_close_and_reset() {
+    let sim = Sim::new(
+        adaptive()
+            .consecutive_failures(Some(3))
+            .jitter(cutout::Jitter::None),
+    );
+    sim.healthy(200, 20 * MS, 100 * MS);
+    let normal = sim.breaker.normal_latency().unwrap();
+    let rate = sim.breaker.normal_failure_rate().unwrap();
+    for _ in 0..3 {
+        sim.call(20 * MS, Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    assert_eq!(sim.breaker.normal_latency(), Some(normal));
+    sim.breaker.reset();
+    assert_eq!(sim.breaker.normal_latency(), Some(normal));
+    assert!(sim.breaker.normal_failure_rate().unwrap() >= rate);
+}
+
+#[test]
+fn a_configured_quantile_and_multiple_set_the_slow_threshold() {
+    // p10 of a spread of latencies, times 2: calls above ~2 × 11 ms are slow.
+    let sim = Sim::new(
+        adaptive()
+            .consecutive_failures(None)
+            .slow_calls(Some(SlowCalls::above(2.0).quantile(0.1)))
+            .minimum_calls(10),
+    );
+    for i in 0..300u32 {
+        sim.call((10 + i % 10) * MS, Outcome::Success, 100 * MS);
+    }
+    let normal = sim.breaker.normal_latency().unwrap();
+    // 10 ms, within the histogram's 12.5% precision.
+    assert!(
+        normal > 8_750 * Duration::from_micros(1) && normal < 11_250 * Duration::from_micros(1),
+        "{normal:?}"
+    );
+    for _ in 0..20 {
+        sim.call(15 * MS, Outcome::Success, 100 * MS);
+    }
+    assert_eq!(sim.breaker.snapshot().slow, 0, "15 ms is below 2 × normal");
+    sim.call(30 * MS, Outcome::Success, 100 * MS);
+    assert_eq!(sim.breaker.snapshot().slow, 1, "30 ms is above it");
+    assert!(brownout(&sim, 30 * MS, 60 * SEC).is_some());
+}
