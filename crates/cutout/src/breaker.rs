@@ -70,6 +70,8 @@ pub(crate) struct Shared {
     in_flight: Option<InFlight>,
     machine: CachePadded<Mutex<Machine>>,
     listeners: RwLock<Vec<Listener>>,
+    #[cfg(feature = "metrics")]
+    metrics: crate::observe::Metrics,
 }
 
 /// A circuit breaker. A cheap handle: clones share one state, which is how two policies share
@@ -127,14 +129,20 @@ impl BreakerBuilder {
             fast_until: AtomicU64::new(published.fast_until),
             slow_nanos: AtomicU64::new(published.slow_nanos),
         };
-        let shards = SuccessShards::new(machine.generation());
+        let shards = SuccessShards::new(machine.epoch());
         let samples = self
             .settings
             .relative_slow_calls()
             .map(|_| LatencySamples::new());
         let timing = self.settings.times_calls();
+        // Watching calls in flight is part of measuring the dependency: adaptive breakers only.
+        let adaptive_slow = self.settings.relative_slow_calls().is_some();
+        #[cfg(feature = "metrics")]
+        let metrics = crate::observe::Metrics::new(&self.id, published.word.state());
         Breaker {
             shared: Arc::new(Shared {
+                #[cfg(feature = "metrics")]
+                metrics,
                 hot: CachePadded::new(hot),
                 id: self.id,
                 timing,
@@ -142,7 +150,7 @@ impl BreakerBuilder {
                 clock: self.clock,
                 shards,
                 samples,
-                in_flight: timing.then(InFlight::new),
+                in_flight: adaptive_slow.then(InFlight::new),
                 machine: CachePadded::new(Mutex::new(machine)),
                 listeners: RwLock::new(Vec::new()),
             }),
@@ -238,6 +246,8 @@ impl Breaker {
     }
 
     fn rejected(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+        #[cfg(feature = "metrics")]
+        self.shared.metrics.rejection(reason);
         Rejected::new(reason, retry_after, self.shared.id.clone())
     }
 
@@ -267,6 +277,8 @@ impl Breaker {
         if ticket.role == Role::Uncounted {
             return;
         }
+        #[cfg(feature = "metrics")]
+        s.metrics.call(outcome);
         if let (true, Some(in_flight)) = (ticket.tracked, &s.in_flight) {
             in_flight.finish();
         }
@@ -286,7 +298,7 @@ impl Breaker {
                     if word.generation() == ticket.generation
                         && (word.is_quiet() || word.is_fast())
                         && self.before_fast_until(end)
-                        && (word.is_quiet() || s.shards.try_add(ticket.generation))
+                        && (word.is_quiet() || s.shards.try_add(word.epoch()))
                     {
                         return;
                     }
@@ -336,8 +348,12 @@ impl Breaker {
     fn with_machine_fresh<R>(&self, now: u64, fresh: bool, f: impl FnOnce(&mut Machine) -> R) -> R {
         let s = &*self.shared;
         let mut machine = lock(&s.machine);
-        let generation = machine.generation();
-        machine.absorb(s.shards.drain(generation));
+        #[cfg(feature = "metrics")]
+        let state_before = machine.state();
+        // Take the fast successes of the last epoch, and make any add still racing to land in
+        // it fail, so that it takes the lock and is evaluated like any other outcome.
+        let epoch = machine.next_epoch();
+        machine.absorb(s.shards.rotate(epoch));
         if let Some(samples) = &s.samples
             && (fresh || machine.wants_latency(now))
         {
@@ -351,10 +367,6 @@ impl Breaker {
         }
         let result = f(&mut machine);
         let published = machine.publish(now);
-        if published.word.generation() != generation {
-            // Successes of the old generation still in flight must not land in the new one.
-            s.shards.retag(published.word.generation());
-        }
         s.hot.until.store(published.until, Ordering::Relaxed);
         s.hot
             .fast_until
@@ -363,6 +375,11 @@ impl Breaker {
             .slow_nanos
             .store(published.slow_nanos, Ordering::Relaxed);
         s.hot.word.store(published.word.bits(), Ordering::Release);
+        #[cfg(feature = "metrics")]
+        if published.word.state() != state_before {
+            // Under the lock, so gauge updates land in the order of the transitions.
+            s.metrics.set_state(published.word.state());
+        }
         drop(machine);
         // A check of calls in flight that opened the breaker was caused by this call too.
         self.emit(checked, now);
@@ -378,6 +395,12 @@ impl Breaker {
             at: Duration::from_nanos(now),
             transition,
         };
+        #[cfg(feature = "tracing")]
+        crate::observe::trace(&event);
+        #[cfg(feature = "metrics")]
+        self.shared
+            .metrics
+            .transition(transition.from(), transition.to());
         let listeners = self
             .shared
             .listeners
@@ -456,6 +479,12 @@ impl Breaker {
     pub fn state(&self) -> State {
         let now = self.shared.clock.recent();
         lock(&self.shared.machine).state_at(now)
+    }
+
+    /// The health a health check should report: healthy when closed, degraded while half-open
+    /// or recovering, unhealthy when open or isolated.
+    pub fn health(&self) -> crate::Health {
+        self.state().health()
     }
 
     /// When the breaker opened, on its clock; `None` while closed or disabled.

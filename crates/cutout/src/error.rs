@@ -176,6 +176,7 @@ impl<E> From<Rejected> for Error<E> {
 /// | `CUT-CFG-011` | an instance's `base-config` names no configuration |
 /// | `CUT-CFG-012` | a configured baseline window is too short for the trip window (failures: below multiple × trip window; latency: at most trip window / quantile) |
 /// | `CUT-CFG-013` | a baseline multiple is not above 1 |
+/// | `CUT-CFG-014` | a maximum is below its minimum (recovery ramp durations) |
 /// | `CUT-REG-001` | a registry already holds a breaker with this id and different settings |
 /// | `CUT-REG-002` | a registry holds no breaker with this id |
 ///
@@ -214,6 +215,8 @@ pub enum ErrorCode {
     BaselineTooShort,
     /// `CUT-CFG-013`: a multiple of a baseline is not above 1.
     MultipleTooSmall,
+    /// `CUT-CFG-014`: a maximum is below its minimum (the recovery ramp's durations).
+    MaxBelowMin,
 }
 
 impl ErrorCode {
@@ -235,6 +238,7 @@ impl ErrorCode {
             ErrorCode::UnknownId => "CUT-REG-002",
             ErrorCode::BaselineTooShort => "CUT-CFG-012",
             ErrorCode::MultipleTooSmall => "CUT-CFG-013",
+            ErrorCode::MaxBelowMin => "CUT-CFG-014",
         }
     }
 }

@@ -25,6 +25,8 @@ pub enum OpenReason {
     ProbeRates,
     /// Half-open lasted longer than `max_wait_in_half_open`.
     HalfOpenTimeout,
+    /// A call admitted by the recovery ramp failed.
+    RampFailed,
 }
 
 impl OpenReason {
@@ -39,6 +41,7 @@ impl OpenReason {
             OpenReason::ProbeSlow => "probe_slow",
             OpenReason::ProbeRates => "probe_rates",
             OpenReason::HalfOpenTimeout => "half_open_timeout",
+            OpenReason::RampFailed => "ramp_failed",
         }
     }
 }
@@ -54,6 +57,7 @@ impl fmt::Display for OpenReason {
             OpenReason::ProbeSlow => f.write_str("trial call was slow"),
             OpenReason::ProbeRates => f.write_str("trial calls failed the thresholds"),
             OpenReason::HalfOpenTimeout => f.write_str("half-open for too long"),
+            OpenReason::RampFailed => f.write_str("a call failed during the recovery ramp"),
         }
     }
 }
@@ -72,7 +76,8 @@ pub enum Transition {
     },
     /// The break elapsed and a call became the first probe.
     HalfOpened,
-    /// The breaker closed (or, with a ramp, started recovering).
+    /// The breaker closed, or with a recovery ramp started recovering: either way it stopped
+    /// refusing everything. The ramp's end is silent.
     Closed {
         /// The state it left.
         from: State,

@@ -1,5 +1,6 @@
 //! Calls still in flight that have already run longer than the slow threshold: a dependency
-//! that hangs trips the breaker before any of its calls returns.
+//! that hangs trips the breaker before any of its calls returns. Part of measuring the
+//! dependency, so only adaptive breakers (with relative slow calls) watch calls in flight.
 //!
 //! One call in [`SAMPLE`] per thread is tracked: it adds one to its thread's *started* cell when
 //! admitted and one to its *finished* cell when its permit is recorded or dropped. Under the
@@ -7,7 +8,9 @@
 //! tracked calls started before `now − threshold` number at least `started(then) − finished`
 //! still in flight (at most `finished` of them can have finished). Scaled by [`SAMPLE`], that
 //! lower bound joins the window as slow calls. No per-call allocation and no scan of calls in
-//! flight: two counter adds per tracked call, a bounded ring under the lock.
+//! flight: two counter adds per tracked call, a bounded ring under the lock. The price of the
+//! sample is granularity: one tracked call in flight stands for eight, so at very low traffic a
+//! single hung call weighs as eight slow ones.
 //!
 //! # Orderings
 //! `Relaxed` throughout: the counters are monotonic sums read under the breaker's lock; a

@@ -51,7 +51,9 @@ mod id;
 mod inflight;
 mod loom;
 mod machine;
+mod observe;
 mod permit;
+mod ramp;
 mod registry;
 mod relative;
 mod settings;
@@ -69,11 +71,12 @@ pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
 pub use event::{Event, OpenReason, Transition};
 pub use id::BreakerId;
 pub use permit::{OwnedPermit, Permit};
+pub use ramp::Recovery;
 pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use relative::{Failures, SlowCalls};
 pub use settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow};
 pub use snapshot::Snapshot;
-pub use state::State;
+pub use state::{Health, State};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../../../README.md")]

@@ -11,6 +11,7 @@ use crate::classify::Outcome;
 use crate::error::RejectReason;
 use crate::event::{OpenReason, Transition};
 use crate::inflight::Marks;
+use crate::ramp::Ramp;
 use crate::settings::{HalfOpenRule, Settings};
 use crate::snapshot::Snapshot;
 use crate::state::{State, Word};
@@ -29,6 +30,8 @@ pub(crate) enum Role {
     /// A half-open probe: its outcome decides, and its slot must come back if it finishes
     /// without a counted outcome.
     Probe,
+    /// Admitted by the recovery ramp: a failure re-opens, slowness slows the ramp.
+    Ramp,
     /// Admitted without counting: the breaker is disabled, or in shadow mode would have refused.
     Uncounted,
 }
@@ -73,12 +76,16 @@ pub(crate) struct Machine {
     normal_latency: Option<u64>,
     /// When the samples should next be merged.
     latency_due: u64,
-    /// Calls in flight: marks of the tracked-started total (only when calls are timed).
+    /// Calls in flight: marks of the tracked-started total (adaptive breakers only).
     marks: Option<Marks>,
     /// When calls in flight should next be checked.
     in_flight_due: u64,
     /// Whether the marks must start over (a new closed period began).
     rebase_marks: bool,
+    /// The recovery ramp, while recovering.
+    ramp: Option<Ramp>,
+    /// The epoch of the success counters (see `shards.rs`): one per locked operation.
+    epoch: u32,
     rng: fastrand::Rng,
 }
 
@@ -112,7 +119,7 @@ impl Machine {
         let nanos_of = |d: Option<Duration>| d.map(nanos);
         let failure_baseline = settings
             .relative_failures()
-            .and(nanos_of(settings.failure_baseline_window()))
+            .and_then(|_| nanos_of(settings.failure_baseline_window()))
             .map(FailureBaseline::new);
         let latency = settings.relative_slow_calls().and_then(|slow| {
             let window = nanos_of(settings.latency_baseline_window())?;
@@ -124,9 +131,11 @@ impl Machine {
             latency,
             normal_latency: None,
             latency_due: 0,
-            marks: settings.times_calls().then(Marks::new),
+            marks: settings.relative_slow_calls().map(|_| Marks::new()),
             in_flight_due: 0,
             rebase_marks: true,
+            ramp: None,
+            epoch: 0,
             settings,
             state,
             generation: 0,
@@ -147,8 +156,19 @@ impl Machine {
         }
     }
 
-    pub(crate) fn generation(&self) -> u32 {
-        self.generation
+    #[cfg(feature = "metrics")]
+    pub(crate) fn state(&self) -> State {
+        self.state
+    }
+
+    pub(crate) fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Starts the next epoch of the success counters; returns it.
+    pub(crate) fn next_epoch(&mut self) -> u32 {
+        self.epoch = (self.epoch + 1) & crate::state::EPOCH_MASK;
+        self.epoch
     }
 
     /// Folds in `n` successes counted on the fast path since the last locked operation.
@@ -248,7 +268,7 @@ impl Machine {
             fast_until = fast_until.min(self.in_flight_due.max(now.saturating_add(1)));
         }
         Published {
-            word: Word::new(self.state, self.generation, quiet, fast),
+            word: Word::new(self.state, self.generation, self.epoch, quiet, fast),
             until: self.until,
             fast_until,
             slow_nanos: self.slow_nanos(),
@@ -279,6 +299,9 @@ impl Machine {
     pub(crate) fn state_at(&self, now: u64) -> State {
         match self.state {
             State::Open if now >= self.until => State::HalfOpen,
+            State::Recovering if self.ramp.as_ref().is_some_and(|r| r.finished(now)) => {
+                State::Closed
+            }
             state => state,
         }
     }
@@ -298,8 +321,19 @@ impl Machine {
             self.half_open(now);
             transition = Some(Transition::HalfOpened);
         }
+        self.finish_ramp(now);
         let admission = match self.state {
-            State::Closed | State::Recovering => self.admitted(Role::Normal),
+            State::Closed => self.admitted(Role::Normal),
+            State::Recovering => {
+                let refused = self
+                    .ramp
+                    .as_mut()
+                    .and_then(|ramp| (!ramp.admit(now)).then(|| ramp.retry_after()));
+                match refused {
+                    Some(retry_after) => self.refused(RejectReason::Ramp, Some(retry_after)),
+                    None => self.admitted(Role::Ramp),
+                }
+            }
             State::Disabled => self.admitted(Role::Uncounted),
             State::Isolated => self.refused(RejectReason::Isolated, None),
             State::Open => {
@@ -375,7 +409,30 @@ impl Machine {
             (_, _, Outcome::Ignored) => None,
             (State::Closed, Role::Normal, _) => self.record_closed(now, outcome, slow),
             (State::HalfOpen, Role::Probe, _) => self.record_probe(now, outcome, slow),
+            (State::Recovering, Role::Ramp, _) => self.record_ramp(now, outcome, slow),
             _ => None,
+        }
+    }
+
+    fn record_ramp(&mut self, now: u64, outcome: Outcome, slow: bool) -> Option<Transition> {
+        let mark = self.count(outcome);
+        if mark.failure {
+            return Some(self.open(now, OpenReason::RampFailed));
+        }
+        let streak = self.settings.probe_successes;
+        if let Some(ramp) = &mut self.ramp {
+            ramp.succeeded(slow, streak);
+        }
+        self.finish_ramp(now);
+        None
+    }
+
+    /// Ends a ramp that has run out: closed, silently (the Closed event was raised when it
+    /// started).
+    fn finish_ramp(&mut self, now: u64) {
+        if self.state == State::Recovering && self.ramp.as_ref().is_some_and(|r| r.finished(now)) {
+            self.state = State::Closed;
+            self.forget_history();
         }
     }
 
@@ -436,7 +493,7 @@ impl Machine {
                     return Some(self.open(now, OpenReason::ProbeSlow));
                 }
                 self.probe_successes += 1;
-                (self.probe_successes >= self.settings.probe_successes).then(|| self.close())
+                (self.probe_successes >= self.settings.probe_successes).then(|| self.close(now))
             }
             HalfOpenRule::Rates => {
                 if self.probes.calls < u64::from(self.settings.half_open_probes) {
@@ -449,7 +506,7 @@ impl Machine {
                 Some(if failing || slowing {
                     self.open(now, OpenReason::ProbeRates)
                 } else {
-                    self.close()
+                    self.close(now)
                 })
             }
         }
@@ -482,6 +539,7 @@ impl Machine {
         );
         self.break_served = jittered(computed, s.jitter, &mut self.rng);
         self.state = State::Open;
+        self.ramp = None;
         self.opened_at = Some(now);
         self.until = now.saturating_add(nanos(self.break_served));
         // The probes' counts stay visible while open if probes caused this opening.
@@ -504,16 +562,26 @@ impl Machine {
         self.transition_generation();
     }
 
-    fn close(&mut self) -> Transition {
+    /// The probes succeeded: closed, or recovering over a ramp when one is configured.
+    fn close(&mut self, now: u64) -> Transition {
         let from = self.state;
-        self.state = State::Closed;
-        self.forget_history();
+        if let Some(recovery) = self.settings.recovery {
+            self.state = State::Recovering;
+            self.ramp = Some(Ramp::start(now, self.break_served, &recovery));
+            self.transition_generation();
+            self.window.clear();
+            self.showing_probes = false;
+        } else {
+            self.state = State::Closed;
+            self.forget_history();
+        }
         Transition::Closed { from }
     }
 
     fn forget_history(&mut self) {
         self.transition_generation();
         self.rebase_marks = true;
+        self.ramp = None;
         self.window.clear();
         self.showing_probes = false;
         self.consecutive_failures = 0;
@@ -525,6 +593,7 @@ impl Machine {
     /// Forces the breaker open until [`Machine::reset`]. No event.
     pub(crate) fn isolate(&mut self, now: u64) {
         self.state = State::Isolated;
+        self.ramp = None;
         self.opened_at.get_or_insert(now);
         self.transition_generation();
     }
@@ -532,6 +601,7 @@ impl Machine {
     /// Lets every call through, recording nothing, until [`Machine::reset`]. No event.
     pub(crate) fn disable(&mut self) {
         self.state = State::Disabled;
+        self.ramp = None;
         self.opened_at = None;
         self.transition_generation();
     }
@@ -547,7 +617,12 @@ impl Machine {
     }
 
     pub(crate) fn snapshot(&self, now: u64) -> Snapshot {
-        let (totals, minimum) = if self.showing_probes {
+        // A breaker whose break has elapsed reports half-open, and half-open starts fresh
+        // counts: the probes' (none yet).
+        let lazily_half_open = self.state == State::Open && now >= self.until;
+        let (totals, minimum) = if lazily_half_open {
+            (Totals::default(), 1)
+        } else if self.showing_probes {
             (self.probes, 1)
         } else {
             (
@@ -556,7 +631,10 @@ impl Machine {
             )
         };
         let armed = totals.calls >= minimum && totals.calls > 0;
-        let in_break = matches!(self.state, State::Open | State::HalfOpen);
+        let in_break = matches!(
+            self.state,
+            State::Open | State::HalfOpen | State::Recovering
+        );
         Snapshot {
             state: self.state_at(now),
             failure_rate: armed.then(|| ratio(totals.failures, totals.calls)),
@@ -573,7 +651,8 @@ impl Machine {
             shadow_refusals: self.shadow_refusals,
             normal_latency: self.normal_latency(),
             normal_failure_rate: self.normal_failure_rate(now),
-            ramp_fraction: None,
+            ramp_fraction: self.ramp.as_ref().map(|ramp| ramp.fraction(now)),
+            recovering_for: self.ramp.as_ref().map(|ramp| ramp.elapsed(now)),
         }
     }
 }

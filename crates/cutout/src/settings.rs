@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{ConfigError, ErrorCode};
+use crate::ramp::Recovery;
 use crate::relative::{Failures, SlowCalls};
 
 /// The trip span a count window stands for when sizing a default baseline window.
@@ -86,6 +87,7 @@ pub struct Settings {
     pub(crate) adaptive: bool,
     pub(crate) slow_calls: Option<SlowCalls>,
     pub(crate) failures: Option<Failures>,
+    pub(crate) recovery: Option<Recovery>,
 }
 
 impl Default for Settings {
@@ -106,9 +108,10 @@ impl Default for Settings {
             max_wait_in_half_open: Some(Duration::from_secs(60)),
             shadow: false,
             enabled: true,
-            adaptive: false,
+            adaptive: true,
             slow_calls: Some(SlowCalls::above(3.0)),
             failures: Some(Failures::above(5.0)),
+            recovery: None,
         }
     }
 }
@@ -209,6 +212,11 @@ impl Settings {
         self.failures
     }
 
+    /// The recovery ramp after successful probes (default off: the breaker closes at once).
+    pub fn recovery(&self) -> Option<Recovery> {
+        self.recovery
+    }
+
     /// The relative slow-call rule in force (`None` when off or not adaptive).
     pub(crate) fn relative_slow_calls(&self) -> Option<SlowCalls> {
         self.slow_calls.filter(|_| self.adaptive)
@@ -235,7 +243,7 @@ impl Settings {
         Some(
             failures
                 .window
-                .unwrap_or_else(|| (span * 10).max(span.mul_f64(failures.multiple.max(1.0)))),
+                .unwrap_or_else(|| (span * 10).max(scaled(span, failures.multiple))),
         )
     }
 
@@ -244,14 +252,10 @@ impl Settings {
     pub fn latency_baseline_window(&self) -> Option<Duration> {
         let slow = self.slow_calls?;
         let span = self.trip_span();
-        Some(slow.window.unwrap_or_else(|| {
-            let needed = if slow.quantile > 0.0 {
-                span.mul_f64((2.0 / slow.quantile).min(1e6))
-            } else {
-                span
-            };
-            (span * 10).max(needed)
-        }))
+        Some(
+            slow.window
+                .unwrap_or_else(|| (span * 10).max(scaled(span, 2.0 / slow.quantile))),
+        )
     }
 
     /// Whether calls must be timed (a slow-call threshold or the latency baseline).
@@ -308,7 +312,40 @@ impl Settings {
         if let Some(wait) = self.max_wait_in_half_open {
             positive("max-wait-in-half-open", wait)?;
         }
-        self.validate_relative()
+        self.validate_relative()?;
+        self.validate_recovery()
+    }
+
+    fn validate_recovery(&self) -> Result<(), ConfigError> {
+        let Some(recovery) = self.recovery else {
+            return Ok(());
+        };
+        if !(recovery.fraction > 0.0 && recovery.fraction <= 10.0) {
+            return Err(ConfigError::new(
+                ErrorCode::RatioOutOfRange,
+                "recovery-fraction",
+                recovery.fraction,
+                "a fraction of the break in (0, 10]",
+            ));
+        }
+        if !(recovery.initial > 0.0 && recovery.initial < 1.0) {
+            return Err(ConfigError::new(
+                ErrorCode::RatioOutOfRange,
+                "recovery-initial-fraction",
+                recovery.initial,
+                "a fraction in (0, 1)",
+            ));
+        }
+        positive("recovery-min-duration", recovery.min)?;
+        if recovery.max < recovery.min {
+            return Err(ConfigError::new(
+                ErrorCode::MaxBelowMin,
+                "recovery-max-duration",
+                recovery.max,
+                "a duration at least recovery-min-duration",
+            ));
+        }
+        Ok(())
     }
 
     fn validate_relative(&self) -> Result<(), ConfigError> {
@@ -354,6 +391,15 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// `span` × `factor`, saturating at `Duration::MAX` (a multiple may be any finite number above
+/// 1) and at `span` for a factor that is not a number above 1.
+fn scaled(span: Duration, factor: f64) -> Duration {
+    if factor.is_nan() || factor <= 1.0 {
+        return span;
+    }
+    Duration::try_from_secs_f64(span.as_secs_f64() * factor).unwrap_or(Duration::MAX)
 }
 
 fn multiple(key: &'static str, multiple: f64) -> Result<(), ConfigError> {
@@ -500,6 +546,11 @@ impl SettingsBuilder {
     /// Failures relative to the measured normal rate; `None` turns the rule off.
     pub fn failures(mut self, failures: Option<Failures>) -> Self {
         self.0.failures = failures;
+        self
+    }
+    /// Hand traffic back over a ramp after the probes succeed; `None` closes at once.
+    pub fn recovery(mut self, recovery: Option<Recovery>) -> Self {
+        self.0.recovery = recovery;
         self
     }
     /// Validates and returns the settings.
@@ -667,6 +718,57 @@ mod tests {
             .slow_calls(Some(SlowCalls::above(3.0).window(Duration::from_secs(61))))
             .failures(Some(Failures::above(5.0).window(Duration::from_secs(150))));
         edge.build().unwrap();
+    }
+
+    #[test]
+    fn recovery_is_validated() {
+        let b = Settings::builder;
+        let r = Recovery::over;
+        let cases = [
+            (
+                b().recovery(Some(r(0.0))),
+                ErrorCode::RatioOutOfRange,
+                "recovery-fraction",
+            ),
+            (
+                b().recovery(Some(r(0.5).initial_fraction(1.0))),
+                ErrorCode::RatioOutOfRange,
+                "recovery-initial-fraction",
+            ),
+            (
+                b().recovery(Some(r(0.5).min_duration(Duration::ZERO))),
+                ErrorCode::ZeroDuration,
+                "recovery-min-duration",
+            ),
+            (
+                b().recovery(Some(
+                    r(0.5)
+                        .min_duration(Duration::from_secs(9))
+                        .max_duration(Duration::from_secs(8)),
+                )),
+                ErrorCode::MaxBelowMin,
+                "recovery-max-duration",
+            ),
+        ];
+        for (builder, code, key) in cases {
+            assert_eq!(code_of(builder), (code, key));
+        }
+        b().recovery(Some(r(0.25))).build().unwrap();
+    }
+
+    #[test]
+    fn huge_multiples_saturate_instead_of_overflowing() {
+        let settings = Settings::builder()
+            .failures(Some(Failures::above(1e300)))
+            .slow_calls(Some(SlowCalls::above(3.0).quantile(1e-300)))
+            .build()
+            .unwrap();
+        assert_eq!(settings.failure_baseline_window(), Some(Duration::MAX));
+        assert_eq!(settings.latency_baseline_window(), Some(Duration::MAX));
+        let _ = crate::Breaker::new(
+            "huge",
+            settings.to_builder().adaptive(true).build().unwrap(),
+        );
     }
 
     #[test]

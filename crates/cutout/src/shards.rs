@@ -1,16 +1,20 @@
 //! Sharded success counters: healthy calls on a closed breaker with a dirty window count here,
 //! each thread on its own cache line, and the breaker folds them into its window under its lock.
 //!
-//! Each cell packs the low 16 bits of the generation it counts for (bits 48–63) with a count
-//! (bits 0–47). A call adds only if the tag matches its permit's generation, so a success from
-//! before a transition can never land in the window after it: at every transition the breaker
-//! retags every cell under its lock, and a late add then fails its compare-exchange.
+//! Each cell packs an epoch tag (bits 37–63) with a count (bits 0–36). The epoch is published
+//! in the state word and changes with every locked operation, which swaps every cell to the
+//! new epoch and takes the old counts in the same motion. A call adds only to a cell tagged
+//! with the epoch it read in the word, so an add can never land after the locked operation
+//! that followed its read: it fails its compare-exchange and takes the locked path, where its
+//! outcome is recorded and the trip conditions evaluated as for any other. (An earlier design
+//! tagged cells with the generation only; a success could then land after a failure's drain
+//! without the trip being evaluated, a lost open the loom model found.)
 //!
 //! # Orderings
-//! Every access is `Relaxed`. The counts carry no other data: the lock that the draining
-//! thread holds orders the machine, and a count that lands just after a drain is simply taken
-//! by the next one (it is a success linearized after that drain). The tag check and the add
-//! are one compare-exchange on one word, so no ordering between separate locations is needed.
+//! Every access is `Relaxed`. The counts carry no other data; the lock that the rotating
+//! thread holds orders the machine. The tag check and the add are one compare-exchange on one
+//! word, and the rotation one swap per cell, so no ordering between locations is needed: an
+//! add either precedes the swap of its cell (and is taken by it) or fails.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -20,11 +24,11 @@ use crossbeam_utils::CachePadded;
 
 use crate::loom::{AtomicU64, Ordering};
 
-const TAG_SHIFT: u32 = 48;
+const TAG_SHIFT: u32 = 37;
 const COUNT_MASK: u64 = (1 << TAG_SHIFT) - 1;
 
-fn tag(generation: u32) -> u64 {
-    u64::from(generation & 0xFFFF) << TAG_SHIFT
+fn tag(epoch: u32) -> u64 {
+    u64::from(epoch & crate::state::EPOCH_MASK) << TAG_SHIFT
 }
 
 /// How many cells a breaker gets: twice the cores, rounded to a power of two, at least 4 and at
@@ -58,21 +62,21 @@ pub(crate) struct SuccessShards {
 }
 
 impl SuccessShards {
-    pub(crate) fn new(generation: u32) -> SuccessShards {
+    pub(crate) fn new(epoch: u32) -> SuccessShards {
         let cells = (0..cell_count())
-            .map(|_| CachePadded::new(AtomicU64::new(tag(generation))))
+            .map(|_| CachePadded::new(AtomicU64::new(tag(epoch))))
             .collect();
         SuccessShards { cells }
     }
 
-    /// Counts one success for `generation` on this thread's cell; false if the cell belongs to
-    /// another generation (the caller then takes the locked path).
+    /// Counts one success for `epoch` on this thread's cell; false if the cell has moved on
+    /// to another epoch (the caller then takes the locked path).
     #[inline]
-    pub(crate) fn try_add(&self, generation: u32) -> bool {
+    pub(crate) fn try_add(&self, epoch: u32) -> bool {
         let cell = &self.cells[thread_index() & (self.cells.len() - 1)];
         let mut current = cell.load(Ordering::Relaxed);
         loop {
-            if current & !COUNT_MASK != tag(generation) || current & COUNT_MASK == COUNT_MASK {
+            if current & !COUNT_MASK != tag(epoch) || current & COUNT_MASK == COUNT_MASK {
                 return false;
             }
             // Fails only when another thread shares this cell or a drain emptied it: retry
@@ -89,24 +93,13 @@ impl SuccessShards {
         }
     }
 
-    /// Takes every count of `generation` out of the cells (under the breaker's lock).
-    pub(crate) fn drain(&self, generation: u32) -> u64 {
-        let mut total = 0;
-        for cell in self.cells.iter() {
-            let current = cell.load(Ordering::Relaxed);
-            if current & COUNT_MASK != 0 && current & !COUNT_MASK == tag(generation) {
-                total += cell.swap(tag(generation), Ordering::Relaxed) & COUNT_MASK;
-            }
-        }
-        total
-    }
-
-    /// Empties every cell and tags it for `generation` (under the breaker's lock, after a
-    /// transition).
-    pub(crate) fn retag(&self, generation: u32) {
-        for cell in self.cells.iter() {
-            cell.store(tag(generation), Ordering::Relaxed);
-        }
+    /// Moves every cell to `epoch` and returns the counts they held (under the breaker's
+    /// lock, at the start of every locked operation).
+    pub(crate) fn rotate(&self, epoch: u32) -> u64 {
+        self.cells
+            .iter()
+            .map(|cell| cell.swap(tag(epoch), Ordering::Relaxed) & COUNT_MASK)
+            .sum()
     }
 }
 
@@ -115,20 +108,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_only_for_the_tagged_generation() {
+    fn counts_only_for_the_current_epoch() {
         let shards = SuccessShards::new(7);
         assert!(shards.try_add(7));
         assert!(shards.try_add(7));
         assert!(!shards.try_add(8));
-        assert_eq!(shards.drain(7), 2);
-        assert_eq!(shards.drain(7), 0);
-        shards.retag(8);
+        assert_eq!(shards.rotate(8), 2);
         assert!(
             !shards.try_add(7),
-            "a late success of the old generation is refused"
+            "an add that read the old epoch is refused"
         );
         assert!(shards.try_add(8));
-        assert_eq!(shards.drain(8), 1);
+        assert_eq!(shards.rotate(9), 1);
+        assert_eq!(shards.rotate(10), 0);
     }
 
     #[test]
@@ -145,6 +137,6 @@ mod tests {
             added, 40_000,
             "threads sharing a cell retry, so none is lost"
         );
-        assert_eq!(shards.drain(0), 40_000);
+        assert_eq!(shards.rotate(1), 40_000);
     }
 }

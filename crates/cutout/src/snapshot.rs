@@ -27,7 +27,8 @@ pub struct Snapshot {
     pub consecutive_failures: u32,
     /// When it opened, on the breaker's clock; `None` while closed.
     pub opened_at: Option<Duration>,
-    /// The break being served (after jitter) while open or half-open.
+    /// The break being served (after jitter) while open or half-open, or the break that was
+    /// served before a recovery ramp.
     pub current_break: Option<Duration>,
     /// Opens since the breaker last closed fully; the break doubles with each.
     pub consecutive_opens: u32,
@@ -41,4 +42,7 @@ pub struct Snapshot {
     pub normal_failure_rate: Option<f64>,
     /// The admitted fraction while recovering over a ramp.
     pub ramp_fraction: Option<f64>,
+    /// How long the breaker has been recovering. A ramp against a dependency that stays slow
+    /// never finishes: alert when this exceeds `current_break`.
+    pub recovering_for: Option<Duration>,
 }

@@ -1,8 +1,10 @@
 //! The breaker's states and the packed state word the hot path reads.
 //!
 //! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *quiet* flag, bit 4 the *fast*
-//! flag, bits 32–63 the generation. It is written only under the breaker's lock, after every
-//! mutation of the machine, and read without a lock on every call.
+//! flag, bits 5–31 the epoch, bits 32–63 the generation. It is written only under the
+//! breaker's lock, after every locked operation, and read without a lock on every call. The
+//! generation changes with every transition; the epoch with every locked operation (it tags
+//! the success counters, see `shards.rs`).
 //!
 //! *Quiet* means: the breaker is closed and a fast, successful call would change nothing it
 //! records (no consecutive failures to reset, a count window full of successes). A call that
@@ -68,6 +70,40 @@ impl State {
     }
 }
 
+/// What a health check should make of a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Health {
+    /// Closed (or disabled): calls flow.
+    Healthy,
+    /// Half-open or recovering: the dependency is being tested or warmed up. A breaker that
+    /// stays recovering is a dependency that answers but stays slow.
+    Degraded,
+    /// Open or isolated: calls are refused.
+    Unhealthy,
+}
+
+impl Health {
+    /// A stable lower-case name (`"healthy"`, `"degraded"`, `"unhealthy"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Health::Healthy => "healthy",
+            Health::Degraded => "degraded",
+            Health::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+impl State {
+    /// The health this state reports.
+    pub const fn health(self) -> Health {
+        match self {
+            State::Closed | State::Disabled => Health::Healthy,
+            State::HalfOpen | State::Recovering => Health::Degraded,
+            State::Open | State::Isolated => Health::Unhealthy,
+        }
+    }
+}
+
 impl fmt::Display for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = match self {
@@ -85,6 +121,10 @@ impl fmt::Display for State {
 const STATE_MASK: u64 = 0b111;
 const QUIET: u64 = 0b1000;
 const FAST: u64 = 0b1_0000;
+const EPOCH_SHIFT: u32 = 5;
+/// The epoch's 27 bits: it wraps after 134 million locked operations, far beyond how long a
+/// call could sit between reading the word and adding to its counter.
+pub(crate) const EPOCH_MASK: u32 = (1 << 27) - 1;
 const GENERATION_SHIFT: u32 = 32;
 
 /// The decoded state word.
@@ -92,10 +132,17 @@ const GENERATION_SHIFT: u32 = 32;
 pub(crate) struct Word(u64);
 
 impl Word {
-    pub(crate) const fn new(state: State, generation: u32, quiet: bool, fast: bool) -> Word {
+    pub(crate) const fn new(
+        state: State,
+        generation: u32,
+        epoch: u32,
+        quiet: bool,
+        fast: bool,
+    ) -> Word {
         let quiet = if quiet { QUIET } else { 0 };
         let fast = if fast { FAST } else { 0 };
-        Word(state.code() | quiet | fast | ((generation as u64) << GENERATION_SHIFT))
+        let epoch = ((epoch & EPOCH_MASK) as u64) << EPOCH_SHIFT;
+        Word(state.code() | quiet | fast | epoch | ((generation as u64) << GENERATION_SHIFT))
     }
 
     pub(crate) const fn from_bits(bits: u64) -> Word {
@@ -121,6 +168,10 @@ impl Word {
     pub(crate) const fn is_fast(self) -> bool {
         self.0 & FAST != 0
     }
+
+    pub(crate) const fn epoch(self) -> u32 {
+        ((self.0 >> EPOCH_SHIFT) as u32) & EPOCH_MASK
+    }
 }
 
 #[cfg(test)]
@@ -140,10 +191,14 @@ mod tests {
         for state in states {
             for generation in [0, 1, u32::MAX] {
                 for (quiet, fast) in [(false, false), (true, false), (false, true), (true, true)] {
-                    let word = Word::from_bits(Word::new(state, generation, quiet, fast).bits());
-                    assert_eq!(word.state(), state);
-                    assert_eq!(word.generation(), generation);
-                    assert_eq!((word.is_quiet(), word.is_fast()), (quiet, fast));
+                    for epoch in [0, 1, EPOCH_MASK] {
+                        let word = Word::new(state, generation, epoch, quiet, fast);
+                        let word = Word::from_bits(word.bits());
+                        assert_eq!(word.state(), state);
+                        assert_eq!(word.generation(), generation);
+                        assert_eq!(word.epoch(), epoch);
+                        assert_eq!((word.is_quiet(), word.is_fast()), (quiet, fast));
+                    }
                 }
             }
         }
