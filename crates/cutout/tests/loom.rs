@@ -1,0 +1,468 @@
+//! loom models of the breaker's concurrent protocol (DESIGN §4), through the public API only.
+//!
+//! Under `--cfg loom` the crate swaps its atomics, mutex, rwlock and `Arc` for loom's
+//! (`src/loom.rs`), so every interleaving of the state word, the machine's lock and the
+//! listeners' lock is explored up to the preemption bound. `ManualClock` keeps std atomics (not
+//! modelled): every model sets the time before it spawns threads and never moves it after.
+//!
+//! No ramp exists yet, so the "ramp admission never above its bound" model is not here.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p cutout --release --test loom
+//! ```
+
+#![cfg(loom)]
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cutout::clock::ManualClock;
+use cutout::{
+    Breaker, Jitter, OpenReason, OwnedPermit, RejectReason, Settings, SettingsBuilder, State,
+    Transition,
+};
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::thread;
+
+const BREAK: Duration = Duration::from_secs(10);
+
+/// Runs `f` under loom, with a preemption bound of 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder.check(f);
+}
+
+fn base() -> SettingsBuilder {
+    Settings::builder()
+        .jitter(Jitter::None)
+        .break_duration(BREAK)
+        .max_break_duration(BREAK * 8)
+        .consecutive_failures(Some(1))
+        .max_wait_in_half_open(None)
+}
+
+/// The transitions a breaker raised, in the order its listener saw them.
+type Seen = std::sync::Arc<Mutex<Vec<Transition>>>;
+
+fn build(settings: SettingsBuilder) -> (Breaker, ManualClock, Seen) {
+    let clock = ManualClock::new();
+    let breaker = Breaker::builder("loom")
+        .settings(settings.build().expect("valid settings"))
+        .clock(clock.clone())
+        .seed(7)
+        .build();
+    let seen: Seen = std::sync::Arc::default();
+    let sink = std::sync::Arc::clone(&seen);
+    breaker.subscribe(move |event| sink.lock().unwrap().push(event.transition));
+    (breaker, clock, seen)
+}
+
+fn transitions(seen: &Seen) -> Vec<Transition> {
+    seen.lock().unwrap().clone()
+}
+
+fn opened_count(seen: &Seen) -> usize {
+    transitions(seen)
+        .iter()
+        .filter(|t| matches!(t, Transition::Opened { .. }))
+        .count()
+}
+
+/// A breaker opened by one failure (before any thread exists) whose break has elapsed: the next
+/// call is a probe. The event log is cleared so the threads' transitions are all it holds.
+fn half_open(settings: SettingsBuilder) -> (Breaker, ManualClock, Seen) {
+    let (breaker, clock, seen) = build(settings);
+    breaker.try_acquire().expect("closed").failure();
+    assert_eq!(breaker.state(), State::Open);
+    clock.advance(BREAK);
+    assert_eq!(breaker.state(), State::HalfOpen);
+    seen.lock().unwrap().clear();
+    (breaker, clock, seen)
+}
+
+/// Takes probe permits until refused; returns them (held) so the caller decides when they drop.
+fn take_all_probes(breaker: &Breaker) -> Vec<OwnedPermit> {
+    let mut permits = Vec::new();
+    while let Ok(permit) = breaker.try_acquire_owned() {
+        assert!(permit.is_probe());
+        permits.push(permit);
+        assert!(permits.len() <= 64, "admission is unbounded");
+    }
+    permits
+}
+
+fn admission_never_exceeds(limit: u32, threads: usize) {
+    model(move || {
+        let (breaker, _clock, seen) = half_open(base().half_open_probes(limit).probe_successes(5));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let breaker = breaker.clone();
+                thread::spawn(move || match breaker.try_acquire_owned() {
+                    Ok(permit) => {
+                        assert!(permit.is_probe());
+                        Some(permit)
+                    }
+                    Err(refused) => {
+                        assert_eq!(refused.reason(), RejectReason::HalfOpenFull);
+                        assert_eq!(refused.retry_after(), None);
+                        None
+                    }
+                })
+            })
+            .collect();
+        // Every admitted permit is still held here, so all of them are in flight at once.
+        let held: Vec<OwnedPermit> = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect();
+        let expected = threads.min(limit as usize);
+        assert_eq!(held.len(), expected, "probes admitted concurrently");
+        assert_eq!(breaker.snapshot().probes_in_flight, expected as u32);
+        assert_eq!(transitions(&seen), [Transition::HalfOpened]);
+        drop(held);
+        assert_eq!(breaker.snapshot().probes_in_flight, 0);
+        assert_eq!(take_all_probes(&breaker).len(), limit as usize);
+    });
+}
+
+#[test]
+fn half_open_admits_at_most_one_probe_among_two_threads() {
+    admission_never_exceeds(1, 2);
+}
+
+#[test]
+fn half_open_admits_at_most_one_probe_among_three_threads() {
+    admission_never_exceeds(1, 3);
+}
+
+#[test]
+fn half_open_admits_at_most_two_probes_among_three_threads() {
+    admission_never_exceeds(2, 3);
+}
+
+#[test]
+fn nothing_is_admitted_after_a_failed_probe_reopened_the_breaker() {
+    model(|| {
+        // Two probe slots, and one success would not close: only the failure decides.
+        let (breaker, _clock, seen) = half_open(base().half_open_probes(2).probe_successes(2));
+        let reopened = std::sync::Arc::new(AtomicBool::new(false));
+
+        let failing = {
+            let breaker = breaker.clone();
+            let reopened = reopened.clone();
+            thread::spawn(move || {
+                if let Ok(permit) = breaker.try_acquire() {
+                    permit.failure();
+                    reopened.store(true, Ordering::Release);
+                }
+            })
+        };
+        let late = {
+            let breaker = breaker.clone();
+            let reopened = reopened.clone();
+            thread::spawn(move || {
+                let after_reopen = reopened.load(Ordering::Acquire);
+                match breaker.try_acquire() {
+                    Ok(permit) => {
+                        assert!(!after_reopen, "admitted after the failed probe re-opened");
+                        assert!(permit.is_probe());
+                        // Recorded after the re-open, this success is from an older
+                        // generation and must not count as a probe of the new break.
+                        permit.success();
+                    }
+                    Err(refused) => {
+                        if after_reopen {
+                            assert_eq!(refused.reason(), RejectReason::Open);
+                            assert_eq!(refused.retry_after(), Some(BREAK * 2));
+                        }
+                    }
+                }
+            })
+        };
+        failing.join().unwrap();
+        late.join().unwrap();
+
+        // With two slots the failing thread always got one, so the breaker re-opened once.
+        assert!(reopened.load(Ordering::Acquire));
+        assert_eq!(breaker.state(), State::Open);
+        let refused = breaker.try_acquire().map(drop).unwrap_err();
+        assert_eq!(refused.reason(), RejectReason::Open);
+        let snapshot = breaker.snapshot();
+        assert_eq!(snapshot.consecutive_opens, 2);
+        assert_eq!(snapshot.probes_in_flight, 0);
+        // One half-open and one re-open. Listeners run outside the lock on the thread that
+        // caused each transition, so across threads they may see them in either order.
+        let mut seen = transitions(&seen);
+        seen.sort_by_key(|t| matches!(t, Transition::Opened { .. }));
+        assert_eq!(
+            seen,
+            [
+                Transition::HalfOpened,
+                Transition::Opened {
+                    from: State::HalfOpen,
+                    reason: OpenReason::ProbeFailed,
+                    break_for: BREAK * 2,
+                },
+            ]
+        );
+    });
+}
+
+fn racing_trips(consecutive: u32) {
+    model(move || {
+        let (breaker, _clock, seen) = build(base().consecutive_failures(Some(consecutive)));
+        // The failures before the race bring the count one short of the trip.
+        for _ in 1..consecutive {
+            breaker.try_acquire().expect("closed").failure();
+        }
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let breaker = breaker.clone();
+                thread::spawn(move || match breaker.try_acquire() {
+                    Ok(permit) => permit.failure(),
+                    Err(refused) => assert_eq!(refused.reason(), RejectReason::Open),
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        assert_eq!(breaker.state(), State::Open);
+        let snapshot = breaker.snapshot();
+        assert_eq!(snapshot.consecutive_opens, 1, "opened more than once");
+        assert_eq!(snapshot.current_break, Some(BREAK), "the break grew");
+        assert_eq!(
+            opened_count(&seen),
+            1,
+            "Opened events: {:?}",
+            transitions(&seen)
+        );
+    });
+}
+
+#[test]
+fn two_tripping_failures_at_once_open_once_with_one_event() {
+    racing_trips(1);
+}
+
+#[test]
+fn two_failures_completing_the_count_at_once_open_once_with_one_event() {
+    racing_trips(2);
+}
+
+#[test]
+fn a_closed_permit_failing_after_the_break_does_not_reopen_half_open() {
+    model(|| {
+        let (breaker, clock, seen) = build(base().half_open_probes(1).probe_successes(1));
+        // Taken while closed, before the trip: its generation is the closed one.
+        let old = breaker.try_acquire_owned().expect("closed");
+        breaker.try_acquire().expect("closed").failure();
+        clock.advance(BREAK);
+        seen.lock().unwrap().clear();
+
+        let stale = thread::spawn(move || old.failure());
+        let probe = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                let permit = breaker.try_acquire().expect("the only probe");
+                permit.success();
+            })
+        };
+        stale.join().unwrap();
+        probe.join().unwrap();
+
+        // Whatever the order, the stale failure decided nothing: the probe closed the breaker.
+        assert_eq!(breaker.state(), State::Closed);
+        let snapshot = breaker.snapshot();
+        assert_eq!(snapshot.calls, 0);
+        assert_eq!(snapshot.consecutive_failures, 0);
+        assert_eq!(snapshot.consecutive_opens, 0);
+        assert_eq!(
+            transitions(&seen),
+            [
+                Transition::HalfOpened,
+                Transition::Closed {
+                    from: State::HalfOpen
+                }
+            ]
+        );
+    });
+}
+
+#[test]
+fn a_closing_and_a_reopening_probe_decide_once() {
+    model(|| {
+        // Two probes in flight; one success closes, one failure re-opens: whichever records
+        // first decides and the other is from an older generation.
+        let (breaker, _clock, seen) = half_open(base().half_open_probes(2).probe_successes(1));
+        let success = breaker.try_acquire_owned().expect("first probe");
+        let failure = breaker.try_acquire_owned().expect("second probe");
+        seen.lock().unwrap().clear();
+
+        let a = thread::spawn(move || success.success());
+        let b = thread::spawn(move || failure.failure());
+        a.join().unwrap();
+        b.join().unwrap();
+
+        let seen = transitions(&seen);
+        assert_eq!(seen.len(), 1, "exactly one decision: {seen:?}");
+        let snapshot = breaker.snapshot();
+        assert_eq!(snapshot.probes_in_flight, 0);
+        match seen[0] {
+            Transition::Closed { from } => {
+                assert_eq!(from, State::HalfOpen);
+                assert_eq!(breaker.state(), State::Closed);
+                // The late failure must not have entered the fresh window.
+                assert_eq!((snapshot.calls, snapshot.consecutive_failures), (0, 0));
+                assert_eq!(snapshot.opened_at, None);
+            }
+            Transition::Opened { from, reason, .. } => {
+                assert_eq!((from, reason), (State::HalfOpen, OpenReason::ProbeFailed));
+                assert_eq!(breaker.state(), State::Open);
+                assert_eq!(snapshot.consecutive_opens, 2);
+            }
+            other => panic!("unexpected transition {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn reset_racing_a_tripping_failure_ends_closed_and_empty() {
+    model(|| {
+        let (breaker, _clock, seen) = build(base());
+        let permit = breaker.try_acquire_owned().expect("closed");
+        let trip = thread::spawn(move || permit.failure());
+        let reset = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.reset())
+        };
+        trip.join().unwrap();
+        reset.join().unwrap();
+
+        // Either the failure tripped before the reset, or it arrived from an older generation.
+        assert_eq!(breaker.state(), State::Closed);
+        let snapshot = breaker.snapshot();
+        assert_eq!((snapshot.calls, snapshot.failures), (0, 0));
+        assert_eq!(snapshot.consecutive_failures, 0);
+        assert_eq!(snapshot.consecutive_opens, 0);
+        assert_eq!(snapshot.opened_at, None);
+        assert!(opened_count(&seen) <= 1);
+        assert!(breaker.try_acquire().is_ok());
+    });
+}
+
+#[test]
+fn isolate_racing_a_closing_probe_stays_isolated() {
+    model(|| {
+        let (breaker, _clock, seen) = half_open(base().half_open_probes(1).probe_successes(1));
+        let probe = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                if let Ok(permit) = breaker.try_acquire() {
+                    permit.success();
+                }
+            })
+        };
+        let isolate = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.isolate())
+        };
+        probe.join().unwrap();
+        isolate.join().unwrap();
+
+        assert_eq!(breaker.state(), State::Isolated);
+        assert_eq!(breaker.snapshot().probes_in_flight, 0);
+        let refused = breaker.try_acquire().map(drop).unwrap_err();
+        assert_eq!(refused.reason(), RejectReason::Isolated);
+        // isolate() raises nothing; a Closed event only if the probe closed before it.
+        assert!(
+            transitions(&seen)
+                .iter()
+                .all(|t| !matches!(t, Transition::Opened { .. }))
+        );
+    });
+}
+
+fn dropped_probes_give_slots_back(limit: u32) {
+    model(move || {
+        let (breaker, _clock, _seen) = half_open(base().half_open_probes(limit).probe_successes(5));
+        let handles: Vec<_> = (0..2)
+            .map(|i| {
+                let breaker = breaker.clone();
+                thread::spawn(move || {
+                    if let Ok(permit) = breaker.try_acquire() {
+                        assert!(permit.is_probe());
+                        if i == 0 {
+                            drop(permit);
+                        } else {
+                            // Ignored gives the slot back the same way.
+                            permit.ignored();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        let snapshot = breaker.snapshot();
+        assert_eq!(snapshot.state, State::HalfOpen);
+        assert_eq!(snapshot.probes_in_flight, 0, "a probe slot leaked");
+        assert_eq!(snapshot.calls, 0, "an unrecorded probe was counted");
+        assert_eq!(take_all_probes(&breaker).len(), limit as usize);
+    });
+}
+
+#[test]
+fn dropped_probe_permits_give_their_slot_back_limit_one() {
+    dropped_probes_give_slots_back(1);
+}
+
+#[test]
+fn dropped_probe_permits_give_their_slot_back_limit_two() {
+    dropped_probes_give_slots_back(2);
+}
+
+/// Healthy successes are counted off the lock while no success can trip (`shards.rs`). A
+/// success and a failure racing each other to the ratio threshold: in either sequential order
+/// the second of them trips the breaker (the call that brings the window to `minimum_calls` can
+/// trip it, even a success — DESIGN §2), so after both the breaker must be open, once.
+#[test]
+fn a_success_and_a_failure_racing_to_the_ratio_threshold_open_the_breaker() {
+    model(|| {
+        let (breaker, _clock, seen) = build(
+            base()
+                .consecutive_failures(None)
+                .failure_ratio(Some(0.5))
+                .window(cutout::TripWindow::Count(4))
+                .minimum_calls(2),
+        );
+        let success = breaker.try_acquire_owned().expect("closed");
+        let failure = breaker.try_acquire_owned().expect("closed");
+        let a = thread::spawn(move || success.success());
+        let b = thread::spawn(move || failure.failure());
+        a.join().unwrap();
+        b.join().unwrap();
+
+        let snapshot = breaker.snapshot();
+        assert_eq!(
+            breaker.state(),
+            State::Open,
+            "lost open: both calls recorded ({} calls, {} failures) and the breaker is still closed",
+            snapshot.calls,
+            snapshot.failures
+        );
+        assert_eq!(
+            transitions(&seen),
+            [Transition::Opened {
+                from: State::Closed,
+                reason: OpenReason::FailureRatio,
+                break_for: BREAK,
+            }]
+        );
+    });
+}
