@@ -31,6 +31,9 @@ half-open-probes = 2
 [instances.reports]
 base-config = "slow-backend"
 shadow = true
+adaptive = true                 # also trip on calls slow relative to normal latency
+slow-calls-multiple = 4
+failures = "off"
 
 [instances.ledger]
 consecutive-failures = 3
@@ -42,9 +45,22 @@ fn describe(settings: &Settings) -> String {
         TripWindow::Time(d) => format!("last {d:?}"),
     };
     let off = |v: Option<String>| v.unwrap_or_else(|| "off".to_owned());
+    let adaptive = if settings.adaptive() {
+        format!(
+            ", adaptive (slow calls {}, failures {})",
+            off(settings
+                .slow_calls()
+                .map(|s| format!("above {}× normal", s.multiple()))),
+            off(settings
+                .failures()
+                .map(|f| format!("above {}× normal", f.multiple()))),
+        )
+    } else {
+        String::new()
+    };
     format!(
         "window {window}, consecutive {}, ratio {}, slow above {}, break {:?} (max {:?}), \
-         probes {}{}",
+         probes {}{}{adaptive}",
         off(settings.consecutive_failures().map(|n| n.to_string())),
         off(settings
             .failure_ratio()

@@ -40,7 +40,7 @@
 //! every `[configs.<name>]` must also be valid on their own (built-in defaults ← `[defaults]` ←
 //! the config), since [`Config::defaults`] and [`Config::config`] hand them out as settings.
 //! Validation is [`SettingsBuilder::build`](crate::SettingsBuilder::build)'s, so a bad value
-//! fails with the same `CUT-CFG-001`…`006` code it would in code.
+//! fails with the same `CUT-CFG-001`…`006`, `012` or `013` code it would in code.
 //!
 //! | key | value | built-in default | can be switched off |
 //! |---|---|---|---|
@@ -61,6 +61,15 @@
 //! | `max-wait-in-half-open` | a duration | `"60s"` | yes |
 //! | `shadow` | `true` or `false` | `false` | |
 //! | `enabled` | `true` or `false` | `true` | |
+//! | `adaptive` | `true` or `false`: whether the relative rules below are in force | `true` | |
+//! | `slow-calls` | only `false` or `"off"`: switches the relative slow-call rule off | on | yes |
+//! | `slow-calls-multiple` | a number above 1: slow above this multiple of normal latency | 3 | |
+//! | `slow-calls-quantile` | a ratio up to 0.5: the quantile of successful durations that is normal | 0.5 | |
+//! | `latency-baseline-window` | a duration above the trip window / `slow-calls-quantile` | 10 × the trip window, widened to 2 × trip window / quantile | |
+//! | `failures` | only `false` or `"off"`: switches the relative failure rule off | on | yes |
+//! | `failures-multiple` | a number above 1: trips above this multiple of the normal failure rate | 5 | |
+//! | `failures-floor` | a ratio: the failure rate below which it never trips | 0.05 | |
+//! | `failure-baseline-window` | a duration of at least `failures-multiple` × the trip window | 10 × the trip window, widened to `failures-multiple` × it | |
 //! | `base-config` | the name of a `[configs.<name>]` (instances only) | none | |
 //!
 //! - Durations are [humantime](https://docs.rs/humantime) strings: `"30s"`, `"2m"`,
@@ -76,6 +85,16 @@
 //!   next to the other kind's key in one section. A later section can switch the kind:
 //!   `[defaults] window-size = 100` with `[instances.x] window-duration = "1m"` gives `x` a
 //!   one-minute time window. A count window needs a `window-size` from some section.
+//! - The relative rules ([`SlowCalls`], [`Failures`]) are only in force with
+//!   `adaptive = true` (the default). Their keys merge one by one like every other key:
+//!   `[defaults] slow-calls-multiple = 4` and an instance's `latency-baseline-window = "10m"`
+//!   make one rule. `slow-calls = "off"` (`failures = "off"`) switches a rule off; any of its
+//!   other keys in a later section switches it back on, with the values the earlier sections
+//!   gave the keys it does not set. A section may not switch a rule off and set one of its
+//!   keys (`CUT-CFG-006`). `true` is rejected like for other rules: set one of the rule's keys
+//!   instead. The trip window counts as 30 s for the baseline bounds when it is a count
+//!   window.
+//! - Multiples are plain numbers (`4`, `2.5`).
 //! - Choices (`jitter`, `half-open-rule`, `window-type`) ignore ASCII case.
 //! - Keys are kebab-case. An unknown key or section is an error (`CUT-CFG-008`) with the
 //!   nearest known key as a suggestion (`failure_ratio` → `failure-ratio`), never ignored.
@@ -101,6 +120,8 @@
 //! | `CUT-CFG-009` | a value of the wrong type | `CUT-CFG-009: wrong type for minimum-calls = "ten" in [defaults]: found a string; allowed a whole number of at least 1` |
 //! | `CUT-CFG-010` | a value that cannot be read | `CUT-CFG-010: invalid break-duration = "-5s" in [defaults]: a duration cannot be negative; allowed a duration such as "30s" or "2m"` |
 //! | `CUT-CFG-011` | `base-config` names no config | `CUT-CFG-011: unknown base-config = "stric" in [instances.payments]: there is no [configs.stric]; did you mean "strict"?` |
+//! | `CUT-CFG-012` | a baseline window is too short for the trip window | `CUT-CFG-012: invalid latency-baseline-window = "1m" in [defaults]: needs more than 60s: window-duration = 30s (built-in default) / slow-calls-quantile = 0.5 (built-in default); allowed a duration above trip window / slow-calls-quantile` |
+//! | `CUT-CFG-013` | a baseline multiple is not above 1 | `CUT-CFG-013: invalid failures-multiple = 1 in [instances.payments]: allowed a finite number above 1` |
 //!
 //! Where a value came from another section than the one being resolved (a bad `[defaults]`
 //! key that only fails once merged into an instance), the message adds
@@ -114,6 +135,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{ConfigError, ErrorCode};
+use crate::relative::{Failures, SlowCalls};
 use crate::settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, TripWindow};
 use crate::{Breaker, Registry, RegistryError};
 
@@ -136,6 +158,15 @@ const KEYS: &[&str] = &[
     "max-wait-in-half-open",
     "shadow",
     "enabled",
+    "adaptive",
+    "slow-calls",
+    "slow-calls-multiple",
+    "slow-calls-quantile",
+    "latency-baseline-window",
+    "failures",
+    "failures-multiple",
+    "failures-floor",
+    "failure-baseline-window",
 ];
 
 const BASE_CONFIG: &str = "base-config";
@@ -145,6 +176,8 @@ const COUNT: &str = "a whole number of at least 1";
 const RATIO: &str = "a number in (0, 1] or a percentage such as \"50%\"";
 const DURATION: &str = "a duration such as \"30s\" or \"2m\"";
 const OFF: &str = ", or false / \"off\" to switch it off";
+const MULTIPLE: &str = "a number above 1";
+const SWITCH_OFF: &str = "false or \"off\" to switch the rule off";
 
 /// Settings loaded from a configuration document: the defaults, each named config and each
 /// instance, all merged and validated.
@@ -478,7 +511,8 @@ impl LoadError {
         self.0.suggestion.as_deref()
     }
 
-    /// The settings error behind a `CUT-CFG-001`…`006`, as the builder reported it.
+    /// The settings error behind a `CUT-CFG-001`…`006`, `012` or `013`, as the builder
+    /// reported it.
     pub fn settings_error(&self) -> Option<&ConfigError> {
         self.0.settings.as_ref()
     }
@@ -724,6 +758,31 @@ fn optional_duration(at: At<'_>) -> Result<Option<Duration>, LoadError> {
     duration(at, allowed).map(Some)
 }
 
+/// A multiple: any finite number; validation checks it is above 1.
+fn multiple(at: At<'_>) -> Result<f64, LoadError> {
+    match at.value {
+        // Exact for every integer a multiple could sensibly be; huge ones fail validation.
+        Raw::Int(i) => Ok(*i as f64),
+        Raw::Float(f) => Ok(*f),
+        _ => Err(at.wrong_type(MULTIPLE)),
+    }
+}
+
+/// A rule's off switch (`slow-calls`, `failures`): only false or "off" is read.
+fn switch_off(at: At<'_>, rule_keys: &str) -> Result<(), LoadError> {
+    if off(at.value) {
+        return Ok(());
+    }
+    match at.value {
+        Raw::Bool(true) => Err(at.invalid(
+            format!("the rule is switched on by setting one of {rule_keys}"),
+            SWITCH_OFF,
+        )),
+        Raw::Str(_) => Err(at.invalid("not \"off\"", SWITCH_OFF)),
+        _ => Err(at.wrong_type(SWITCH_OFF)),
+    }
+}
+
 fn boolean(at: At<'_>) -> Result<bool, LoadError> {
     match at.value {
         Raw::Bool(b) => Ok(*b),
@@ -788,6 +847,15 @@ struct Patch {
     max_wait_in_half_open: Option<Option<Duration>>,
     shadow: Option<bool>,
     enabled: Option<bool>,
+    adaptive: Option<bool>,
+    slow_calls_off: bool,
+    slow_calls_multiple: Option<f64>,
+    slow_calls_quantile: Option<f64>,
+    latency_baseline_window: Option<Duration>,
+    failures_off: bool,
+    failures_multiple: Option<f64>,
+    failures_floor: Option<f64>,
+    failure_baseline_window: Option<Duration>,
     base: Option<String>,
     origins: BTreeMap<&'static str, Origin>,
 }
@@ -856,6 +924,7 @@ fn read_section(section: &str, value: &Raw, instance: bool) -> Result<Patch, Loa
         );
     }
     window_kind(&mut patch, section, table)?;
+    switched_off_alone(&patch, section, table)?;
     Ok(patch)
 }
 
@@ -908,6 +977,36 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
         "max-wait-in-half-open" => patch.max_wait_in_half_open = Some(optional_duration(at)?),
         "shadow" => patch.shadow = Some(boolean(at)?),
         "enabled" => patch.enabled = Some(boolean(at)?),
+        "adaptive" => patch.adaptive = Some(boolean(at)?),
+        "slow-calls" => {
+            switch_off(
+                at,
+                "slow-calls-multiple, slow-calls-quantile, latency-baseline-window",
+            )?;
+            patch.slow_calls_off = true;
+        }
+        "slow-calls-multiple" => patch.slow_calls_multiple = Some(multiple(at)?),
+        "slow-calls-quantile" => {
+            patch.slow_calls_quantile = Some(ratio(
+                at,
+                "a number in (0, 0.5] or a percentage such as \"25%\"",
+            )?);
+        }
+        "latency-baseline-window" => {
+            patch.latency_baseline_window = Some(duration(at, duration_allowed)?);
+        }
+        "failures" => {
+            switch_off(
+                at,
+                "failures-multiple, failures-floor, failure-baseline-window",
+            )?;
+            patch.failures_off = true;
+        }
+        "failures-multiple" => patch.failures_multiple = Some(multiple(at)?),
+        "failures-floor" => patch.failures_floor = Some(ratio(at, RATIO)?),
+        "failure-baseline-window" => {
+            patch.failure_baseline_window = Some(duration(at, duration_allowed)?);
+        }
         BASE_CONFIG => {
             if !instance {
                 return Err(at
@@ -968,6 +1067,59 @@ fn window_kind(
     }
 }
 
+/// Rejects a section that switches a relative rule off and sets one of its keys.
+fn switched_off_alone(
+    patch: &Patch,
+    section: &str,
+    table: &BTreeMap<String, Raw>,
+) -> Result<(), LoadError> {
+    let rules: [(bool, &str, &[&'static str]); 2] = [
+        (
+            patch.slow_calls_off,
+            "slow-calls",
+            // Sorted, so the first one set is the first in the section's key order.
+            &[
+                "latency-baseline-window",
+                "slow-calls-multiple",
+                "slow-calls-quantile",
+            ],
+        ),
+        (
+            patch.failures_off,
+            "failures",
+            &[
+                "failure-baseline-window",
+                "failures-floor",
+                "failures-multiple",
+            ],
+        ),
+    ];
+    for (switched_off, switch, keys) in rules {
+        if !switched_off {
+            continue;
+        }
+        if let Some((key, value)) = keys
+            .iter()
+            .find_map(|key| table.get(*key).map(|value| (*key, value)))
+        {
+            let written = table.get(switch).map(Raw::written).unwrap_or_default();
+            return Err(LoadError::new(
+                ErrorCode::Contradiction,
+                section,
+                key,
+                Some(value.written()),
+            )
+            .detail(format!(
+                "{switch} = {written} switches the rule off, so {key} would not apply"
+            ))
+            .allowed(format!(
+                "either {switch} = \"off\" or the rule's keys in one section"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Merges `layers` over the built-in defaults and validates: the settings of `section`.
 fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
     let defaults = Settings::default();
@@ -976,6 +1128,12 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
         TripWindow::Count(n) => (WindowKind::Count, Some(n), Duration::from_secs(30)),
         TripWindow::Time(d) => (WindowKind::Time, None, d),
     };
+    // The relative rules merge key by key: the latest value of each key, and on unless the
+    // latest section to mention the rule switched it off.
+    let mut slow_calls = defaults.slow_calls();
+    let mut slow_keys = slow_calls.unwrap_or(SlowCalls::above(3.0));
+    let mut failures = defaults.failures();
+    let mut failure_keys = failures.unwrap_or(Failures::above(5.0));
     let mut origins: BTreeMap<&'static str, &Origin> = BTreeMap::new();
     for layer in layers {
         if let Some(v) = layer.consecutive_failures {
@@ -1029,6 +1187,39 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
         if let Some(v) = layer.enabled {
             b = b.enabled(v);
         }
+        if let Some(v) = layer.adaptive {
+            b = b.adaptive(v);
+        }
+        if layer.slow_calls_off {
+            slow_calls = None;
+        }
+        if let Some(v) = layer.slow_calls_multiple {
+            slow_keys.multiple = v;
+            slow_calls = Some(slow_keys);
+        }
+        if let Some(v) = layer.slow_calls_quantile {
+            slow_keys.quantile = v;
+            slow_calls = Some(slow_keys);
+        }
+        if let Some(v) = layer.latency_baseline_window {
+            slow_keys.window = Some(v);
+            slow_calls = Some(slow_keys);
+        }
+        if layer.failures_off {
+            failures = None;
+        }
+        if let Some(v) = layer.failures_multiple {
+            failure_keys.multiple = v;
+            failures = Some(failure_keys);
+        }
+        if let Some(v) = layer.failures_floor {
+            failure_keys.floor = v;
+            failures = Some(failure_keys);
+        }
+        if let Some(v) = layer.failure_baseline_window {
+            failure_keys.window = Some(v);
+            failures = Some(failure_keys);
+        }
         origins.extend(layer.origins.iter().map(|(k, o)| (*k, o)));
     }
     let window = match (kind, size) {
@@ -1048,6 +1239,7 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
             );
         }
     };
+    b = b.slow_calls(slow_calls).failures(failures);
     b.window(window).build().map_err(|error| {
         let origin = origins.get(error.key());
         let (at_section, value, note) = match origin {
@@ -1075,10 +1267,49 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
             };
             load = load.detail(detail);
         }
+        if error.code() == ErrorCode::BaselineTooShort {
+            // Name the keys the bound comes from, and where each was written.
+            let named = |key: &str, built_in: String| match origins.get(key) {
+                Some(o) if o.section == at_section => format!("{key} = {}", o.written),
+                Some(o) => format!("{key} = {} (from [{}])", o.written, o.section),
+                None => format!("{key} = {built_in} (built-in default)"),
+            };
+            let (trip, span) = match window {
+                TripWindow::Time(d) => (named("window-duration", format!("{d:?}")), d),
+                TripWindow::Count(n) => (
+                    format!(
+                        "{} (a count window counts as 30s)",
+                        named("window-size", n.to_string())
+                    ),
+                    Duration::from_secs(30),
+                ),
+            };
+            let detail = if error.key() == "latency-baseline-window" {
+                let quantile = slow_calls.map_or(0.5, |s| s.quantile);
+                format!(
+                    "needs more than {}: {trip} / {}",
+                    bound(span.as_secs_f64() / quantile),
+                    named("slow-calls-quantile", quantile.to_string())
+                )
+            } else {
+                let multiple = failures.map_or(5.0, |f| f.multiple);
+                format!(
+                    "needs at least {}: {} × {trip}",
+                    bound(span.as_secs_f64() * multiple),
+                    named("failures-multiple", multiple.to_string())
+                )
+            };
+            load = load.detail(detail);
+        }
         load.0.note = note;
         load.0.settings = Some(error);
         load
     })
+}
+
+/// A bound in seconds, shown as a duration (or in seconds when no duration holds it).
+fn bound(secs: f64) -> String {
+    Duration::try_from_secs_f64(secs).map_or_else(|_| format!("{secs}s"), |d| format!("{d:?}"))
 }
 
 fn table_of_tables<'a>(name: &str, value: &'a Raw) -> Result<&'a BTreeMap<String, Raw>, LoadError> {

@@ -47,7 +47,7 @@ use crate::{Breaker, BreakerId, Snapshot, State};
 ///
 /// | code | meaning | example message |
 /// |---|---|---|
-/// | `CUT-REG-001` | [`Registry::breaker`] found the id taken by a breaker with different settings; the message names every differing key with both values | `CUT-REG-001: breaker "payments" already exists with different settings: failure-ratio = off (existing), 0.5 (requested)` |
+/// | `CUT-REG-001` | [`Registry::breaker`] found the id taken by a breaker with different settings; the message names every differing key with both values (a relative rule on one side only is named `slow-calls` or `failures`, `on` or `off`; a baseline window left to be derived is `default`) | `CUT-REG-001: breaker "payments" already exists with different settings: failure-ratio = off (existing), 0.5 (requested)` |
 /// | `CUT-REG-002` | [`Registry::get`] (or a per-id control) found no breaker with this id; the message suggests the nearest id, or lists the ids when none is close | `CUT-REG-002: no breaker with id "paymnts": did you mean "payments"?` |
 ///
 /// Both are [`ErrorCode`] variants, next to the settings codes (`CUT-CFG-*`).
@@ -504,6 +504,51 @@ fn differences(existing: &Settings, requested: &Settings) -> Vec<(&'static str, 
         existing.enabled().to_string(),
         requested.enabled().to_string(),
     );
+    check(
+        "adaptive",
+        existing.adaptive().to_string(),
+        requested.adaptive().to_string(),
+    );
+    match (existing.slow_calls(), requested.slow_calls()) {
+        (Some(a), Some(b)) => {
+            check(
+                "slow-calls-multiple",
+                a.multiple().to_string(),
+                b.multiple().to_string(),
+            );
+            check(
+                "slow-calls-quantile",
+                a.normal_quantile().to_string(),
+                b.normal_quantile().to_string(),
+            );
+            check(
+                "latency-baseline-window",
+                baseline(a.configured_window()),
+                baseline(b.configured_window()),
+            );
+        }
+        (a, b) => check("slow-calls", on_off(a.is_some()), on_off(b.is_some())),
+    }
+    match (existing.failures(), requested.failures()) {
+        (Some(a), Some(b)) => {
+            check(
+                "failures-multiple",
+                a.multiple().to_string(),
+                b.multiple().to_string(),
+            );
+            check(
+                "failures-floor",
+                a.floor_rate().to_string(),
+                b.floor_rate().to_string(),
+            );
+            check(
+                "failure-baseline-window",
+                baseline(a.configured_window()),
+                baseline(b.configured_window()),
+            );
+        }
+        (a, b) => check("failures", on_off(a.is_some()), on_off(b.is_some())),
+    }
     if out.is_empty() {
         // Settings gained a key this list does not know yet: still say something useful.
         out.push((
@@ -517,6 +562,15 @@ fn differences(existing: &Settings, requested: &Settings) -> Vec<(&'static str, 
 
 fn opt<T>(value: Option<T>, show: impl Fn(T) -> String) -> String {
     value.map_or_else(|| "off".to_owned(), show)
+}
+
+fn on_off(on: bool) -> String {
+    if on { "on" } else { "off" }.to_owned()
+}
+
+/// A baseline window as configured; unset, it is derived from the trip window.
+fn baseline(window: Option<Duration>) -> String {
+    window.map_or_else(|| "default".to_owned(), duration)
 }
 
 fn duration(d: Duration) -> String {

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use cutout::clock::ManualClock;
 use cutout::config::{Config, LoadError};
-use cutout::{ErrorCode, HalfOpenRule, Jitter, Registry, Settings, State, TripWindow};
+use cutout::{
+    ErrorCode, Failures, HalfOpenRule, Jitter, Registry, Settings, SlowCalls, State, TripWindow,
+};
 use proptest::prelude::*;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -353,6 +355,140 @@ fn every_config_error_code_from_a_file() {
             "base-config",
             "\"stric\"",
         ),
+        // The relative rules' keys.
+        (
+            "[instances.payments]\nslow-calls-quantile = 0.9",
+            ErrorCode::RatioOutOfRange,
+            "instances.payments",
+            "slow-calls-quantile",
+            "0.9",
+        ),
+        (
+            "[defaults]\nslow-calls-quantile = \"75%\"",
+            ErrorCode::RatioOutOfRange,
+            "defaults",
+            "slow-calls-quantile",
+            "\"75%\"",
+        ),
+        (
+            "[defaults]\nfailures-floor = 0",
+            ErrorCode::RatioOutOfRange,
+            "defaults",
+            "failures-floor",
+            "0",
+        ),
+        (
+            "[configs.fast]\nfailures-floor = \"150%\"",
+            ErrorCode::RatioOutOfRange,
+            "configs.fast",
+            "failures-floor",
+            "\"150%\"",
+        ),
+        (
+            "[defaults]\nlatency-baseline-window = \"0s\"",
+            ErrorCode::ZeroDuration,
+            "defaults",
+            "latency-baseline-window",
+            "\"0s\"",
+        ),
+        (
+            "[configs.fast]\nfailure-baseline-window = \"0ms\"",
+            ErrorCode::ZeroDuration,
+            "configs.fast",
+            "failure-baseline-window",
+            "\"0ms\"",
+        ),
+        (
+            "[defaults]\nlatency-baseline-window = \"1m\"",
+            ErrorCode::BaselineTooShort,
+            "defaults",
+            "latency-baseline-window",
+            "\"1m\"",
+        ),
+        (
+            "[instances.payments]\nfailure-baseline-window = \"2m\"",
+            ErrorCode::BaselineTooShort,
+            "instances.payments",
+            "failure-baseline-window",
+            "\"2m\"",
+        ),
+        (
+            "[instances.payments]\nfailures-multiple = 1",
+            ErrorCode::MultipleTooSmall,
+            "instances.payments",
+            "failures-multiple",
+            "1",
+        ),
+        (
+            "[defaults]\nslow-calls-multiple = 0.5",
+            ErrorCode::MultipleTooSmall,
+            "defaults",
+            "slow-calls-multiple",
+            "0.5",
+        ),
+        (
+            "[defaults]\nslow-calls = \"off\"\nslow-calls-multiple = 4",
+            ErrorCode::Contradiction,
+            "defaults",
+            "slow-calls-multiple",
+            "4",
+        ),
+        (
+            "[defaults]\nfailures = false\nfailures-floor = \"10%\"",
+            ErrorCode::Contradiction,
+            "defaults",
+            "failures-floor",
+            "\"10%\"",
+        ),
+        (
+            "[defaults]\nslow_calls_multiple = 4",
+            ErrorCode::UnknownKey,
+            "defaults",
+            "slow_calls_multiple",
+            "4",
+        ),
+        (
+            "[defaults]\nslow-calls-multiple = \"3x\"",
+            ErrorCode::WrongType,
+            "defaults",
+            "slow-calls-multiple",
+            "\"3x\"",
+        ),
+        (
+            "[defaults]\nadaptive = \"yes\"",
+            ErrorCode::WrongType,
+            "defaults",
+            "adaptive",
+            "\"yes\"",
+        ),
+        (
+            "[defaults]\nfailures = 0",
+            ErrorCode::WrongType,
+            "defaults",
+            "failures",
+            "0",
+        ),
+        (
+            "[defaults]\nslow-calls = true",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "slow-calls",
+            "true",
+        ),
+        (
+            "[defaults]\nfailures = \"on\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "failures",
+            "\"on\"",
+        ),
+        (
+            "[defaults]\nlatency-baseline-window = 600",
+            ErrorCode::WrongType,
+            "defaults",
+            "latency-baseline-window",
+            "600",
+        ),
     ];
     let mut seen = std::collections::HashSet::new();
     for &(doc, code, section, key, value) in cases {
@@ -408,6 +544,8 @@ fn every_config_error_code_from_a_file() {
         ErrorCode::WrongType,
         ErrorCode::InvalidValue,
         ErrorCode::UnknownBaseConfig,
+        ErrorCode::BaselineTooShort,
+        ErrorCode::MultipleTooSmall,
     ] {
         assert!(seen.contains(&code), "no case for {code}");
     }
@@ -456,6 +594,14 @@ fn documented_example_messages() {
         (
             "[configs.strict]\n[instances.payments]\nbase-config = \"stric\"",
             "CUT-CFG-011: unknown base-config = \"stric\" in [instances.payments]: there is no [configs.stric]; did you mean \"strict\"?",
+        ),
+        (
+            "[defaults]\nlatency-baseline-window = \"1m\"",
+            "CUT-CFG-012: invalid latency-baseline-window = \"1m\" in [defaults]: needs more than 60s: window-duration = 30s (built-in default) / slow-calls-quantile = 0.5 (built-in default); allowed a duration above trip window / slow-calls-quantile",
+        ),
+        (
+            "[instances.payments]\nfailures-multiple = 1",
+            "CUT-CFG-013: invalid failures-multiple = 1 in [instances.payments]: allowed a finite number above 1",
         ),
     ];
     for (doc, message) in cases {
@@ -733,6 +879,285 @@ fn any_serde_format_reads_the_same_document() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The relative rules' keys.
+
+const ADAPTIVE_DOCUMENT: &str = r#"
+[defaults]
+adaptive = true
+slow-calls-multiple = 4
+failures-floor = "10%"
+
+[configs.steady]
+slow-calls-quantile = 0.25
+failures-multiple = 8.5
+failure-baseline-window = "20m"
+
+[instances.payments]
+base-config = "steady"
+latency-baseline-window = "10m"
+
+[instances.reports]
+adaptive = false
+slow-calls = "off"
+failures = false
+"#;
+
+#[test]
+fn every_adaptive_key_loads_into_exactly_the_expected_settings() {
+    let config = Config::from_toml(ADAPTIVE_DOCUMENT).unwrap();
+
+    // [defaults] sets one key of each rule; the others keep their built-in values.
+    let defaults = Settings::builder()
+        .adaptive(true)
+        .slow_calls(Some(SlowCalls::above(4.0)))
+        .failures(Some(Failures::above(5.0).floor(0.1)))
+        .build()
+        .unwrap();
+    assert_eq!(config.defaults(), &defaults);
+
+    let steady = Settings::builder()
+        .adaptive(true)
+        .slow_calls(Some(SlowCalls::above(4.0).quantile(0.25)))
+        .failures(Some(
+            Failures::above(8.5)
+                .floor(0.1)
+                .window(Duration::from_secs(1200)),
+        ))
+        .build()
+        .unwrap();
+    assert_eq!(config.config("steady"), Some(&steady));
+
+    // Keys from three sections make one rule: multiple from [defaults], quantile from the
+    // config, window from the instance.
+    let payments = Settings::builder()
+        .adaptive(true)
+        .slow_calls(Some(
+            SlowCalls::above(4.0)
+                .quantile(0.25)
+                .window(Duration::from_secs(600)),
+        ))
+        .failures(Some(
+            Failures::above(8.5)
+                .floor(0.1)
+                .window(Duration::from_secs(1200)),
+        ))
+        .build()
+        .unwrap();
+    assert_eq!(config.instance("payments"), Some(&payments));
+
+    let reports = Settings::builder()
+        .adaptive(false)
+        .slow_calls(None)
+        .failures(None)
+        .build()
+        .unwrap();
+    assert_eq!(config.instance("reports"), Some(&reports));
+
+    // The same document as JSON reads the same.
+    let json = r#"{
+        "defaults": { "adaptive": true, "slow-calls-multiple": 4, "failures-floor": 0.1 },
+        "configs": { "steady": { "slow-calls-quantile": "25%", "failures-multiple": 8.5,
+                                 "failure-baseline-window": "20m" } },
+        "instances": {
+            "payments": { "base-config": "steady", "latency-baseline-window": "10m" },
+            "reports": { "adaptive": false, "slow-calls": "off", "failures": false }
+        }
+    }"#;
+    let from_json =
+        Config::from_deserializer(&mut serde_json::Deserializer::from_str(json)).unwrap();
+    assert_eq!(from_json, config);
+}
+
+#[test]
+fn relative_rules_switch_off_and_back_on_key_by_key() {
+    let config = Config::from_toml(
+        r#"
+        [defaults]
+        adaptive = true
+        slow-calls-multiple = 4
+        failures-multiple = 6
+        [configs.quiet]
+        slow-calls = "OFF"
+        failures = false
+        [instances.off]
+        base-config = "quiet"
+        [instances.slow-back-on]
+        base-config = "quiet"
+        slow-calls-quantile = "25%"
+        [instances.failures-back-on]
+        base-config = "quiet"
+        failure-baseline-window = "1h"
+        [instances.untouched]
+        "#,
+    )
+    .unwrap();
+    let settings = |slow: Option<SlowCalls>, failures: Option<Failures>| {
+        Settings::builder()
+            .adaptive(true)
+            .slow_calls(slow)
+            .failures(failures)
+            .build()
+            .unwrap()
+    };
+    assert_eq!(config.config("quiet"), Some(&settings(None, None)));
+    assert_eq!(config.instance("off"), Some(&settings(None, None)));
+    // Switched back on, with the multiple [defaults] gave before the config switched it off.
+    assert_eq!(
+        config.instance("slow-back-on"),
+        Some(&settings(Some(SlowCalls::above(4.0).quantile(0.25)), None))
+    );
+    assert_eq!(
+        config.instance("failures-back-on"),
+        Some(&settings(
+            None,
+            Some(Failures::above(6.0).window(Duration::from_secs(3600)))
+        ))
+    );
+    assert_eq!(
+        config.instance("untouched"),
+        Some(&settings(
+            Some(SlowCalls::above(4.0)),
+            Some(Failures::above(6.0))
+        ))
+    );
+
+    // A later section switching a rule off does not excuse an invalid key of it in
+    // [defaults], which must be valid on its own.
+    let error =
+        load_err("[defaults]\nslow-calls-multiple = 1\n[instances.a]\nslow-calls = \"off\"");
+    assert_eq!(error.code(), ErrorCode::MultipleTooSmall);
+    assert_eq!(error.section(), "defaults");
+
+    // The switch takes only false / "off".
+    let error = load_err("[defaults]\nslow-calls = true");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-010: invalid slow-calls = true in [defaults]: the rule is switched on by \
+         setting one of slow-calls-multiple, slow-calls-quantile, latency-baseline-window; \
+         allowed false or \"off\" to switch the rule off"
+    );
+    let error = load_err("[defaults]\nfailures = \"off\"\nfailure-baseline-window = \"1h\"");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-006: invalid failure-baseline-window = \"1h\" in [defaults]: failures = \"off\" \
+         switches the rule off, so failure-baseline-window would not apply; allowed either \
+         failures = \"off\" or the rule's keys in one section"
+    );
+}
+
+#[test]
+fn baseline_errors_name_the_keys_of_the_bound_and_where_they_came_from() {
+    // Valid in [defaults] (30 s window needs > 60 s), too short once an instance widens the
+    // trip window to 1 min (needs > 120 s).
+    let error = load_err(
+        "[defaults]\nlatency-baseline-window = \"2m\"\n[instances.a]\nwindow-duration = \"1m\"",
+    );
+    assert_eq!(error.code(), ErrorCode::BaselineTooShort);
+    assert_eq!(error.section(), "defaults");
+    assert_eq!(error.value(), Some("\"2m\""));
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-012: invalid latency-baseline-window = \"2m\" in [defaults] (merged into \
+         [instances.a]): needs more than 120s: window-duration = \"1m\" (from [instances.a]) / \
+         slow-calls-quantile = 0.5 (built-in default); allowed a duration above trip window / \
+         slow-calls-quantile"
+    );
+    assert_eq!(
+        error.settings_error().unwrap().code(),
+        ErrorCode::BaselineTooShort
+    );
+
+    // A count window counts as 30 s; the multiple from [defaults], the window from the instance.
+    let error = load_err(
+        "[defaults]\nfailures-multiple = 10\nwindow-size = 50\n\
+         [instances.a]\nfailure-baseline-window = \"4m\"",
+    );
+    assert_eq!(error.code(), ErrorCode::BaselineTooShort);
+    assert_eq!(error.key(), "failure-baseline-window");
+    assert_eq!(error.section(), "instances.a");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-012: invalid failure-baseline-window = \"4m\" in [instances.a]: needs at least \
+         300s: failures-multiple = 10 (from [defaults]) × window-size = 50 (from [defaults]) (a \
+         count window counts as 30s); allowed a duration of at least failures-multiple × trip \
+         window"
+    );
+
+    // Percentages are reported as written, through merging too.
+    let error =
+        load_err("[configs.c]\nslow-calls-quantile = \"60%\"\n[instances.a]\nbase-config = \"c\"");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-001: invalid slow-calls-quantile = \"60%\" in [configs.c]: allowed a quantile \
+         in (0, 0.5]"
+    );
+}
+
+#[test]
+fn unknown_keys_suggest_the_adaptive_keys() {
+    for (typo, key) in [
+        ("adaptiv", "adaptive"),
+        ("slow_calls", "slow-calls"),
+        ("slow-call-multiple", "slow-calls-multiple"),
+        ("slow-calls-quantil", "slow-calls-quantile"),
+        ("latency-baseline-windw", "latency-baseline-window"),
+        ("failure", "failures"),
+        ("failure-multiple", "failures-multiple"),
+        ("failure-floor", "failures-floor"),
+        ("failures-baseline-window", "failure-baseline-window"),
+    ] {
+        let error = load_err(&format!("[defaults]\n{typo} = 1"));
+        assert_eq!(error.code(), ErrorCode::UnknownKey, "{error}");
+        assert_eq!(error.suggestion(), Some(key), "{error}");
+    }
+    // Without a close match, the list of keys names them too.
+    let error = load_err("[defaults]\nbaseline = 1");
+    let allowed = error.allowed_values().unwrap();
+    for key in [
+        "adaptive",
+        "slow-calls",
+        "slow-calls-multiple",
+        "slow-calls-quantile",
+        "latency-baseline-window",
+        "failures",
+        "failures-multiple",
+        "failures-floor",
+        "failure-baseline-window",
+    ] {
+        assert!(allowed.contains(key), "{allowed}");
+    }
+}
+
+#[test]
+fn a_registry_conflict_in_an_adaptive_key_names_it() {
+    let config = Config::from_toml(ADAPTIVE_DOCUMENT).unwrap();
+    let registry = Registry::new();
+    let registered = config
+        .instance("payments")
+        .unwrap()
+        .to_builder()
+        .failures(Some(
+            Failures::above(8.5)
+                .floor(0.2)
+                .window(Duration::from_secs(1200)),
+        ))
+        .build()
+        .unwrap();
+    registry.breaker("payments", registered).unwrap();
+    let conflict = config.register(&registry).unwrap_err();
+    assert_eq!(conflict.code(), ErrorCode::SettingsConflict);
+    assert_eq!(
+        conflict.conflicting_keys().collect::<Vec<_>>(),
+        ["failures-floor"]
+    );
+    assert_eq!(
+        conflict.to_string(),
+        "CUT-REG-001: breaker \"payments\" already exists with different settings: \
+         failures-floor = 0.2 (existing), 0.1 (requested)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // No document makes loading panic.
 
 const SECTION_HEADERS: &[&str] = &[
@@ -766,6 +1191,15 @@ const KEYS: &[&str] = &[
     "max-wait-in-half-open",
     "shadow",
     "enabled",
+    "adaptive",
+    "slow-calls",
+    "slow-calls-multiple",
+    "slow-calls-quantile",
+    "latency-baseline-window",
+    "failures",
+    "failures-multiple",
+    "failures-floor",
+    "failure-baseline-window",
     "base-config",
     "failure_ratio",
     "x",
@@ -786,6 +1220,9 @@ const VALUES: &[&str] = &[
     "\"equal\"",
     "\"none\"",
     "\"rates\"",
+    "\"25%\"",
+    "\"10m\"",
+    "4",
     "\"a\"",
     "\"b\"",
     "true",
@@ -841,13 +1278,26 @@ fn plausible(key: &'static str) -> BoxedStrategy<String> {
         Just("false".to_owned()),
         Just("2000000".to_owned()),
     ];
+    let multiples = prop_oneof![
+        (0.0f64..12.0).prop_map(|f| format!("{f:?}")),
+        (0i64..12).prop_map(|n| n.to_string()),
+        Just("1e300".to_owned()),
+    ];
     match key {
-        "failure-ratio" | "slow-call-ratio" => ratios.boxed(),
+        "failure-ratio" | "slow-call-ratio" | "slow-calls-quantile" | "failures-floor" => {
+            ratios.boxed()
+        }
         "window-duration"
         | "slow-call-threshold"
         | "break-duration"
         | "max-break-duration"
-        | "max-wait-in-half-open" => durations.boxed(),
+        | "max-wait-in-half-open"
+        | "latency-baseline-window"
+        | "failure-baseline-window" => durations.boxed(),
+        "slow-calls-multiple" | "failures-multiple" => multiples.boxed(),
+        "slow-calls" | "failures" => prop::sample::select(&["false", "\"off\"", "true"][..])
+            .prop_map(str::to_owned)
+            .boxed(),
         "window-type" => prop::sample::select(&["\"count\"", "\"time\"", "\"sliding\""][..])
             .prop_map(str::to_owned)
             .boxed(),
@@ -857,7 +1307,7 @@ fn plausible(key: &'static str) -> BoxedStrategy<String> {
         "half-open-rule" => prop::sample::select(&["\"consecutive\"", "\"rates\""][..])
             .prop_map(str::to_owned)
             .boxed(),
-        "shadow" | "enabled" => prop::sample::select(&["true", "false"][..])
+        "shadow" | "enabled" | "adaptive" => prop::sample::select(&["true", "false"][..])
             .prop_map(str::to_owned)
             .boxed(),
         "base-config" => prop::sample::select(&["\"a\"", "\"b\"", "\"c\""][..])
@@ -869,7 +1319,7 @@ fn plausible(key: &'static str) -> BoxedStrategy<String> {
 
 /// Unique sections and keys (no TOML duplicates), so documents get past the parser.
 fn plausible_document() -> impl Strategy<Value = String> {
-    let keys = &KEYS[..18]; // the real keys and base-config
+    let keys = &KEYS[..=KEYS.iter().position(|k| *k == "base-config").unwrap()]; // the real keys and base-config
     let section = prop::collection::btree_map(prop::sample::select(keys), Just(()), 0..8)
         .prop_flat_map(|keys| {
             keys.into_keys()

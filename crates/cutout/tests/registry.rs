@@ -5,7 +5,7 @@ use std::thread;
 use std::time::Duration;
 
 use cutout::clock::ManualClock;
-use cutout::{ErrorCode, Jitter, Registry, Settings, State, TripWindow};
+use cutout::{ErrorCode, Failures, Jitter, Registry, Settings, SlowCalls, State, TripWindow};
 
 fn settings(consecutive: u32) -> Settings {
     Settings::builder()
@@ -82,6 +82,80 @@ fn conflicting_settings_fail_with_their_code_and_name_the_keys() {
             .consecutive_failures(),
         Some(3)
     );
+}
+
+#[test]
+fn a_conflict_in_an_adaptive_key_names_that_key() {
+    let base = Settings::builder()
+        .adaptive(true)
+        .slow_calls(Some(SlowCalls::above(3.0)))
+        .failures(Some(Failures::above(5.0)))
+        .build()
+        .unwrap();
+    let with = |f: fn(cutout::SettingsBuilder) -> cutout::SettingsBuilder| {
+        f(base.to_builder()).build().unwrap()
+    };
+    let cases: [(Settings, &str, &str); 9] = [
+        (
+            with(|b| b.adaptive(false)),
+            "adaptive",
+            "adaptive = true (existing), false (requested)",
+        ),
+        (
+            with(|b| b.slow_calls(Some(SlowCalls::above(4.5)))),
+            "slow-calls-multiple",
+            "slow-calls-multiple = 3 (existing), 4.5 (requested)",
+        ),
+        (
+            with(|b| b.slow_calls(Some(SlowCalls::above(3.0).quantile(0.25)))),
+            "slow-calls-quantile",
+            "slow-calls-quantile = 0.5 (existing), 0.25 (requested)",
+        ),
+        (
+            with(|b| b.slow_calls(Some(SlowCalls::above(3.0).window(Duration::from_secs(600))))),
+            "latency-baseline-window",
+            "latency-baseline-window = default (existing), 600s (requested)",
+        ),
+        (
+            with(|b| b.slow_calls(None)),
+            "slow-calls",
+            "slow-calls = on (existing), off (requested)",
+        ),
+        (
+            with(|b| b.failures(Some(Failures::above(7.0)))),
+            "failures-multiple",
+            "failures-multiple = 5 (existing), 7 (requested)",
+        ),
+        (
+            with(|b| b.failures(Some(Failures::above(5.0).floor(0.1)))),
+            "failures-floor",
+            "failures-floor = 0.05 (existing), 0.1 (requested)",
+        ),
+        (
+            with(|b| b.failures(Some(Failures::above(5.0).window(Duration::from_secs(3600))))),
+            "failure-baseline-window",
+            "failure-baseline-window = default (existing), 3600s (requested)",
+        ),
+        (
+            with(|b| b.failures(None)),
+            "failures",
+            "failures = on (existing), off (requested)",
+        ),
+    ];
+    for (requested, key, difference) in cases {
+        let registry = Registry::new();
+        registry.breaker("payments", base.clone()).unwrap();
+        let error = registry.breaker("payments", requested).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::SettingsConflict);
+        assert_eq!(error.conflicting_keys().collect::<Vec<_>>(), [key]);
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "CUT-REG-001: breaker \"payments\" already exists with different settings: \
+                 {difference}"
+            )
+        );
+    }
 }
 
 #[test]
