@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cutout::clock::ManualClock;
-use cutout::{Breaker, Error, Jitter, Settings, Transition};
+use cutout::{Breaker, Error, Jitter, Settings};
 
 /// A fake exchange-rate API: a timeout for the first `fail_first` calls, then a rate.
 struct FakeRatesApi {
@@ -24,15 +24,6 @@ impl FakeRatesApi {
         } else {
             Ok("USD/KRW 1380")
         }
-    }
-}
-
-/// Why a transition happened, in the words of the printed trace.
-fn because(transition: &Transition) -> String {
-    match transition {
-        Transition::Opened { reason, .. } => reason.to_string(),
-        Transition::HalfOpened => "open duration elapsed".to_owned(),
-        Transition::Closed { .. } => "trial call succeeded".to_owned(),
     }
 }
 
@@ -56,7 +47,7 @@ pub fn run() -> String {
     breaker.subscribe(move |event| {
         let t = &event.transition;
         let mut log = log.lock().unwrap();
-        let _ = writeln!(log, "  state {} -> {}: {}", t.from(), t.to(), because(t));
+        let _ = writeln!(log, "  state {} -> {}: {}", t.from(), t.to(), t);
     });
 
     let mut api = FakeRatesApi {

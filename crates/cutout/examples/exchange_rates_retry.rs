@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cutout::classify::{self, ErrorClass};
 use cutout::clock::ManualClock;
-use cutout::{Breaker, Error, Jitter, Settings, State, Transition};
+use cutout::{Breaker, Error, Jitter, Settings, State};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ErrorKind {
@@ -61,14 +61,6 @@ fn describe(result: &Result<(), Error<ErrorKind>>) -> String {
     }
 }
 
-fn because(transition: &Transition) -> String {
-    match transition {
-        Transition::Opened { reason, .. } => reason.to_string(),
-        Transition::HalfOpened => "open duration elapsed".to_owned(),
-        Transition::Closed { .. } => "trial call succeeded".to_owned(),
-    }
-}
-
 /// Runs the scenario and returns what it prints.
 pub fn run() -> String {
     let clock = ManualClock::new();
@@ -99,7 +91,7 @@ pub fn run() -> String {
                 event.breaker,
                 t.from(),
                 t.to(),
-                because(t)
+                t
             );
         });
         breaker

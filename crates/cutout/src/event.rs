@@ -114,16 +114,25 @@ pub struct Event {
     pub transition: Transition,
 }
 
+/// Why the transition happened, in a few words: the open reason, "open duration elapsed" or
+/// "trial call succeeded".
+impl fmt::Display for Transition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Transition::Opened { reason, .. } => fmt::Display::fmt(reason, f),
+            Transition::HalfOpened => f.write_str("open duration elapsed"),
+            Transition::Closed { .. } => f.write_str("trial call succeeded"),
+        }
+    }
+}
+
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.transition;
-        write!(f, "{}: {} -> {}", self.breaker, t.from(), t.to())?;
-        match t {
-            Transition::Opened {
-                reason, break_for, ..
-            } => write!(f, ": {reason} (break {break_for:?})"),
-            Transition::HalfOpened => f.write_str(": open duration elapsed"),
-            Transition::Closed { .. } => f.write_str(": trial call succeeded"),
+        write!(f, "{}: {} -> {}: {t}", self.breaker, t.from(), t.to())?;
+        if let Transition::Opened { break_for, .. } = t {
+            write!(f, " (break {break_for:?})")?;
         }
+        Ok(())
     }
 }

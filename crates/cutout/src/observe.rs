@@ -46,14 +46,7 @@ mod metrics_glue {
     use crate::error::RejectReason;
     use crate::{BreakerId, State};
 
-    const STATES: [State; 6] = [
-        State::Closed,
-        State::Open,
-        State::HalfOpen,
-        State::Recovering,
-        State::Isolated,
-        State::Disabled,
-    ];
+    const STATES: [State; 6] = State::ALL;
     const REASONS: [RejectReason; 4] = [
         RejectReason::Open,
         RejectReason::HalfOpenFull,

@@ -35,6 +35,16 @@ pub enum State {
 }
 
 impl State {
+    /// Every state, in the order of their codes.
+    pub const ALL: [State; 6] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::Recovering,
+        State::Isolated,
+        State::Disabled,
+    ];
+
     /// A stable lower-case name, for logs, metrics and configuration (`"half_open"`, …).
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -180,15 +190,7 @@ mod tests {
 
     #[test]
     fn word_round_trips_every_state_and_generation_edge() {
-        let states = [
-            State::Closed,
-            State::Open,
-            State::HalfOpen,
-            State::Recovering,
-            State::Isolated,
-            State::Disabled,
-        ];
-        for state in states {
+        for state in State::ALL {
             for generation in [0, 1, u32::MAX] {
                 for (quiet, fast) in [(false, false), (true, false), (false, true), (true, true)] {
                     for epoch in [0, 1, EPOCH_MASK] {
