@@ -66,6 +66,10 @@ pub(crate) struct Shared {
     timing: bool,
     clock: TimeSource,
     shards: SuccessShards,
+    /// How many fast successes one cell takes before its thread folds them in under the lock:
+    /// a count window's size (so it notices when failures have slid out and it can go quiet),
+    /// unbounded for a time window.
+    fast_limit: u64,
     samples: Option<LatencySamples>,
     in_flight: Option<InFlight>,
     machine: CachePadded<Mutex<Machine>>,
@@ -135,6 +139,10 @@ impl BreakerBuilder {
             .relative_slow_calls()
             .map(|_| LatencySamples::new());
         let timing = self.settings.times_calls();
+        let fast_limit = match self.settings.window {
+            crate::TripWindow::Count(size) => u64::from(size),
+            crate::TripWindow::Time(_) => u64::MAX,
+        };
         // Watching calls in flight is part of measuring the dependency: adaptive breakers only.
         let adaptive_slow = self.settings.relative_slow_calls().is_some();
         #[cfg(feature = "metrics")]
@@ -149,6 +157,7 @@ impl BreakerBuilder {
                 settings: self.settings,
                 clock: self.clock,
                 shards,
+                fast_limit,
                 samples,
                 in_flight: adaptive_slow.then(InFlight::new),
                 machine: CachePadded::new(Mutex::new(machine)),
@@ -205,6 +214,16 @@ impl Breaker {
     fn ticket(&self) -> Result<Ticket, Rejected> {
         let s = &*self.shared;
         let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+        if word.state() == State::Closed && !s.timing {
+            // The healthy path, kept small enough to inline: the ticket stays in registers.
+            return Ok(Ticket::new(word.generation(), Role::Normal, 0));
+        }
+        self.ticket_slow(word)
+    }
+
+    /// Every other admission: timed calls, and every state but closed.
+    fn ticket_slow(&self, word: Word) -> Result<Ticket, Rejected> {
+        let s = &*self.shared;
         match word.state() {
             State::Closed => {
                 let mut ticket = self.started(word.generation(), Role::Normal);
@@ -214,7 +233,7 @@ impl Breaker {
                     if ticket.start >= s.hot.fast_until.load(Ordering::Relaxed) {
                         return self.admit_locked(ticket.start);
                     }
-                    ticket.tracked = in_flight.start();
+                    ticket.set_tracked(in_flight.start());
                 }
                 Ok(ticket)
             }
@@ -259,7 +278,7 @@ impl Breaker {
             Admission::Admit { generation, role } => {
                 let mut ticket = self.started(generation, role);
                 if let (Role::Normal, Some(in_flight)) = (role, &self.shared.in_flight) {
-                    ticket.tracked = in_flight.start();
+                    ticket.set_tracked(in_flight.start());
                 }
                 Ok(ticket)
             }
@@ -273,13 +292,30 @@ impl Breaker {
     /// Records the outcome of a ticket's call.
     #[inline]
     pub(crate) fn finish(&self, ticket: Ticket, outcome: Outcome) {
+        // The healthy path, small enough to inline: an untimed success on a quiet breaker
+        // changes nothing and writes nothing.
+        #[cfg(not(feature = "metrics"))]
+        if outcome == Outcome::Success && ticket.role() == Role::Normal && !self.shared.timing {
+            let word = Word::from_bits(self.shared.hot.word.load(Ordering::Acquire));
+            if word.is_quiet()
+                && word.generation() == ticket.generation()
+                && self.shared.hot.fast_until.load(Ordering::Relaxed) == u64::MAX
+            {
+                return;
+            }
+        }
+        self.finish_slow(ticket, outcome);
+    }
+
+    /// Every other outcome: timed calls, failures, probes, and successes that must be counted.
+    fn finish_slow(&self, ticket: Ticket, outcome: Outcome) {
         let s = &*self.shared;
-        if ticket.role == Role::Uncounted {
+        if ticket.role() == Role::Uncounted {
             return;
         }
         #[cfg(feature = "metrics")]
         s.metrics.call(outcome);
-        if let (true, Some(in_flight)) = (ticket.tracked, &s.in_flight) {
+        if let (true, Some(in_flight)) = (ticket.tracked(), &s.in_flight) {
             in_flight.finish();
         }
         let end = s.timing.then(|| s.clock.now());
@@ -289,16 +325,16 @@ impl Breaker {
             // Every success measures the dependency, whatever its generation.
             samples.add(duration);
         }
-        if ticket.role == Role::Normal {
+        if ticket.role() == Role::Normal {
             match outcome {
                 // Ignored touches nothing while closed.
                 Outcome::Ignored => return,
                 Outcome::Success if !slow => {
                     let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
-                    if word.generation() == ticket.generation
+                    if word.generation() == ticket.generation()
                         && (word.is_quiet() || word.is_fast())
                         && self.before_fast_until(end)
-                        && (word.is_quiet() || s.shards.try_add(word.epoch()))
+                        && (word.is_quiet() || s.shards.try_add(word.epoch(), s.fast_limit))
                     {
                         return;
                     }
@@ -322,19 +358,29 @@ impl Breaker {
     #[cold]
     fn finish_locked(&self, ticket: Ticket, outcome: Outcome, slow: bool, now: u64) {
         let transition = self.with_machine(now, |m| {
-            m.record(now, ticket.generation, ticket.role, outcome, slow)
+            m.record(now, ticket.generation(), ticket.role(), outcome, slow)
         });
         self.emit(transition, now);
     }
 
     /// Gives back a probe slot of a ticket that finished without an outcome.
+    #[inline]
     pub(crate) fn release(&self, ticket: Ticket) {
-        if let (true, Some(in_flight)) = (ticket.tracked, &self.shared.in_flight) {
+        // A dropped permit of a healthy call does nothing at all: only tracked calls and probes
+        // have anything to give back.
+        if ticket.tracked() || ticket.role() == Role::Probe {
+            self.release_slow(ticket);
+        }
+    }
+
+    #[cold]
+    fn release_slow(&self, ticket: Ticket) {
+        if let (true, Some(in_flight)) = (ticket.tracked(), &self.shared.in_flight) {
             in_flight.finish();
         }
-        if ticket.role == Role::Probe {
+        if ticket.role() == Role::Probe {
             let now = self.shared.clock.recent();
-            self.with_machine(now, |m| m.release(ticket.generation, ticket.role));
+            self.with_machine(now, |m| m.release(ticket.generation(), ticket.role()));
         }
     }
 
@@ -428,11 +474,13 @@ impl Breaker {
     ///
     /// A refused call does not run `f`. A panic in `f` records nothing, gives a probe slot
     /// back and keeps unwinding.
+    #[inline]
     pub fn call<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, Error<E>> {
         self.call_with(&DefaultClassifier, f)
     }
 
     /// Runs `f` through the breaker, with `classifier` deciding what its result means.
+    #[inline]
     pub fn call_with<T, E, C>(
         &self,
         classifier: &C,

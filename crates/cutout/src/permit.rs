@@ -4,31 +4,68 @@ use crate::Breaker;
 use crate::classify::Outcome;
 use crate::machine::Role;
 
-/// What a permit carries: the generation it was issued in, its role, when its call started.
+/// What a permit carries, packed into one word so it moves in a register: the generation it
+/// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34);
+/// and when its call started (0 when calls are not timed).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ticket {
-    pub(crate) generation: u32,
-    pub(crate) role: Role,
+    bits: u64,
     pub(crate) start: u64,
-    /// Whether the call counts among the tracked calls in flight (see `inflight.rs`).
-    pub(crate) tracked: bool,
 }
 
+const ROLE_SHIFT: u32 = 32;
+const TRACKED: u64 = 1 << 34;
+
 impl Ticket {
+    #[inline]
     pub(crate) fn new(generation: u32, role: Role, start: u64) -> Ticket {
+        let role = match role {
+            Role::Normal => 0,
+            Role::Probe => 1,
+            Role::Ramp => 2,
+            Role::Uncounted => 3,
+        };
         Ticket {
-            generation,
-            role,
+            bits: u64::from(generation) | (role << ROLE_SHIFT),
             start,
-            tracked: false,
         }
     }
 
+    #[inline]
     pub(crate) fn uncounted() -> Ticket {
         Ticket::new(0, Role::Uncounted, 0)
     }
 
+    #[inline]
+    pub(crate) fn generation(self) -> u32 {
+        self.bits as u32
+    }
+
+    #[inline]
+    pub(crate) fn role(self) -> Role {
+        match (self.bits >> ROLE_SHIFT) & 0b11 {
+            0 => Role::Normal,
+            1 => Role::Probe,
+            2 => Role::Ramp,
+            _ => Role::Uncounted,
+        }
+    }
+
+    /// Whether the call counts among the tracked calls in flight (see `inflight.rs`).
+    #[inline]
+    pub(crate) fn tracked(self) -> bool {
+        self.bits & TRACKED != 0
+    }
+
+    #[inline]
+    pub(crate) fn set_tracked(&mut self, tracked: bool) {
+        if tracked {
+            self.bits |= TRACKED;
+        }
+    }
+
     /// Takes the ticket out, leaving one whose drop does nothing.
+    #[inline]
     fn take(&mut self) -> Ticket {
         std::mem::replace(self, Ticket::uncounted())
     }
@@ -36,30 +73,27 @@ impl Ticket {
 
 macro_rules! permit_methods {
     () => {
-        /// Records the call's outcome.
-        pub fn record(mut self, outcome: Outcome) {
-            let ticket = self.ticket.take();
-            self.breaker().finish(ticket, outcome);
-        }
-
         /// Records a success.
+        #[inline]
         pub fn success(self) {
             self.record(Outcome::Success);
         }
 
         /// Records a failure.
+        #[inline]
         pub fn failure(self) {
             self.record(Outcome::Failure);
         }
 
         /// Records an ignored outcome: nothing is counted and a probe slot is given back.
+        #[inline]
         pub fn ignored(self) {
             self.record(Outcome::Ignored);
         }
 
         /// Whether this call is a half-open probe.
         pub fn is_probe(&self) -> bool {
-            self.ticket.role == Role::Probe
+            self.ticket.role() == Role::Probe
         }
     };
 }
@@ -77,18 +111,25 @@ pub struct Permit<'a> {
 }
 
 impl<'a> Permit<'a> {
+    #[inline]
     pub(crate) fn new(breaker: &'a Breaker, ticket: Ticket) -> Self {
         Permit { breaker, ticket }
     }
 
-    fn breaker(&self) -> &Breaker {
-        self.breaker
+    /// Records the call's outcome.
+    #[inline]
+    pub fn record(self, outcome: Outcome) {
+        // Recording replaces the drop: a borrowed permit owns nothing else, so skipping its
+        // drop leaves nothing behind and saves re-reading the ticket.
+        let this = std::mem::ManuallyDrop::new(self);
+        this.breaker.finish(this.ticket, outcome);
     }
 
     permit_methods!();
 }
 
 impl Drop for Permit<'_> {
+    #[inline]
     fn drop(&mut self) {
         let ticket = self.ticket.take();
         self.breaker.release(ticket);
@@ -108,14 +149,20 @@ impl OwnedPermit {
         OwnedPermit { breaker, ticket }
     }
 
-    fn breaker(&self) -> &Breaker {
-        &self.breaker
+    /// Records the call's outcome.
+    #[inline]
+    pub fn record(mut self, outcome: Outcome) {
+        // The ticket is taken out so that the drop that follows (which releases the handle)
+        // gives nothing back.
+        let ticket = self.ticket.take();
+        self.breaker.finish(ticket, outcome);
     }
 
     permit_methods!();
 }
 
 impl Drop for OwnedPermit {
+    #[inline]
     fn drop(&mut self) {
         let ticket = self.ticket.take();
         self.breaker.release(ticket);

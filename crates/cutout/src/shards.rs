@@ -70,13 +70,16 @@ impl SuccessShards {
     }
 
     /// Counts one success for `epoch` on this thread's cell; false if the cell has moved on
-    /// to another epoch (the caller then takes the locked path).
+    /// to another epoch, or already holds `limit` successes (the caller then takes the locked
+    /// path, which folds the cells into the window: a count window learns that its failures
+    /// have slid out, and its healthy calls stop writing at all).
     #[inline]
-    pub(crate) fn try_add(&self, epoch: u32) -> bool {
+    pub(crate) fn try_add(&self, epoch: u32, limit: u64) -> bool {
         let cell = &self.cells[thread_index() & (self.cells.len() - 1)];
         let mut current = cell.load(Ordering::Relaxed);
+        let limit = limit.min(COUNT_MASK);
         loop {
-            if current & !COUNT_MASK != tag(epoch) || current & COUNT_MASK == COUNT_MASK {
+            if current & !COUNT_MASK != tag(epoch) || current & COUNT_MASK >= limit {
                 return false;
             }
             // Fails only when another thread shares this cell or a drain emptied it: retry
@@ -110,15 +113,14 @@ mod tests {
     #[test]
     fn counts_only_for_the_current_epoch() {
         let shards = SuccessShards::new(7);
-        assert!(shards.try_add(7));
-        assert!(shards.try_add(7));
-        assert!(!shards.try_add(8));
+        assert!(shards.try_add(7, u64::MAX));
+        assert!(shards.try_add(7, u64::MAX));
+        assert!(!shards.try_add(8, u64::MAX));
+        assert!(!shards.try_add(7, 2), "the cell holds its limit");
         assert_eq!(shards.rotate(8), 2);
-        assert!(
-            !shards.try_add(7),
-            "an add that read the old epoch is refused"
-        );
-        assert!(shards.try_add(8));
+        let late = shards.try_add(7, u64::MAX);
+        assert!(!late, "an add that read the old epoch is refused");
+        assert!(shards.try_add(8, u64::MAX));
         assert_eq!(shards.rotate(9), 1);
         assert_eq!(shards.rotate(10), 0);
     }
@@ -129,7 +131,9 @@ mod tests {
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let shards = std::sync::Arc::clone(&shards);
-                std::thread::spawn(move || (0..10_000).filter(|_| shards.try_add(0)).count())
+                std::thread::spawn(move || {
+                    (0..10_000).filter(|_| shards.try_add(0, u64::MAX)).count()
+                })
             })
             .collect();
         let added: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
