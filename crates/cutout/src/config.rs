@@ -40,7 +40,7 @@
 //! every `[configs.<name>]` must also be valid on their own (built-in defaults ← `[defaults]` ←
 //! the config), since [`Config::defaults`] and [`Config::config`] hand them out as settings.
 //! Validation is [`SettingsBuilder::build`](crate::SettingsBuilder::build)'s, so a bad value
-//! fails with the same `CUT-CFG-001`…`006`, `012` or `013` code it would in code.
+//! fails with the same `CUT-CFG-001`…`006`, `012`, `013` or `014` code it would in code.
 //!
 //! | key | value | built-in default | can be switched off |
 //! |---|---|---|---|
@@ -70,6 +70,11 @@
 //! | `failures-multiple` | a number above 1: trips above this multiple of the normal failure rate | 5 | |
 //! | `failures-floor` | a ratio: the failure rate below which it never trips | 0.05 | |
 //! | `failure-baseline-window` | a duration of at least `failures-multiple` × the trip window | 10 × the trip window, widened to `failures-multiple` × it | |
+//! | `recovery` | only `false` or `"off"`: switches the recovery ramp off | off | yes |
+//! | `recovery-fraction` | a number in (0, 10] or a percentage: the ramp lasts this fraction of the break just served | none: needed once the ramp is on | |
+//! | `recovery-initial-fraction` | a ratio below 1: the share of calls admitted when the ramp starts | 0.1 | |
+//! | `recovery-min-duration` | a duration: the shortest ramp | `"1s"` | |
+//! | `recovery-max-duration` | a duration ≥ `recovery-min-duration`: the longest ramp | `"2m"` | |
 //! | `base-config` | the name of a `[configs.<name>]` (instances only) | none | |
 //!
 //! - Durations are [humantime](https://docs.rs/humantime) strings: `"30s"`, `"2m"`,
@@ -94,6 +99,17 @@
 //!   keys (`CUT-CFG-006`). `true` is rejected like for other rules: set one of the rule's keys
 //!   instead. The trip window counts as 30 s for the baseline bounds when it is a count
 //!   window.
+//! - The recovery ramp ([`Recovery`]) is off by default. Setting any `recovery-*` key switches
+//!   it on; its keys merge one by one like the relative rules', `recovery = "off"` switches it
+//!   off (a later section's `recovery-*` key switches it back on with the values earlier
+//!   sections gave), a section may not switch it off and set one of its keys (`CUT-CFG-006`),
+//!   and `recovery = true` is rejected. `recovery-fraction` has no default, since the ramp's
+//!   length is the one thing [`Recovery::over`] cannot guess: once the ramp is on, some
+//!   section must give it, else `CUT-CFG-006` names `recovery-fraction` as not set. The other
+//!   keys default as [`Recovery::over`] does: `recovery-initial-fraction = 0.1`,
+//!   `recovery-min-duration = "1s"`, `recovery-max-duration = "2m"`. `recovery-fraction`
+//!   may exceed 1 (`2` or `"200%"`: twice the break); `recovery-initial-fraction` must stay
+//!   below 1.
 //! - Multiples are plain numbers (`4`, `2.5`).
 //! - Choices (`jitter`, `half-open-rule`, `window-type`) ignore ASCII case.
 //! - Keys are kebab-case. An unknown key or section is an error (`CUT-CFG-008`) with the
@@ -109,12 +125,12 @@
 //!
 //! | code | meaning | example message |
 //! |---|---|---|
-//! | `CUT-CFG-001` | a ratio is outside (0, 1] | `CUT-CFG-001: invalid failure-ratio = "150%" in [instances.payments]: allowed a ratio in (0, 1]` |
+//! | `CUT-CFG-001` | a ratio is outside (0, 1] (`recovery-fraction`: (0, 10]; `recovery-initial-fraction`: (0, 1)) | `CUT-CFG-001: invalid failure-ratio = "150%" in [instances.payments]: allowed a ratio in (0, 1]` |
 //! | `CUT-CFG-002` | a count is below 1 | `CUT-CFG-002: invalid minimum-calls = -3 in [defaults]: allowed a whole number of at least 1` |
 //! | `CUT-CFG-003` | a duration that must be positive is zero | `CUT-CFG-003: invalid break-duration = "0s" in [configs.fast]: allowed a duration above zero` |
 //! | `CUT-CFG-004` | the maximum break is shorter than the first break | `CUT-CFG-004: invalid max-break-duration = "10s" in [instances.ledger]: break-duration = "30s"; allowed a duration at least break-duration` |
 //! | `CUT-CFG-005` | a count window is too large | `CUT-CFG-005: invalid window-size = 2000000 in [defaults]: allowed 1 to 1000000 calls` |
-//! | `CUT-CFG-006` | keys contradict each other (window kind, probes) | `CUT-CFG-006: invalid window-duration = "1m" in [defaults]: window-type = "count" takes a window-size, not a window-duration; allowed window keys of one kind per section` |
+//! | `CUT-CFG-006` | keys contradict each other (window kind, probes, a rule or the ramp both switched off and set) or one needs a key no section gives (`window-size`, `recovery-fraction`) | `CUT-CFG-006: invalid window-duration = "1m" in [defaults]: window-type = "count" takes a window-size, not a window-duration; allowed window keys of one kind per section` |
 //! | `CUT-CFG-007` | the document cannot be parsed | `CUT-CFG-007: malformed document at line 2, column 5: …` |
 //! | `CUT-CFG-008` | unknown key or section | `CUT-CFG-008: unknown key failure_ratio = 0.5 in [defaults]: did you mean failure-ratio?` |
 //! | `CUT-CFG-009` | a value of the wrong type | `CUT-CFG-009: wrong type for minimum-calls = "ten" in [defaults]: found a string; allowed a whole number of at least 1` |
@@ -122,6 +138,7 @@
 //! | `CUT-CFG-011` | `base-config` names no config | `CUT-CFG-011: unknown base-config = "stric" in [instances.payments]: there is no [configs.stric]; did you mean "strict"?` |
 //! | `CUT-CFG-012` | a baseline window is too short for the trip window | `CUT-CFG-012: invalid latency-baseline-window = "1m" in [defaults]: needs more than 60s: window-duration = 30s (built-in default) / slow-calls-quantile = 0.5 (built-in default); allowed a duration above trip window / slow-calls-quantile` |
 //! | `CUT-CFG-013` | a baseline multiple is not above 1 | `CUT-CFG-013: invalid failures-multiple = 1 in [instances.payments]: allowed a finite number above 1` |
+//! | `CUT-CFG-014` | the longest recovery ramp is shorter than the shortest | `CUT-CFG-014: invalid recovery-max-duration = "5s" in [defaults]: recovery-min-duration = "10s"; allowed a duration at least recovery-min-duration` |
 //!
 //! Where a value came from another section than the one being resolved (a bad `[defaults]`
 //! key that only fails once merged into an instance), the message adds
@@ -135,6 +152,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{ConfigError, ErrorCode};
+use crate::ramp::Recovery;
 use crate::relative::{Failures, SlowCalls};
 use crate::settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, TripWindow};
 use crate::{Breaker, Registry, RegistryError};
@@ -167,6 +185,11 @@ const KEYS: &[&str] = &[
     "failures-multiple",
     "failures-floor",
     "failure-baseline-window",
+    "recovery",
+    "recovery-fraction",
+    "recovery-initial-fraction",
+    "recovery-min-duration",
+    "recovery-max-duration",
 ];
 
 const BASE_CONFIG: &str = "base-config";
@@ -178,6 +201,10 @@ const DURATION: &str = "a duration such as \"30s\" or \"2m\"";
 const OFF: &str = ", or false / \"off\" to switch it off";
 const MULTIPLE: &str = "a number above 1";
 const SWITCH_OFF: &str = "false or \"off\" to switch the rule off";
+const SWITCH_RAMP_OFF: &str = "false or \"off\" to switch the ramp off";
+const RECOVERY_FRACTION: &str = "a number in (0, 10] or a percentage such as \"25%\"";
+const RECOVERY_KEYS: &str =
+    "recovery-fraction, recovery-initial-fraction, recovery-min-duration, recovery-max-duration";
 
 /// Settings loaded from a configuration document: the defaults, each named config and each
 /// instance, all merged and validated.
@@ -511,8 +538,8 @@ impl LoadError {
         self.0.suggestion.as_deref()
     }
 
-    /// The settings error behind a `CUT-CFG-001`…`006`, `012` or `013`, as the builder
-    /// reported it.
+    /// The settings error behind a `CUT-CFG-001`…`006`, `012`, `013` or `014`, as the
+    /// builder reported it.
     pub fn settings_error(&self) -> Option<&ConfigError> {
         self.0.settings.as_ref()
     }
@@ -768,18 +795,19 @@ fn multiple(at: At<'_>) -> Result<f64, LoadError> {
     }
 }
 
-/// A rule's off switch (`slow-calls`, `failures`): only false or "off" is read.
-fn switch_off(at: At<'_>, rule_keys: &str) -> Result<(), LoadError> {
+/// An off switch (`slow-calls`, `failures`, `recovery`): only false or "off" is read. `what`
+/// is "rule" or "ramp", `allowed` the matching `SWITCH_OFF` text.
+fn switch_off(at: At<'_>, what: &str, keys: &str, allowed: &str) -> Result<(), LoadError> {
     if off(at.value) {
         return Ok(());
     }
     match at.value {
         Raw::Bool(true) => Err(at.invalid(
-            format!("the rule is switched on by setting one of {rule_keys}"),
-            SWITCH_OFF,
+            format!("the {what} is switched on by setting one of {keys}"),
+            allowed,
         )),
-        Raw::Str(_) => Err(at.invalid("not \"off\"", SWITCH_OFF)),
-        _ => Err(at.wrong_type(SWITCH_OFF)),
+        Raw::Str(_) => Err(at.invalid("not \"off\"", allowed)),
+        _ => Err(at.wrong_type(allowed)),
     }
 }
 
@@ -856,6 +884,11 @@ struct Patch {
     failures_multiple: Option<f64>,
     failures_floor: Option<f64>,
     failure_baseline_window: Option<Duration>,
+    recovery_off: bool,
+    recovery_fraction: Option<f64>,
+    recovery_initial_fraction: Option<f64>,
+    recovery_min_duration: Option<Duration>,
+    recovery_max_duration: Option<Duration>,
     base: Option<String>,
     origins: BTreeMap<&'static str, Origin>,
 }
@@ -981,7 +1014,9 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
         "slow-calls" => {
             switch_off(
                 at,
+                "rule",
                 "slow-calls-multiple, slow-calls-quantile, latency-baseline-window",
+                SWITCH_OFF,
             )?;
             patch.slow_calls_off = true;
         }
@@ -998,7 +1033,9 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
         "failures" => {
             switch_off(
                 at,
+                "rule",
                 "failures-multiple, failures-floor, failure-baseline-window",
+                SWITCH_OFF,
             )?;
             patch.failures_off = true;
         }
@@ -1006,6 +1043,23 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
         "failures-floor" => patch.failures_floor = Some(ratio(at, RATIO)?),
         "failure-baseline-window" => {
             patch.failure_baseline_window = Some(duration(at, duration_allowed)?);
+        }
+        "recovery" => {
+            switch_off(at, "ramp", RECOVERY_KEYS, SWITCH_RAMP_OFF)?;
+            patch.recovery_off = true;
+        }
+        "recovery-fraction" => patch.recovery_fraction = Some(ratio(at, RECOVERY_FRACTION)?),
+        "recovery-initial-fraction" => {
+            patch.recovery_initial_fraction = Some(ratio(
+                at,
+                "a number in (0, 1) or a percentage such as \"10%\"",
+            )?);
+        }
+        "recovery-min-duration" => {
+            patch.recovery_min_duration = Some(duration(at, duration_allowed)?);
+        }
+        "recovery-max-duration" => {
+            patch.recovery_max_duration = Some(duration(at, duration_allowed)?);
         }
         BASE_CONFIG => {
             if !instance {
@@ -1067,16 +1121,18 @@ fn window_kind(
     }
 }
 
-/// Rejects a section that switches a relative rule off and sets one of its keys.
+/// Rejects a section that switches a relative rule (or the recovery ramp) off and sets one of
+/// its keys.
 fn switched_off_alone(
     patch: &Patch,
     section: &str,
     table: &BTreeMap<String, Raw>,
 ) -> Result<(), LoadError> {
-    let rules: [(bool, &str, &[&'static str]); 2] = [
+    let rules: [(bool, &str, &str, &[&'static str]); 3] = [
         (
             patch.slow_calls_off,
             "slow-calls",
+            "rule",
             // Sorted, so the first one set is the first in the section's key order.
             &[
                 "latency-baseline-window",
@@ -1087,14 +1143,26 @@ fn switched_off_alone(
         (
             patch.failures_off,
             "failures",
+            "rule",
             &[
                 "failure-baseline-window",
                 "failures-floor",
                 "failures-multiple",
             ],
         ),
+        (
+            patch.recovery_off,
+            "recovery",
+            "ramp",
+            &[
+                "recovery-fraction",
+                "recovery-initial-fraction",
+                "recovery-max-duration",
+                "recovery-min-duration",
+            ],
+        ),
     ];
-    for (switched_off, switch, keys) in rules {
+    for (switched_off, switch, what, keys) in rules {
         if !switched_off {
             continue;
         }
@@ -1110,10 +1178,10 @@ fn switched_off_alone(
                 Some(value.written()),
             )
             .detail(format!(
-                "{switch} = {written} switches the rule off, so {key} would not apply"
+                "{switch} = {written} switches the {what} off, so {key} would not apply"
             ))
             .allowed(format!(
-                "either {switch} = \"off\" or the rule's keys in one section"
+                "either {switch} = \"off\" or the {what}'s keys in one section"
             )));
         }
     }
@@ -1134,6 +1202,12 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
     let mut slow_keys = slow_calls.unwrap_or(SlowCalls::above(3.0));
     let mut failures = defaults.failures();
     let mut failure_keys = failures.unwrap_or(Failures::above(5.0));
+    // The recovery ramp merges the same way, but its fraction has no default: `None` until a
+    // section gives one. `ramp_switched_on` is the other key that last switched it on.
+    let mut ramp_on = defaults.recovery().is_some();
+    let mut ramp_fraction = defaults.recovery().map(|r| r.fraction());
+    let mut ramp_keys = defaults.recovery().unwrap_or(Recovery::over(1.0));
+    let mut ramp_switched_on: Option<&'static str> = None;
     let mut origins: BTreeMap<&'static str, &Origin> = BTreeMap::new();
     for layer in layers {
         if let Some(v) = layer.consecutive_failures {
@@ -1220,6 +1294,31 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
             failure_keys.window = Some(v);
             failures = Some(failure_keys);
         }
+        if layer.recovery_off {
+            ramp_on = false;
+        }
+        if let Some(v) = layer.recovery_fraction {
+            ramp_fraction = Some(v);
+            ramp_on = true;
+        }
+        // The first key in the section's (sorted) order is the one an error names.
+        let mut switched_on = None;
+        if let Some(v) = layer.recovery_initial_fraction {
+            ramp_keys.initial = v;
+            switched_on.get_or_insert("recovery-initial-fraction");
+        }
+        if let Some(v) = layer.recovery_max_duration {
+            ramp_keys.max = v;
+            switched_on.get_or_insert("recovery-max-duration");
+        }
+        if let Some(v) = layer.recovery_min_duration {
+            ramp_keys.min = v;
+            switched_on.get_or_insert("recovery-min-duration");
+        }
+        if switched_on.is_some() {
+            ramp_on = true;
+            ramp_switched_on = switched_on;
+        }
         origins.extend(layer.origins.iter().map(|(k, o)| (*k, o)));
     }
     let window = match (kind, size) {
@@ -1239,7 +1338,36 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
             );
         }
     };
-    b = b.slow_calls(slow_calls).failures(failures);
+    let recovery = match (ramp_on, ramp_fraction) {
+        (false, _) => None,
+        (true, Some(fraction)) => Some(Recovery {
+            fraction,
+            ..ramp_keys
+        }),
+        (true, None) => {
+            // Only a key other than recovery-fraction can have switched the ramp on here.
+            let key = ramp_switched_on.unwrap_or("recovery");
+            let switch = match origins.get(key) {
+                Some(o) if o.section == section => format!("{key} = {}", o.written),
+                Some(o) => format!("{key} = {} (from [{}])", o.written, o.section),
+                None => key.to_owned(),
+            };
+            return Err(LoadError::new(
+                ErrorCode::Contradiction,
+                section,
+                "recovery-fraction",
+                None,
+            )
+            .detail(format!(
+                "{switch} switches the recovery ramp on, which needs a recovery-fraction"
+            ))
+            .allowed(RECOVERY_FRACTION));
+        }
+    };
+    b = b
+        .slow_calls(slow_calls)
+        .failures(failures)
+        .recovery(recovery);
     b.window(window).build().map_err(|error| {
         let origin = origins.get(error.key());
         let (at_section, value, note) = match origin {
@@ -1264,6 +1392,21 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
                 Some(o) if o.section == at_section => format!("break-duration = {}", o.written),
                 Some(o) => format!("break-duration = {} (from [{}])", o.written, o.section),
                 None => "break-duration is the built-in default".to_owned(),
+            };
+            load = load.detail(detail);
+        }
+        if error.code() == ErrorCode::MaxBelowMin {
+            // The recovery ramp's bounds: name the minimum it is compared with.
+            let min = recovery.map_or(Duration::from_secs(1), |r| r.min());
+            let detail = match origins.get("recovery-min-duration") {
+                Some(o) if o.section == at_section => {
+                    format!("recovery-min-duration = {}", o.written)
+                }
+                Some(o) => format!(
+                    "recovery-min-duration = {} (from [{}])",
+                    o.written, o.section
+                ),
+                None => format!("recovery-min-duration = {min:?} (built-in default)"),
             };
             load = load.detail(detail);
         }

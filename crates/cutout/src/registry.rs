@@ -47,7 +47,7 @@ use crate::{Breaker, BreakerId, Snapshot, State};
 ///
 /// | code | meaning | example message |
 /// |---|---|---|
-/// | `CUT-REG-001` | [`Registry::breaker`] found the id taken by a breaker with different settings; the message names every differing key with both values (a relative rule on one side only is named `slow-calls` or `failures`, `on` or `off`; a baseline window left to be derived is `default`) | `CUT-REG-001: breaker "payments" already exists with different settings: failure-ratio = off (existing), 0.5 (requested)` |
+/// | `CUT-REG-001` | [`Registry::breaker`] found the id taken by a breaker with different settings; the message names every differing key with both values (a relative rule or the recovery ramp on one side only is named `slow-calls`, `failures` or `recovery`, `on` or `off`; a baseline window left to be derived is `default`) | `CUT-REG-001: breaker "payments" already exists with different settings: failure-ratio = off (existing), 0.5 (requested)` |
 /// | `CUT-REG-002` | [`Registry::get`] (or a per-id control) found no breaker with this id; the message suggests the nearest id, or lists the ids when none is close | `CUT-REG-002: no breaker with id "paymnts": did you mean "payments"?` |
 ///
 /// Both are [`ErrorCode`] variants, next to the settings codes (`CUT-CFG-*`).
@@ -548,6 +548,31 @@ fn differences(existing: &Settings, requested: &Settings) -> Vec<(&'static str, 
             );
         }
         (a, b) => check("failures", on_off(a.is_some()), on_off(b.is_some())),
+    }
+    match (existing.recovery(), requested.recovery()) {
+        (Some(a), Some(b)) => {
+            check(
+                "recovery-fraction",
+                a.fraction().to_string(),
+                b.fraction().to_string(),
+            );
+            check(
+                "recovery-initial-fraction",
+                a.initial().to_string(),
+                b.initial().to_string(),
+            );
+            check(
+                "recovery-min-duration",
+                duration(a.min()),
+                duration(b.min()),
+            );
+            check(
+                "recovery-max-duration",
+                duration(a.max()),
+                duration(b.max()),
+            );
+        }
+        (a, b) => check("recovery", on_off(a.is_some()), on_off(b.is_some())),
     }
     if out.is_empty() {
         // Settings gained a key this list does not know yet: still say something useful.

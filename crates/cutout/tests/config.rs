@@ -6,7 +6,8 @@ use std::time::Duration;
 use cutout::clock::ManualClock;
 use cutout::config::{Config, LoadError};
 use cutout::{
-    ErrorCode, Failures, HalfOpenRule, Jitter, Registry, Settings, SlowCalls, State, TripWindow,
+    ErrorCode, Failures, HalfOpenRule, Jitter, Recovery, Registry, Settings, SlowCalls, State,
+    TripWindow,
 };
 use proptest::prelude::*;
 
@@ -489,6 +490,99 @@ fn every_config_error_code_from_a_file() {
             "latency-baseline-window",
             "600",
         ),
+        // The recovery ramp's keys.
+        (
+            "[instances.payments]\nrecovery-fraction = 12",
+            ErrorCode::RatioOutOfRange,
+            "instances.payments",
+            "recovery-fraction",
+            "12",
+        ),
+        (
+            "[defaults]\nrecovery-fraction = \"0%\"",
+            ErrorCode::RatioOutOfRange,
+            "defaults",
+            "recovery-fraction",
+            "\"0%\"",
+        ),
+        (
+            "[configs.fast]\nrecovery-fraction = 0.5\nrecovery-initial-fraction = \"100%\"",
+            ErrorCode::RatioOutOfRange,
+            "configs.fast",
+            "recovery-initial-fraction",
+            "\"100%\"",
+        ),
+        (
+            "[defaults]\nrecovery-fraction = 0.5\nrecovery-initial-fraction = 0",
+            ErrorCode::RatioOutOfRange,
+            "defaults",
+            "recovery-initial-fraction",
+            "0",
+        ),
+        (
+            "[configs.fast]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"0s\"",
+            ErrorCode::ZeroDuration,
+            "configs.fast",
+            "recovery-min-duration",
+            "\"0s\"",
+        ),
+        (
+            "[instances.ledger]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"10s\"\n\
+             recovery-max-duration = \"5s\"",
+            ErrorCode::MaxBelowMin,
+            "instances.ledger",
+            "recovery-max-duration",
+            "\"5s\"",
+        ),
+        (
+            "[defaults]\nrecovery = \"off\"\nrecovery-fraction = 0.5",
+            ErrorCode::Contradiction,
+            "defaults",
+            "recovery-fraction",
+            "0.5",
+        ),
+        (
+            "[defaults]\nrecovery = true",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "recovery",
+            "true",
+        ),
+        (
+            "[defaults]\nrecovery = \"on\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "recovery",
+            "\"on\"",
+        ),
+        (
+            "[defaults]\nrecovery-fraction = \"0.5\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "recovery-fraction",
+            "\"0.5\"",
+        ),
+        (
+            "[defaults]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"-1s\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "recovery-min-duration",
+            "\"-1s\"",
+        ),
+        (
+            "[defaults]\nrecovery-fraction = 0.5\nrecovery-max-duration = 60",
+            ErrorCode::WrongType,
+            "defaults",
+            "recovery-max-duration",
+            "60",
+        ),
+        (
+            "[defaults]\nrecovery_fraction = 0.5",
+            ErrorCode::UnknownKey,
+            "defaults",
+            "recovery_fraction",
+            "0.5",
+        ),
     ];
     let mut seen = std::collections::HashSet::new();
     for &(doc, code, section, key, value) in cases {
@@ -546,6 +640,7 @@ fn every_config_error_code_from_a_file() {
         ErrorCode::UnknownBaseConfig,
         ErrorCode::BaselineTooShort,
         ErrorCode::MultipleTooSmall,
+        ErrorCode::MaxBelowMin,
     ] {
         assert!(seen.contains(&code), "no case for {code}");
     }
@@ -602,6 +697,10 @@ fn documented_example_messages() {
         (
             "[instances.payments]\nfailures-multiple = 1",
             "CUT-CFG-013: invalid failures-multiple = 1 in [instances.payments]: allowed a finite number above 1",
+        ),
+        (
+            "[defaults]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"10s\"\nrecovery-max-duration = \"5s\"",
+            "CUT-CFG-014: invalid recovery-max-duration = \"5s\" in [defaults]: recovery-min-duration = \"10s\"; allowed a duration at least recovery-min-duration",
         ),
     ];
     for (doc, message) in cases {
@@ -1158,6 +1257,333 @@ fn a_registry_conflict_in_an_adaptive_key_names_it() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The recovery ramp's keys.
+
+const RECOVERY_DOCUMENT: &str = r#"
+[defaults]
+recovery-fraction = 0.25
+
+[configs.gentle]
+recovery-initial-fraction = "5%"
+recovery-max-duration = "5m"
+
+[configs.quiet]
+recovery = "off"
+
+[instances.payments]
+base-config = "gentle"
+recovery-min-duration = "2s"
+
+[instances.reports]
+base-config = "quiet"
+
+[instances.ledger]
+base-config = "quiet"
+recovery-max-duration = "30s"
+
+[instances.batch]
+recovery = false
+
+[instances.long]
+recovery = "OFF"
+
+[instances.long-again]
+base-config = "quiet"
+recovery-fraction = "200%"
+"#;
+
+fn with_recovery(recovery: Option<Recovery>) -> Settings {
+    Settings::builder().recovery(recovery).build().unwrap()
+}
+
+#[test]
+fn every_recovery_key_loads_into_exactly_the_expected_settings() {
+    let config = Config::from_toml(RECOVERY_DOCUMENT).unwrap();
+
+    // The built-in default is off.
+    assert_eq!(Settings::default().recovery(), None);
+    assert_eq!(Config::from_toml("").unwrap().defaults().recovery(), None);
+
+    // recovery-fraction alone switches the ramp on; the other keys are Recovery::over's.
+    assert_eq!(
+        config.defaults(),
+        &with_recovery(Some(Recovery::over(0.25)))
+    );
+    let defaults = config.defaults().recovery().unwrap();
+    assert_eq!(defaults.initial(), 0.1);
+    assert_eq!(defaults.min(), SEC);
+    assert_eq!(defaults.max(), 120 * SEC);
+
+    let gentle = Recovery::over(0.25)
+        .initial_fraction(0.05)
+        .max_duration(300 * SEC);
+    assert_eq!(config.config("gentle"), Some(&with_recovery(Some(gentle))));
+    assert_eq!(config.config("quiet"), Some(&with_recovery(None)));
+
+    // Keys from three sections make one ramp: fraction from [defaults], initial fraction and
+    // maximum from the config, minimum from the instance.
+    assert_eq!(
+        config.instance("payments"),
+        Some(&with_recovery(Some(gentle.min_duration(2 * SEC))))
+    );
+    assert_eq!(config.instance("reports"), Some(&with_recovery(None)));
+    // Switched back on by one key, with the fraction [defaults] gave before the config
+    // switched it off.
+    assert_eq!(
+        config.instance("ledger"),
+        Some(&with_recovery(Some(
+            Recovery::over(0.25).max_duration(30 * SEC)
+        )))
+    );
+    assert_eq!(config.instance("batch"), Some(&with_recovery(None)));
+    assert_eq!(config.instance("long"), Some(&with_recovery(None)));
+    // A percentage above 100% is a fraction above 1: twice the break served.
+    assert_eq!(
+        config.instance("long-again"),
+        Some(&with_recovery(Some(Recovery::over(2.0))))
+    );
+
+    // The same keys as JSON read the same.
+    let json = r#"{
+        "defaults": { "recovery-fraction": 0.25 },
+        "configs": {
+            "gentle": { "recovery-initial-fraction": "5%", "recovery-max-duration": "5m" },
+            "quiet": { "recovery": "off" }
+        },
+        "instances": {
+            "payments": { "base-config": "gentle", "recovery-min-duration": "2s" },
+            "reports": { "base-config": "quiet" },
+            "ledger": { "base-config": "quiet", "recovery-max-duration": "30s" },
+            "batch": { "recovery": false },
+            "long": { "recovery": "OFF" },
+            "long-again": { "base-config": "quiet", "recovery-fraction": "200%" }
+        }
+    }"#;
+    let from_json =
+        Config::from_deserializer(&mut serde_json::Deserializer::from_str(json)).unwrap();
+    assert_eq!(from_json, config);
+}
+
+#[test]
+fn a_recovery_ramp_needs_a_recovery_fraction() {
+    // Any other recovery key switches the ramp on; with no recovery-fraction anywhere it is
+    // incomplete.
+    let error = load_err("[defaults]\nrecovery-min-duration = \"5s\"");
+    assert_eq!(error.code(), ErrorCode::Contradiction);
+    assert_eq!(error.key(), "recovery-fraction");
+    assert_eq!(error.value(), None);
+    assert_eq!(error.section(), "defaults");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-006: invalid recovery-fraction (not set) in [defaults]: recovery-min-duration \
+         = \"5s\" switches the recovery ramp on, which needs a recovery-fraction; allowed a \
+         number in (0, 10] or a percentage such as \"25%\""
+    );
+
+    // In an instance; the first of the section's recovery keys is named.
+    let error = load_err(
+        "[configs.c]\nrecovery-fraction = 0.5\n\
+         [instances.a]\nrecovery-max-duration = \"1m\"\nrecovery-initial-fraction = \"20%\"",
+    );
+    assert_eq!(error.code(), ErrorCode::Contradiction);
+    assert_eq!(error.key(), "recovery-fraction");
+    assert_eq!(error.section(), "instances.a");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-006: invalid recovery-fraction (not set) in [instances.a]: \
+         recovery-initial-fraction = \"20%\" switches the recovery ramp on, which needs a \
+         recovery-fraction; allowed a number in (0, 10] or a percentage such as \"25%\""
+    );
+
+    // A fraction from any earlier section completes it, even across an off switch.
+    let config = Config::from_toml("[defaults]\nrecovery-fraction = 0.5\nrecovery = false\n");
+    assert_eq!(
+        config.unwrap_err().code(),
+        ErrorCode::Contradiction,
+        "off and a key in one section"
+    );
+    let config = Config::from_toml(
+        "[defaults]\nrecovery-fraction = 0.5\n[configs.off]\nrecovery = false\n\
+         [instances.a]\nbase-config = \"off\"\nrecovery-min-duration = \"3s\"",
+    )
+    .unwrap();
+    assert_eq!(
+        config.instance("a"),
+        Some(&with_recovery(Some(
+            Recovery::over(0.5).min_duration(3 * SEC)
+        )))
+    );
+}
+
+#[test]
+fn recovery_errors_name_the_other_bound_and_where_it_came_from() {
+    // The minimum from [defaults], the maximum from the instance.
+    let error = load_err(
+        "[defaults]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"10s\"\n\
+         [instances.a]\nrecovery-max-duration = \"5s\"",
+    );
+    assert_eq!(error.code(), ErrorCode::MaxBelowMin);
+    assert_eq!(error.code().as_str(), "CUT-CFG-014");
+    assert_eq!(error.key(), "recovery-max-duration");
+    assert_eq!(error.value(), Some("\"5s\""));
+    assert_eq!(error.section(), "instances.a");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-014: invalid recovery-max-duration = \"5s\" in [instances.a]: \
+         recovery-min-duration = \"10s\" (from [defaults]); allowed a duration at least \
+         recovery-min-duration"
+    );
+    assert_eq!(
+        error.settings_error().unwrap().code(),
+        ErrorCode::MaxBelowMin
+    );
+
+    // A minimum above the built-in maximum: the built-in default is at fault.
+    let error = load_err("[defaults]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"5m\"");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-014: invalid recovery-max-duration = 120s in [defaults] (built-in default): \
+         recovery-min-duration = \"5m\"; allowed a duration at least recovery-min-duration"
+    );
+
+    // A maximum below the built-in minimum.
+    let error = load_err("[defaults]\nrecovery-fraction = 0.5\nrecovery-max-duration = \"500ms\"");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-014: invalid recovery-max-duration = \"500ms\" in [defaults]: \
+         recovery-min-duration = 1s (built-in default); allowed a duration at least \
+         recovery-min-duration"
+    );
+
+    // The fractions' ranges, as written.
+    let error = load_err("[instances.a]\nrecovery-fraction = 12");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-001: invalid recovery-fraction = 12 in [instances.a]: allowed a fraction of \
+         the break in (0, 10]"
+    );
+    let error = load_err(
+        "[defaults]\nrecovery-fraction = 0.5\n[instances.a]\nrecovery-initial-fraction = \"100%\"",
+    );
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-001: invalid recovery-initial-fraction = \"100%\" in [instances.a]: allowed a \
+         fraction in (0, 1)"
+    );
+    let error = load_err("[defaults]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"0s\"");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-003: invalid recovery-min-duration = \"0s\" in [defaults]: allowed a duration \
+         above zero"
+    );
+}
+
+#[test]
+fn the_recovery_ramp_switches_off_with_false_or_off() {
+    for off in ["false", "\"off\"", "\"Off\""] {
+        let config = Config::from_toml(&format!(
+            "[defaults]\nrecovery-fraction = 0.5\n[instances.a]\nrecovery = {off}"
+        ))
+        .unwrap();
+        assert_eq!(config.instance("a"), Some(&with_recovery(None)), "{off}");
+        assert_eq!(config.defaults(), &with_recovery(Some(Recovery::over(0.5))));
+    }
+    // Off alone is the built-in default, and fine in every section.
+    let config = Config::from_toml("[defaults]\nrecovery = false").unwrap();
+    assert_eq!(config.defaults(), &Settings::default());
+
+    // The switch takes only false / "off".
+    let error = load_err("[defaults]\nrecovery = true");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-010: invalid recovery = true in [defaults]: the ramp is switched on by setting \
+         one of recovery-fraction, recovery-initial-fraction, recovery-min-duration, \
+         recovery-max-duration; allowed false or \"off\" to switch the ramp off"
+    );
+    let error = load_err("[defaults]\nrecovery = 0.5");
+    assert_eq!(error.code(), ErrorCode::WrongType);
+    assert_eq!(error.key(), "recovery");
+    // Not both in one section.
+    let error = load_err("[instances.a]\nrecovery = false\nrecovery-min-duration = \"5s\"");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-006: invalid recovery-min-duration = \"5s\" in [instances.a]: recovery = false \
+         switches the ramp off, so recovery-min-duration would not apply; allowed either \
+         recovery = \"off\" or the ramp's keys in one section"
+    );
+    // A recovery key cannot itself be switched off: only the ramp can.
+    let error = load_err("[defaults]\nrecovery-fraction = false");
+    assert_eq!(error.code(), ErrorCode::WrongType);
+    assert_eq!(error.key(), "recovery-fraction");
+}
+
+#[test]
+fn unknown_keys_suggest_the_recovery_keys() {
+    for (typo, key) in [
+        ("recovry", "recovery"),
+        ("recovery-fracton", "recovery-fraction"),
+        ("recovery_initial_fraction", "recovery-initial-fraction"),
+        ("recovery-min-durations", "recovery-min-duration"),
+        ("recovery-max-duraton", "recovery-max-duration"),
+    ] {
+        let error = load_err(&format!("[defaults]\n{typo} = 1"));
+        assert_eq!(error.code(), ErrorCode::UnknownKey, "{error}");
+        assert_eq!(error.suggestion(), Some(key), "{error}");
+    }
+    let error = load_err("[defaults]\nramp = 1");
+    let allowed = error.allowed_values().unwrap();
+    for key in [
+        "recovery",
+        "recovery-fraction",
+        "recovery-initial-fraction",
+        "recovery-min-duration",
+        "recovery-max-duration",
+    ] {
+        assert!(allowed.contains(key), "{allowed}");
+    }
+}
+
+#[test]
+fn a_registry_conflict_in_a_recovery_key_names_it() {
+    let config = Config::from_toml(RECOVERY_DOCUMENT).unwrap();
+    let registry = Registry::new();
+    let registered = config
+        .instance("payments")
+        .unwrap()
+        .to_builder()
+        .recovery(Some(
+            Recovery::over(0.25)
+                .initial_fraction(0.05)
+                .max_duration(300 * SEC)
+                .min_duration(3 * SEC),
+        ))
+        .build()
+        .unwrap();
+    registry.breaker("payments", registered).unwrap();
+    let conflict = config.register(&registry).unwrap_err();
+    assert_eq!(conflict.code(), ErrorCode::SettingsConflict);
+    assert_eq!(
+        conflict.conflicting_keys().collect::<Vec<_>>(),
+        ["recovery-min-duration"]
+    );
+    assert_eq!(
+        conflict.to_string(),
+        "CUT-REG-001: breaker \"payments\" already exists with different settings: \
+         recovery-min-duration = 3s (existing), 2s (requested)"
+    );
+
+    // Off in the registry, on in the file.
+    let registry = Registry::new();
+    registry.breaker("ledger", Settings::default()).unwrap();
+    let conflict = config.register(&registry).unwrap_err();
+    assert_eq!(
+        conflict.to_string(),
+        "CUT-REG-001: breaker \"ledger\" already exists with different settings: \
+         recovery = off (existing), on (requested)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // No document makes loading panic.
 
 const SECTION_HEADERS: &[&str] = &[
@@ -1200,6 +1626,11 @@ const KEYS: &[&str] = &[
     "failures-multiple",
     "failures-floor",
     "failure-baseline-window",
+    "recovery",
+    "recovery-fraction",
+    "recovery-initial-fraction",
+    "recovery-min-duration",
+    "recovery-max-duration",
     "base-config",
     "failure_ratio",
     "x",
@@ -1283,21 +1714,33 @@ fn plausible(key: &'static str) -> BoxedStrategy<String> {
         (0i64..12).prop_map(|n| n.to_string()),
         Just("1e300".to_owned()),
     ];
+    let fractions = prop_oneof![
+        (0.0f64..12.0).prop_map(|f| format!("{f:?}")),
+        (0u32..1200).prop_map(|n| format!("\"{n}%\"")),
+        Just("false".to_owned()),
+    ];
     match key {
-        "failure-ratio" | "slow-call-ratio" | "slow-calls-quantile" | "failures-floor" => {
-            ratios.boxed()
-        }
+        "failure-ratio"
+        | "slow-call-ratio"
+        | "slow-calls-quantile"
+        | "failures-floor"
+        | "recovery-initial-fraction" => ratios.boxed(),
+        "recovery-fraction" => fractions.boxed(),
         "window-duration"
         | "slow-call-threshold"
         | "break-duration"
         | "max-break-duration"
         | "max-wait-in-half-open"
         | "latency-baseline-window"
-        | "failure-baseline-window" => durations.boxed(),
+        | "failure-baseline-window"
+        | "recovery-min-duration"
+        | "recovery-max-duration" => durations.boxed(),
         "slow-calls-multiple" | "failures-multiple" => multiples.boxed(),
-        "slow-calls" | "failures" => prop::sample::select(&["false", "\"off\"", "true"][..])
-            .prop_map(str::to_owned)
-            .boxed(),
+        "slow-calls" | "failures" | "recovery" => {
+            prop::sample::select(&["false", "\"off\"", "true"][..])
+                .prop_map(str::to_owned)
+                .boxed()
+        }
         "window-type" => prop::sample::select(&["\"count\"", "\"time\"", "\"sliding\""][..])
             .prop_map(str::to_owned)
             .boxed(),

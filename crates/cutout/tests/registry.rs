@@ -5,7 +5,9 @@ use std::thread;
 use std::time::Duration;
 
 use cutout::clock::ManualClock;
-use cutout::{ErrorCode, Failures, Jitter, Registry, Settings, SlowCalls, State, TripWindow};
+use cutout::{
+    ErrorCode, Failures, Jitter, Recovery, Registry, Settings, SlowCalls, State, TripWindow,
+};
 
 fn settings(consecutive: u32) -> Settings {
     Settings::builder()
@@ -156,6 +158,63 @@ fn a_conflict_in_an_adaptive_key_names_that_key() {
             )
         );
     }
+}
+
+#[test]
+fn a_conflict_in_a_recovery_key_names_that_key() {
+    let base = Settings::builder()
+        .recovery(Some(Recovery::over(0.25)))
+        .build()
+        .unwrap();
+    let with = |recovery: Option<Recovery>| base.to_builder().recovery(recovery).build().unwrap();
+    let ramp = Recovery::over(0.25);
+    let cases: [(Settings, &str, &str); 5] = [
+        (
+            with(Some(Recovery::over(0.5))),
+            "recovery-fraction",
+            "recovery-fraction = 0.25 (existing), 0.5 (requested)",
+        ),
+        (
+            with(Some(ramp.initial_fraction(0.2))),
+            "recovery-initial-fraction",
+            "recovery-initial-fraction = 0.1 (existing), 0.2 (requested)",
+        ),
+        (
+            with(Some(ramp.min_duration(Duration::from_millis(500)))),
+            "recovery-min-duration",
+            "recovery-min-duration = 1s (existing), 500ms (requested)",
+        ),
+        (
+            with(Some(ramp.max_duration(Duration::from_secs(300)))),
+            "recovery-max-duration",
+            "recovery-max-duration = 120s (existing), 300s (requested)",
+        ),
+        (
+            with(None),
+            "recovery",
+            "recovery = on (existing), off (requested)",
+        ),
+    ];
+    for (requested, key, difference) in cases {
+        let registry = Registry::new();
+        registry.breaker("payments", base.clone()).unwrap();
+        let error = registry.breaker("payments", requested).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::SettingsConflict);
+        assert_eq!(error.conflicting_keys().collect::<Vec<_>>(), [key]);
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "CUT-REG-001: breaker \"payments\" already exists with different settings: \
+                 {difference}"
+            )
+        );
+    }
+    // Equal ramps are the same breaker.
+    let registry = Registry::new();
+    let first = registry.breaker("payments", base.clone()).unwrap();
+    let second = registry.breaker("payments", with(Some(ramp))).unwrap();
+    assert_eq!(first.settings(), second.settings());
+    assert_eq!(registry.len(), 1);
 }
 
 #[test]
