@@ -2,7 +2,7 @@
 //! that hangs trips the breaker before any of its calls returns. Part of measuring the
 //! dependency, so only adaptive breakers (with relative slow calls) watch calls in flight.
 //!
-//! One call in [`SAMPLE`] per thread is tracked: it adds one to its thread's *started* cell when
+//! One call in [`SAMPLE`] per breaker and thread is tracked: it adds one to its thread's *started* cell when
 //! admitted and one to its *finished* cell when its permit is recorded or dropped. Under the
 //! lock, the breaker notes the started total now and then ([`Marks`]); at time `now`, the
 //! tracked calls started before `now − threshold` number at least `started(then) − finished`
@@ -17,7 +17,6 @@
 //! start or finish that lands just after a read is seen by the next one, and a late finish
 //! only makes the estimate lower (it never counts a finished call as hung).
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
@@ -32,6 +31,9 @@ const MARKS: usize = 64;
 
 #[derive(Default)]
 struct Cells {
+    /// Calls admitted on this cell, for choosing which to track. A plain load and store (not a
+    /// read-modify-write): threads sharing a cell may lose a turn, which only shifts the sample.
+    turn: AtomicU64,
     started: AtomicU64,
     finished: AtomicU64,
 }
@@ -52,19 +54,16 @@ impl InFlight {
         &self.cells[thread_index() & (self.cells.len() - 1)]
     }
 
-    /// Called as a call is admitted: whether it is tracked (one in [`SAMPLE`] on this thread).
+    /// Called as a call is admitted: whether it is tracked (one in [`SAMPLE`] of this
+    /// breaker's calls on this thread's cell, so the choice depends on nothing outside it).
     #[inline]
     pub(crate) fn start(&self) -> bool {
-        thread_local! {
-            static TURN: Cell<u64> = const { Cell::new(0) };
-        }
-        let tracked = TURN.with(|turn| {
-            let n = turn.get();
-            turn.set(n.wrapping_add(1));
-            n % SAMPLE == 0
-        });
+        let cell = self.cell();
+        let turn = cell.turn.load(Ordering::Relaxed);
+        cell.turn.store(turn.wrapping_add(1), Ordering::Relaxed);
+        let tracked = turn % SAMPLE == 0;
         if tracked {
-            self.cell().started.fetch_add(1, Ordering::Relaxed);
+            cell.started.fetch_add(1, Ordering::Relaxed);
         }
         tracked
     }
@@ -144,11 +143,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_call_in_eight_is_tracked() {
+    fn one_call_in_eight_is_tracked_per_breaker() {
         let in_flight = InFlight::new();
+        let other = InFlight::new();
         let tracked = (0..64).filter(|_| in_flight.start()).count();
         assert_eq!(tracked, 8);
         assert_eq!(in_flight.totals(), (8, 0));
+        // Another breaker's calls on the same thread do not move this one's turn.
+        assert!(other.start());
+        assert!(in_flight.start(), "call 65 is the next tracked one");
     }
 
     #[test]
