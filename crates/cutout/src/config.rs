@@ -65,6 +65,7 @@
 //! | `slow-calls` | only `false` or `"off"`: switches the relative slow-call rule off | on | yes |
 //! | `slow-calls-multiple` | a number above 1: slow above this multiple of normal latency | 3 | |
 //! | `slow-calls-quantile` | a ratio up to 0.5: the quantile of successful durations that is normal | 0.5 | |
+//! | `slow-calls-floor` | a duration: no call is slow below it, whatever the baseline (`"0s"` turns the floor off) | `"1ms"` | |
 //! | `latency-baseline-window` | a duration above the trip window / `slow-calls-quantile` | 10 × the trip window, widened to 2 × trip window / quantile | |
 //! | `failures` | only `false` or `"off"`: switches the relative failure rule off | on | yes |
 //! | `failures-multiple` | a number above 1: trips above this multiple of the normal failure rate | 5 | |
@@ -180,6 +181,7 @@ const KEYS: &[&str] = &[
     "slow-calls",
     "slow-calls-multiple",
     "slow-calls-quantile",
+    "slow-calls-floor",
     "latency-baseline-window",
     "failures",
     "failures-multiple",
@@ -879,6 +881,7 @@ struct Patch {
     slow_calls_off: bool,
     slow_calls_multiple: Option<f64>,
     slow_calls_quantile: Option<f64>,
+    slow_calls_floor: Option<Duration>,
     latency_baseline_window: Option<Duration>,
     failures_off: bool,
     failures_multiple: Option<f64>,
@@ -1015,7 +1018,7 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
             switch_off(
                 at,
                 "rule",
-                "slow-calls-multiple, slow-calls-quantile, latency-baseline-window",
+                "slow-calls-multiple, slow-calls-quantile, slow-calls-floor, latency-baseline-window",
                 SWITCH_OFF,
             )?;
             patch.slow_calls_off = true;
@@ -1027,6 +1030,7 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
                 "a number in (0, 0.5] or a percentage such as \"25%\"",
             )?);
         }
+        "slow-calls-floor" => patch.slow_calls_floor = Some(duration(at, duration_allowed)?),
         "latency-baseline-window" => {
             patch.latency_baseline_window = Some(duration(at, duration_allowed)?);
         }
@@ -1136,6 +1140,7 @@ fn switched_off_alone(
             // Sorted, so the first one set is the first in the section's key order.
             &[
                 "latency-baseline-window",
+                "slow-calls-floor",
                 "slow-calls-multiple",
                 "slow-calls-quantile",
             ],
@@ -1273,6 +1278,10 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
         }
         if let Some(v) = layer.slow_calls_quantile {
             slow_keys.quantile = v;
+            slow_calls = Some(slow_keys);
+        }
+        if let Some(v) = layer.slow_calls_floor {
+            slow_keys.floor = v;
             slow_calls = Some(slow_keys);
         }
         if let Some(v) = layer.latency_baseline_window {

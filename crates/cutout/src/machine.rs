@@ -174,6 +174,8 @@ impl Machine {
     /// Folds in `n` successes counted on the fast path since the last locked operation.
     pub(crate) fn absorb(&mut self, n: u64) {
         if n > 0 && self.state == State::Closed {
+            // They all came after the last locked operation: any run of failures has ended.
+            self.consecutive_failures = 0;
             self.window.record_successes(self.fast_since, n);
             if let Some(baseline) = &mut self.failure_baseline {
                 baseline.record(self.fast_since, n, 0);
@@ -246,7 +248,7 @@ impl Machine {
             .relative_slow_calls()
             .zip(self.normal_latency)
             .map_or(u64::MAX, |(slow, normal)| {
-                (normal as f64 * slow.multiple) as u64
+                ((normal as f64 * slow.multiple) as u64).max(nanos(slow.floor))
             });
         absolute.min(relative)
     }
@@ -254,9 +256,11 @@ impl Machine {
     /// Ends a locked operation at `now`: what the hot path may do until the next one.
     pub(crate) fn publish(&mut self, now: u64) -> Published {
         self.fast_since = now;
-        let closed_clean = self.state == State::Closed && self.consecutive_failures == 0;
-        let quiet = closed_clean && self.window.success_is_noop();
-        let fast = closed_clean && !self.successes_can_trip(now);
+        let closed = self.state == State::Closed;
+        // A quiet success records nothing, so it cannot end a run of failures; a fast one is
+        // counted, and folding it in ends the run (see `absorb`).
+        let quiet = closed && self.consecutive_failures == 0 && self.window.success_is_noop();
+        let fast = closed && !self.successes_can_trip(now);
         let mut fast_until = self.window.next_boundary(now);
         if let Some(baseline) = &self.failure_baseline {
             fast_until = fast_until.min(baseline.next_boundary(now));

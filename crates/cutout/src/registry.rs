@@ -522,6 +522,11 @@ fn differences(existing: &Settings, requested: &Settings) -> Vec<(&'static str, 
                 b.normal_quantile().to_string(),
             );
             check(
+                "slow-calls-floor",
+                format!("{:?}", a.floor_duration()),
+                format!("{:?}", b.floor_duration()),
+            );
+            check(
                 "latency-baseline-window",
                 baseline(a.configured_window()),
                 baseline(b.configured_window()),

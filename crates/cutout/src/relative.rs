@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 /// Slow calls relative to the measured normal latency: a call is slow when it takes more than
-/// `multiple` × the `quantile` of successful durations over the baseline window. Composes with
-/// an absolute threshold: a call is slow when above either.
+/// `multiple` × the `quantile` of successful durations over the baseline window, and more than
+/// a floor (default 1 ms: scheduling noise is not a brownout, however fast the dependency).
+/// Composes with an absolute threshold: a call is slow when above either.
 ///
 /// ```
 /// use std::time::Duration;
@@ -22,6 +23,7 @@ pub struct SlowCalls {
     pub(crate) multiple: f64,
     pub(crate) quantile: f64,
     pub(crate) window: Option<Duration>,
+    pub(crate) floor: Duration,
 }
 
 impl SlowCalls {
@@ -31,7 +33,21 @@ impl SlowCalls {
             multiple,
             quantile: 0.5,
             window: None,
+            floor: Duration::from_millis(1),
         }
+    }
+
+    /// The duration no call is slow below, whatever the baseline (default 1 ms). Without it, a
+    /// dependency answering in microseconds would see its calls called slow by a context
+    /// switch. Zero turns the floor off.
+    pub fn floor(mut self, floor: Duration) -> SlowCalls {
+        self.floor = floor;
+        self
+    }
+
+    /// The floor below which no call is slow.
+    pub fn floor_duration(&self) -> Duration {
+        self.floor
     }
 
     /// The quantile that counts as normal, in (0, 0.5] (default 0.5). A brownout moves it

@@ -31,13 +31,14 @@ fn tag(epoch: u32) -> u64 {
     u64::from(epoch & crate::state::EPOCH_MASK) << TAG_SHIFT
 }
 
-/// How many cells a breaker gets: twice the cores, rounded to a power of two, at least 4 and at
-/// most 64, so that two busy threads rarely share a line.
+/// How many cells a breaker gets: the cores, rounded up to a power of two, at least 2 and at
+/// most 64. Threads get consecutive indices, so as many busy threads as cores use distinct
+/// cells; every locked operation swaps every cell, so more cells would cost every failure.
 pub(crate) fn cell_count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
-        (cores * 2).next_power_of_two().clamp(4, 64)
+        cores.next_power_of_two().clamp(2, 64)
     })
 }
 

@@ -321,3 +321,34 @@ fn a_configured_quantile_and_multiple_set_the_slow_threshold() {
     assert_eq!(sim.breaker.snapshot().slow, 1, "30 ms is above it");
     assert!(brownout(&sim, 30 * MS, 60 * SEC).is_some());
 }
+
+#[test]
+fn no_call_is_slow_below_the_floor_however_fast_the_dependency() {
+    let us = Duration::from_micros(1);
+    let sim = Sim::new(adaptive().consecutive_failures(None).minimum_calls(10));
+    sim.healthy(300, 50 * us, 100 * MS);
+    // 10 × a 50 µs normal, but under the 1 ms floor: scheduling noise, not a brownout.
+    for _ in 0..20 {
+        sim.call(500 * us, Outcome::Success, 100 * MS);
+    }
+    assert_eq!(sim.breaker.snapshot().slow, 0);
+    sim.call(2 * MS, Outcome::Success, 100 * MS);
+    assert_eq!(
+        sim.breaker.snapshot().slow,
+        1,
+        "above the floor and 3 × normal"
+    );
+
+    let no_floor = Sim::new(
+        adaptive()
+            .consecutive_failures(None)
+            .slow_calls(Some(SlowCalls::above(3.0).floor(Duration::ZERO))),
+    );
+    no_floor.healthy(300, 50 * us, 100 * MS);
+    no_floor.call(500 * us, Outcome::Success, 100 * MS);
+    assert_eq!(
+        no_floor.breaker.snapshot().slow,
+        1,
+        "without a floor, 10 × normal is slow"
+    );
+}

@@ -1132,7 +1132,8 @@ fn relative_rules_switch_off_and_back_on_key_by_key() {
     assert_eq!(
         error.to_string(),
         "CUT-CFG-010: invalid slow-calls = true in [defaults]: the rule is switched on by \
-         setting one of slow-calls-multiple, slow-calls-quantile, latency-baseline-window; \
+         setting one of slow-calls-multiple, slow-calls-quantile, slow-calls-floor, \
+         latency-baseline-window; \
          allowed false or \"off\" to switch the rule off"
     );
     let error = load_err("[defaults]\nfailures = \"off\"\nfailure-baseline-window = \"1h\"");
@@ -1821,4 +1822,24 @@ proptest! {
     fn plausible_documents_never_panic(doc in plausible_document()) {
         check(&doc);
     }
+}
+
+#[test]
+fn the_slow_call_floor_is_read_and_merged() {
+    let config = Config::from_toml(
+        "[defaults]\nslow-calls-multiple = 4\n[instances.a]\nslow-calls-floor = \"250us\"\n[instances.b]\nslow-calls-floor = \"0s\"",
+    )
+    .unwrap();
+    let a = config.instance("a").unwrap().slow_calls().unwrap();
+    assert_eq!(
+        (a.multiple(), a.floor_duration()),
+        (4.0, std::time::Duration::from_micros(250))
+    );
+    let b = config.instance("b").unwrap().slow_calls().unwrap();
+    assert_eq!(b.floor_duration(), std::time::Duration::ZERO);
+    let error = load_err("[defaults]\nslow-calls-floor = 5");
+    assert_eq!(
+        (error.code(), error.key()),
+        (ErrorCode::WrongType, "slow-calls-floor")
+    );
 }

@@ -5,8 +5,6 @@
 //! listeners' lock is explored up to the preemption bound. `ManualClock` keeps std atomics (not
 //! modelled): every model sets the time before it spawns threads and never moves it after.
 //!
-//! No ramp exists yet, so the "ramp admission never above its bound" model is not here.
-//!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
 //!     cargo test -p cutout --release --test loom
@@ -19,8 +17,8 @@ use std::time::Duration;
 
 use cutout::clock::ManualClock;
 use cutout::{
-    Breaker, Jitter, OpenReason, OwnedPermit, RejectReason, Settings, SettingsBuilder, State,
-    Transition,
+    Breaker, Jitter, OpenReason, OwnedPermit, Recovery, RejectReason, Settings, SettingsBuilder,
+    State, Transition,
 };
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
@@ -464,5 +462,38 @@ fn a_success_and_a_failure_racing_to_the_ratio_threshold_open_the_breaker() {
                 break_for: BREAK,
             }]
         );
+    });
+}
+
+/// DESIGN §2 "Recovering": admission during the ramp is a counter, not a coin, and never
+/// exceeds the fraction in force. At the ramp's start the fraction is the initial one (here
+/// 0.5, and the clock does not move), so of the four calls two threads make at once, exactly
+/// two are admitted whatever the interleaving, and the others are refused as `Ramp`.
+#[test]
+fn ramp_admission_never_exceeds_its_bound() {
+    model(|| {
+        let settings = base()
+            .probe_successes(1)
+            .recovery(Some(Recovery::over(1.0).initial_fraction(0.5)));
+        let (breaker, _clock, _seen) = half_open(settings);
+        breaker.try_acquire().expect("the probe").success();
+        assert_eq!(breaker.state(), State::Recovering);
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let breaker = breaker.clone();
+                thread::spawn(move || {
+                    let mut held = Vec::new();
+                    for _ in 0..2 {
+                        match breaker.try_acquire_owned() {
+                            Ok(permit) => held.push(permit),
+                            Err(refusal) => assert_eq!(refusal.reason(), RejectReason::Ramp),
+                        }
+                    }
+                    held
+                })
+            })
+            .collect();
+        let admitted: usize = threads.into_iter().map(|t| t.join().unwrap().len()).sum();
+        assert_eq!(admitted, 2, "four calls at a fraction of 0.5");
     });
 }
