@@ -1,0 +1,354 @@
+//! The incident script: what goes wrong with the dependency, when, and for how long.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::duration::{nanos, parse};
+
+/// One kind of trouble the dependency can be in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum IncidentKind {
+    /// Every call fails fast (connection refused).
+    Outage,
+    /// Calls still succeed (200 OK) but take `factor` × their normal latency.
+    Brownout {
+        /// The latency multiple.
+        factor: f64,
+    },
+    /// This share of calls fails, on top of the base error rate.
+    ErrorSpike {
+        /// The extra error rate, in [0, 1].
+        rate: f64,
+    },
+    /// Calls never answer: every one runs into the caller's timeout.
+    Hang,
+    /// The dependency is up but cold: its capacity starts at `from` × normal and grows
+    /// linearly back to normal over the incident.
+    CapacityLimited {
+        /// The capacity at the start, as a share of normal, in (0, 1].
+        from: f64,
+    },
+    /// An outage that comes and goes: down for the first `down` share of every `period`.
+    Flapping {
+        /// The length of one down-and-up cycle.
+        period: Duration,
+        /// The share of each period spent down, in (0, 1).
+        down: f64,
+    },
+}
+
+impl IncidentKind {
+    /// Whether the dependency is failing (as opposed to merely short of capacity) while this
+    /// incident runs.
+    pub fn is_failing(&self) -> bool {
+        !matches!(self, IncidentKind::CapacityLimited { .. })
+    }
+}
+
+/// An incident: a kind, when it starts and how long it lasts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Incident {
+    /// What goes wrong.
+    pub kind: IncidentKind,
+    /// When it starts, from the start of the run.
+    pub start: Duration,
+    /// How long it lasts.
+    pub duration: Duration,
+}
+
+impl Incident {
+    /// When it ends.
+    pub fn end(&self) -> Duration {
+        self.start + self.duration
+    }
+
+    /// Whether it is in force at `t` (start inclusive, end exclusive).
+    pub fn active_at(&self, t: Duration) -> bool {
+        t >= self.start && t < self.end()
+    }
+}
+
+/// The dependency's condition at one moment: every active incident folded together.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Condition {
+    /// Every call fails fast.
+    pub down: bool,
+    /// Calls never answer.
+    pub hung: bool,
+    /// The multiple applied to normal latency.
+    pub latency_factor: f64,
+    /// The error rate added on top of the base rate (combined as independent causes).
+    pub extra_error_rate: f64,
+    /// The share of normal capacity available.
+    pub capacity_factor: f64,
+}
+
+impl Condition {
+    /// A healthy dependency.
+    pub const HEALTHY: Condition = Condition {
+        down: false,
+        hung: false,
+        latency_factor: 1.0,
+        extra_error_rate: 0.0,
+        capacity_factor: 1.0,
+    };
+}
+
+/// The incidents of a scenario, in the order they were written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Script {
+    incidents: Vec<Incident>,
+}
+
+impl Script {
+    /// A script of these incidents (they may overlap: their effects compose).
+    pub fn new(incidents: Vec<Incident>) -> Script {
+        Script { incidents }
+    }
+
+    /// The incidents.
+    pub fn incidents(&self) -> &[Incident] {
+        &self.incidents
+    }
+
+    /// The dependency's condition at `t`.
+    pub fn condition(&self, t: Duration) -> Condition {
+        let mut c = Condition::HEALTHY;
+        for incident in self.incidents.iter().filter(|i| i.active_at(t)) {
+            match incident.kind {
+                IncidentKind::Outage => c.down = true,
+                IncidentKind::Hang => c.hung = true,
+                IncidentKind::Brownout { factor } => c.latency_factor *= factor,
+                IncidentKind::ErrorSpike { rate } => {
+                    c.extra_error_rate = 1.0 - (1.0 - c.extra_error_rate) * (1.0 - rate);
+                }
+                IncidentKind::CapacityLimited { from } => {
+                    let progress = (t - incident.start).as_secs_f64()
+                        / incident.duration.as_secs_f64().max(f64::MIN_POSITIVE);
+                    c.capacity_factor *= from + (1.0 - from) * progress.min(1.0);
+                }
+                IncidentKind::Flapping { period, down } => {
+                    let into = nanos(t - incident.start) % nanos(period).max(1);
+                    if (into as f64) < nanos(period) as f64 * down {
+                        c.down = true;
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// Whether a failing incident (anything but a capacity limit) is in force at `t`.
+    pub fn is_failing(&self, t: Duration) -> bool {
+        self.incidents
+            .iter()
+            .any(|i| i.kind.is_failing() && i.active_at(t))
+    }
+
+    /// Whether any incident is in force at `t`.
+    pub fn any_active(&self, t: Duration) -> bool {
+        self.incidents.iter().any(|i| i.active_at(t))
+    }
+
+    /// When the first incident starts.
+    pub fn start(&self) -> Option<Duration> {
+        self.incidents.iter().map(|i| i.start).min()
+    }
+
+    /// When the dependency recovers: the end of the last failing incident, or, for a script
+    /// of capacity limits only, the start of the first.
+    pub fn recovery(&self) -> Option<Duration> {
+        let failing = self
+            .incidents
+            .iter()
+            .filter(|i| i.kind.is_failing())
+            .map(Incident::end)
+            .max();
+        failing.or_else(|| self.start())
+    }
+}
+
+/// An incident as written in a scenario file (`[[incidents]]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct IncidentSpec {
+    /// `outage`, `brownout`, `error-spike`, `hang`, `capacity-limited` or `flapping`.
+    pub kind: String,
+    /// When it starts (`"10m"`).
+    pub start: String,
+    /// How long it lasts (`"5m"`).
+    pub duration: String,
+    /// Brownout: the latency multiple.
+    pub latency_factor: Option<f64>,
+    /// Error spike: the extra error rate.
+    pub error_rate: Option<f64>,
+    /// Capacity-limited: the capacity share at the start.
+    pub capacity_from: Option<f64>,
+    /// Flapping: the cycle length.
+    pub period: Option<String>,
+    /// Flapping: the share of each cycle spent down (default 0.5).
+    pub down_share: Option<f64>,
+}
+
+impl IncidentSpec {
+    /// Checks the spec and builds the incident.
+    pub fn build(&self) -> Result<Incident, String> {
+        let need = |v: Option<f64>, key: &str| {
+            v.ok_or_else(|| format!("incident `{}` needs `{key}`", self.kind))
+        };
+        let kind = match self.kind.as_str() {
+            "outage" => IncidentKind::Outage,
+            "hang" => IncidentKind::Hang,
+            "brownout" => {
+                let factor = need(self.latency_factor, "latency-factor")?;
+                if !(factor.is_finite() && factor > 0.0) {
+                    return Err(format!("latency-factor = {factor}: needs a number above 0"));
+                }
+                IncidentKind::Brownout { factor }
+            }
+            "error-spike" => {
+                let rate = need(self.error_rate, "error-rate")?;
+                if !(0.0..=1.0).contains(&rate) {
+                    return Err(format!("error-rate = {rate}: needs a ratio in [0, 1]"));
+                }
+                IncidentKind::ErrorSpike { rate }
+            }
+            "capacity-limited" => {
+                let from = need(self.capacity_from, "capacity-from")?;
+                if !(from > 0.0 && from <= 1.0) {
+                    return Err(format!("capacity-from = {from}: needs a ratio in (0, 1]"));
+                }
+                IncidentKind::CapacityLimited { from }
+            }
+            "flapping" => {
+                let period = parse(
+                    self.period
+                        .as_deref()
+                        .ok_or("incident `flapping` needs `period`")?,
+                )?;
+                let down = self.down_share.unwrap_or(0.5);
+                if period.is_zero() || !(down > 0.0 && down < 1.0) {
+                    return Err("flapping needs a period above 0 and a down-share in (0, 1)".into());
+                }
+                IncidentKind::Flapping { period, down }
+            }
+            other => {
+                return Err(format!(
+                    "unknown incident kind `{other}`: expected outage, brownout, error-spike, \
+                     hang, capacity-limited or flapping"
+                ));
+            }
+        };
+        Ok(Incident {
+            kind,
+            start: parse(&self.start)?,
+            duration: parse(&self.duration)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn at(kind: IncidentKind, start: u32, duration: u32) -> Incident {
+        Incident {
+            kind,
+            start: start * S,
+            duration: duration * S,
+        }
+    }
+
+    #[test]
+    fn incidents_hold_from_start_to_end_exclusive() {
+        let script = Script::new(vec![at(IncidentKind::Outage, 10, 5)]);
+        assert!(!script.condition(9 * S).down);
+        assert!(script.condition(10 * S).down);
+        assert!(script.condition(14 * S).down);
+        assert!(!script.condition(15 * S).down);
+        assert_eq!(script.start(), Some(10 * S));
+        assert_eq!(script.recovery(), Some(15 * S));
+    }
+
+    #[test]
+    fn effects_compose() {
+        let script = Script::new(vec![
+            at(IncidentKind::Brownout { factor: 30.0 }, 0, 100),
+            at(IncidentKind::Brownout { factor: 2.0 }, 50, 100),
+            at(IncidentKind::ErrorSpike { rate: 0.5 }, 50, 10),
+            at(IncidentKind::ErrorSpike { rate: 0.5 }, 50, 10),
+        ]);
+        let c = script.condition(55 * S);
+        assert_eq!(c.latency_factor, 60.0);
+        assert_eq!(c.extra_error_rate, 0.75);
+        assert_eq!(script.condition(120 * S).latency_factor, 2.0);
+    }
+
+    #[test]
+    fn capacity_grows_linearly_and_is_not_failing() {
+        let script = Script::new(vec![
+            at(IncidentKind::Outage, 0, 60),
+            at(IncidentKind::CapacityLimited { from: 0.2 }, 60, 100),
+        ]);
+        assert!((script.condition(60 * S).capacity_factor - 0.2).abs() < 1e-9);
+        assert!((script.condition(110 * S).capacity_factor - 0.6).abs() < 1e-9);
+        assert_eq!(script.condition(160 * S).capacity_factor, 1.0);
+        assert!(!script.is_failing(100 * S));
+        assert!(script.any_active(100 * S));
+        assert_eq!(
+            script.recovery(),
+            Some(60 * S),
+            "recovery: the outage's end"
+        );
+    }
+
+    #[test]
+    fn flapping_is_down_for_its_share_of_each_period() {
+        let flapping = IncidentKind::Flapping {
+            period: 20 * S,
+            down: 0.25,
+        };
+        let script = Script::new(vec![at(flapping, 100, 60)]);
+        let down: Vec<bool> = (100..160)
+            .step_by(5)
+            .map(|t: u32| script.condition(t * S).down)
+            .collect();
+        assert_eq!(
+            down,
+            [
+                true, false, false, false, true, false, false, false, true, false, false, false
+            ]
+        );
+    }
+
+    #[test]
+    fn specs_are_checked() {
+        let spec = |kind: &str| IncidentSpec {
+            kind: kind.into(),
+            start: "1m".into(),
+            duration: "30s".into(),
+            latency_factor: None,
+            error_rate: None,
+            capacity_from: None,
+            period: None,
+            down_share: None,
+        };
+        assert_eq!(spec("outage").build().unwrap().end(), 90 * S);
+        assert!(
+            spec("brownout")
+                .build()
+                .unwrap_err()
+                .contains("latency-factor")
+        );
+        assert!(spec("meltdown").build().unwrap_err().contains("unknown"));
+        let mut flap = spec("flapping");
+        flap.period = Some("10s".into());
+        assert!(matches!(
+            flap.build().unwrap().kind,
+            IncidentKind::Flapping { down, .. } if down == 0.5
+        ));
+    }
+}

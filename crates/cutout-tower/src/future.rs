@@ -1,0 +1,120 @@
+//! [`ResponseFuture`]: holds the permit while the inner call runs and records its outcome.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use cutout::classify::Classify;
+use cutout::{OwnedPermit, Rejected};
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+
+use crate::error::{BoxError, Error};
+use crate::keyed::CallGuard;
+
+pin_project! {
+    /// The response future of [`BreakerService`](crate::BreakerService) and
+    /// [`KeyedService`](crate::keyed::KeyedService).
+    ///
+    /// While the inner call runs it holds the breaker's [`OwnedPermit`]; when the call finishes
+    /// the classifier decides the outcome and the permit records it. Dropping the future before
+    /// it finishes (a timeout outside, a `select!`, a client that went away) drops the permit
+    /// unrecorded: nothing is counted and a half-open probe slot is given back.
+    ///
+    /// A refused call's future fails at once (after the optional refusal pause) without the
+    /// inner service ever being called.
+    pub struct ResponseFuture<F, C> {
+        #[pin]
+        state: State<F>,
+        classifier: C,
+        permit: Option<OwnedPermit>,
+        guard: Option<CallGuard>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Called { #[pin] future: F },
+        Refused { rejection: Option<Rejected>, pause: Option<Pin<Box<Sleep>>> },
+    }
+}
+
+impl<F, C> ResponseFuture<F, C> {
+    pub(crate) fn called(
+        future: F,
+        classifier: C,
+        permit: Option<OwnedPermit>,
+        guard: Option<CallGuard>,
+    ) -> Self {
+        ResponseFuture {
+            state: State::Called { future },
+            classifier,
+            permit,
+            guard,
+        }
+    }
+
+    pub(crate) fn refused(rejection: Rejected, pause: Option<Duration>, classifier: C) -> Self {
+        // Never wait past the moment the breaker could admit the call again.
+        let pause = pause
+            .map(|pause| {
+                rejection
+                    .retry_after()
+                    .map_or(pause, |after| pause.min(after))
+            })
+            .filter(|pause| !pause.is_zero())
+            .map(|pause| Box::pin(tokio::time::sleep(pause)));
+        ResponseFuture {
+            state: State::Refused {
+                rejection: Some(rejection),
+                pause,
+            },
+            classifier,
+            permit: None,
+            guard: None,
+        }
+    }
+}
+
+impl<F, C, T, E> Future for ResponseFuture<F, C>
+where
+    F: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    E: Into<BoxError>,
+{
+    type Output = Result<T, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        match this.state.project() {
+            StateProj::Called { future } => {
+                let result = ready!(future.poll(cx));
+                if let Some(permit) = this.permit.take() {
+                    permit.record(this.classifier.classify(&result));
+                }
+                // The call is over: the key may be evicted from now on.
+                drop(this.guard.take());
+                Poll::Ready(result.map_err(Error::inner))
+            }
+            StateProj::Refused { rejection, pause } => {
+                if let Some(pause) = pause {
+                    ready!(pause.as_mut().poll(cx));
+                }
+                let rejection = rejection
+                    .take()
+                    .expect("ResponseFuture polled after it completed");
+                Poll::Ready(Err(Error::rejected(rejection)))
+            }
+        }
+    }
+}
+
+impl<F, C> std::fmt::Debug for ResponseFuture<F, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("permit", &self.permit)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,178 @@
+//! [`KeyedLayer`] and key functions: [`KeyFn`], [`ByHost`] and its [`HostKey`].
+
+use std::fmt;
+use std::time::Duration;
+
+use cutout::classify::DefaultClassifier;
+use tower_layer::Layer;
+
+use super::{KeyedBreakers, KeyedService};
+
+/// Picks the key of a request. Any `Fn(&Req) -> K` is a key function.
+pub trait KeyFn<Req> {
+    /// The key type.
+    type Key;
+    /// The key of `request`.
+    fn key(&self, request: &Req) -> Self::Key;
+}
+
+impl<Req, K, F> KeyFn<Req> for F
+where
+    F: Fn(&Req) -> K,
+{
+    type Key = K;
+    fn key(&self, request: &Req) -> K {
+        self(request)
+    }
+}
+
+/// An HTTP request's destination: scheme, host and port. Its display is the breaker's id,
+/// `scheme://host:port` (`https://api.example:443`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostKey {
+    /// The scheme, lower case (`"http"` when the request has none).
+    pub scheme: String,
+    /// The host, lower case (from the URI, else the `Host` header; empty when neither).
+    pub host: String,
+    /// The port: explicit, else 443 for https and 80 otherwise.
+    pub port: u16,
+}
+
+impl HostKey {
+    /// The key of `request`: its URI's scheme and authority, or its `Host` header for
+    /// origin-form requests (a server's view).
+    pub fn of<B>(request: &http::Request<B>) -> HostKey {
+        let uri = request.uri();
+        let scheme = uri.scheme_str().unwrap_or("http").to_ascii_lowercase();
+        let authority = uri.authority().cloned().or_else(|| {
+            request
+                .headers()
+                .get(http::header::HOST)
+                .and_then(|host| host.to_str().ok())
+                .and_then(|host| host.parse::<http::uri::Authority>().ok())
+        });
+        let default_port = if scheme == "https" { 443 } else { 80 };
+        match authority {
+            Some(authority) => HostKey {
+                host: authority.host().to_ascii_lowercase(),
+                port: authority.port_u16().unwrap_or(default_port),
+                scheme,
+            },
+            None => HostKey {
+                scheme,
+                host: String::new(),
+                port: default_port,
+            },
+        }
+    }
+}
+
+impl fmt::Display for HostKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}:{}", self.scheme, self.host, self.port)
+    }
+}
+
+/// The default key function for `http::Request`: [`HostKey::of`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ByHost;
+
+impl<B> KeyFn<http::Request<B>> for ByHost {
+    type Key = HostKey;
+    fn key(&self, request: &http::Request<B>) -> HostKey {
+        HostKey::of(request)
+    }
+}
+
+/// Wraps services in a [`KeyedService`]: one breaker per key of [`KeyedBreakers`].
+///
+/// ```
+/// use cutout::Settings;
+/// use cutout_tower::HttpClassifier;
+/// use cutout_tower::keyed::{KeyedBreakers, KeyedLayer};
+///
+/// let hosts = KeyedBreakers::builder(Settings::default()).max_open(4).build();
+/// let layer = KeyedLayer::per_host(hosts.clone()).classifier(HttpClassifier::new());
+/// # let _ = layer;
+/// ```
+#[derive(Debug)]
+pub struct KeyedLayer<K, F, C = DefaultClassifier> {
+    breakers: KeyedBreakers<K>,
+    key_fn: F,
+    classifier: C,
+    pause: Option<Duration>,
+}
+
+impl KeyedLayer<HostKey, ByHost> {
+    /// One breaker per destination of `http::Request`s: scheme, host and port.
+    pub fn per_host(breakers: KeyedBreakers<HostKey>) -> Self {
+        KeyedLayer::new(breakers, ByHost)
+    }
+}
+
+impl<K, F> KeyedLayer<K, F> {
+    /// One breaker per `key_fn(request)`.
+    pub fn new(breakers: KeyedBreakers<K>, key_fn: F) -> Self {
+        KeyedLayer {
+            breakers,
+            key_fn,
+            classifier: DefaultClassifier,
+            pause: None,
+        }
+    }
+}
+
+impl<K, F, C> KeyedLayer<K, F, C> {
+    /// Uses `classifier` to decide what each result means.
+    pub fn classifier<C2>(self, classifier: C2) -> KeyedLayer<K, F, C2> {
+        KeyedLayer {
+            breakers: self.breakers,
+            key_fn: self.key_fn,
+            classifier,
+            pause: self.pause,
+        }
+    }
+
+    /// Waits `pause` (at most the refusal's retry-after) before a refused call fails (default:
+    /// no pause; needs a tokio timer).
+    pub fn refusal_pause(mut self, pause: Duration) -> Self {
+        self.pause = Some(pause);
+        self
+    }
+
+    /// The map of breakers, to observe and control keys.
+    pub fn breakers(&self) -> &KeyedBreakers<K> {
+        &self.breakers
+    }
+
+    /// The key function.
+    pub fn key_fn(&self) -> &F {
+        &self.key_fn
+    }
+}
+
+/// Clones share the map of breakers.
+impl<K, F: Clone, C: Clone> Clone for KeyedLayer<K, F, C> {
+    fn clone(&self) -> Self {
+        KeyedLayer {
+            breakers: self.breakers.clone(),
+            key_fn: self.key_fn.clone(),
+            classifier: self.classifier.clone(),
+            pause: self.pause,
+        }
+    }
+}
+
+impl<S, K, F: Clone, C: Clone> Layer<S> for KeyedLayer<K, F, C> {
+    type Service = KeyedService<S, K, F, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        KeyedService::new(
+            inner,
+            self.breakers.clone(),
+            self.key_fn.clone(),
+            self.classifier.clone(),
+            self.pause,
+        )
+    }
+}

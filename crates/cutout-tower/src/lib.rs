@@ -1,0 +1,75 @@
+//! tower middleware for [cutout] circuit breakers.
+//!
+//! - [`BreakerLayer`] / [`BreakerService`]: a service guarded by one breaker. An open breaker
+//!   answers `Ready` in `poll_ready` and fails the call's future with a refusal, without calling
+//!   the inner service. The response future holds the permit and records the outcome through a
+//!   classifier; dropping it records nothing and frees a half-open probe slot.
+//! - [`keyed`]: one breaker per key (per destination host by default), bounded, observable and
+//!   with a cap on how many keys may be open at once.
+//! - [`HttpClassifier`]: 5xx and errors fail, 429 and 503 with `Retry-After` are throttling,
+//!   other 4xx the caller's fault.
+//! - [`respond`]: a refusal as 503 with `Retry-After`, a timeout as 504, for axum or hyper.
+//! - [`retry::BreakerRetry`]: a tower retry policy that never retries a refusal, stops when
+//!   the breaker opens, draws on a retry budget, backs off with jitter and keeps deadlines.
+//! - [`TokioClock`]: breakers on tokio's clock, so `tokio::time::pause()` drives them.
+//!
+//! # Order
+//! **retry → breaker → attempt timeout → service**, outermost first. The retry sits outside so
+//! that every attempt passes the breaker (failed attempts bring the opening closer, and a
+//! refusal ends the retries); the timeout sits inside so that a hung attempt becomes a failure
+//! the breaker counts, within a bounded time. A timeout outside the breaker would cancel the
+//! call's future instead: the permit is dropped unrecorded and the breaker never learns that
+//! the dependency hangs.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use cutout::{Breaker, Settings};
+//! use cutout_tower::retry::{BreakerRetry, Deadline};
+//! use cutout_tower::{HttpClassifier, ServiceBuilderExt};
+//! use tower::retry::budget::TpsBudget;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let breaker = Breaker::new("inventory", Settings::default());
+//! let budget = Arc::new(TpsBudget::new(Duration::from_secs(10), 5, 0.2));
+//! let mut client = ServiceBuilder::new()
+//!     .retry(BreakerRetry::new(breaker.clone(), budget).classifier(HttpClassifier::new()))
+//!     .breaker_with(breaker, HttpClassifier::new())
+//!     .timeout(Duration::from_secs(2))
+//!     .service_fn(|_req: http::Request<String>| async {
+//!         Ok::<_, std::io::Error>(http::Response::new("42".to_owned()))
+//!     });
+//!
+//! let mut request = http::Request::new(String::new());
+//! request.extensions_mut().insert(Deadline::after(Duration::from_secs(5)));
+//! let response = client.ready().await?.call(request).await?;
+//! assert_eq!(response.body(), "42");
+//! # Ok(())
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod classify;
+mod clock;
+mod error;
+mod future;
+pub mod keyed;
+mod layer;
+pub mod respond;
+pub mod retry;
+mod service;
+
+pub use classify::HttpClassifier;
+pub use clock::TokioClock;
+pub use error::{BoxError, Error, RetryStop};
+pub use future::ResponseFuture;
+pub use layer::{BreakerLayer, ServiceBuilderExt};
+pub use service::BreakerService;
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

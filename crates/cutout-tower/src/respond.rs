@@ -1,0 +1,140 @@
+//! Server-side mapping: a refusal becomes 503 with `Retry-After`, a timeout 504.
+//!
+//! The functions return `http::Response<String>`, which axum accepts as a response
+//! (`IntoResponse`) and hyper can serve, so this crate needs no axum dependency. In axum, use
+//! [`handle_error`] with `HandleErrorLayer` for a stack around a route, or
+//! [`error_response`] in a handler that calls a dependency through a stack.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use cutout::Rejected;
+use http::{HeaderValue, Response, StatusCode, header};
+
+use crate::error::{BoxError, Error, is_elapsed};
+
+/// `duration` in whole seconds, rounded up (`Retry-After` has no fractions; rounding down would
+/// send clients back before the break ends).
+pub fn retry_after_secs(duration: Duration) -> u64 {
+    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+}
+
+fn text(status: StatusCode, body: String) -> Response<String> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// 503 Service Unavailable for a refusal: `Retry-After` in whole seconds (rounded up; absent
+/// when the breaker cannot know, e.g. isolated), and a one-line body naming the breaker and the
+/// reason.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use cutout::{Breaker, Jitter, Settings};
+/// let breaker = Breaker::new("ledger", Settings::builder()
+///     .consecutive_failures(Some(1)).jitter(Jitter::None)
+///     .break_duration(Duration::from_millis(2500)).build()?);
+/// let _ = breaker.call(|| Err::<(), _>("down"));
+/// let refused = breaker.try_acquire().unwrap_err();
+/// let response = cutout_tower::respond::refusal_response(&refused);
+/// assert_eq!(response.status(), 503);
+/// assert_eq!(response.headers()["retry-after"], "3");
+/// assert!(response.body().contains("ledger"));
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+pub fn refusal_response(rejected: &Rejected) -> Response<String> {
+    let mut body = format!(
+        "circuit breaker '{}' is refusing calls ({})",
+        rejected.breaker(),
+        rejected.reason()
+    );
+    let after = rejected.retry_after().map(retry_after_secs);
+    if let Some(after) = after {
+        body.push_str(&format!("; retry after {after} s"));
+    }
+    body.push('\n');
+    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, body);
+    if let Some(after) = after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(after));
+    }
+    response
+}
+
+/// 504 Gateway Timeout: the attempt timed out.
+pub fn timeout_response() -> Response<String> {
+    text(
+        StatusCode::GATEWAY_TIMEOUT,
+        "the dependency did not answer in time\n".to_owned(),
+    )
+}
+
+/// The response for any error of a stack: a refusal ([`Error`] or a bare [`Rejected`] anywhere
+/// in the chain) → [`refusal_response`]; tower's timeout (`Elapsed`, anywhere in the chain) →
+/// [`timeout_response`]; anything else → 500 Internal Server Error with a generic body (the
+/// error's text is not sent to clients).
+pub fn error_response(error: &(dyn StdError + 'static)) -> Response<String> {
+    if let Some(rejected) = Error::find(error)
+        .and_then(Error::rejection)
+        .or_else(|| find::<Rejected>(error))
+    {
+        return refusal_response(rejected);
+    }
+    if is_elapsed(error) {
+        return timeout_response();
+    }
+    text(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal error\n".to_owned(),
+    )
+}
+
+fn find<'a, T: StdError + 'static>(error: &'a (dyn StdError + 'static)) -> Option<&'a T> {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(found) = error.downcast_ref::<T>() {
+            return Some(found);
+        }
+        next = error.source();
+    }
+    None
+}
+
+/// [`error_response`] for axum's `HandleErrorLayer`:
+/// `HandleErrorLayer::new(cutout_tower::respond::handle_error)`. Takes the breaker service's
+/// [`Error`] or any error that boxes (an outer layer's `BoxError`).
+pub async fn handle_error<E: Into<BoxError>>(error: E) -> Response<String> {
+    let error: BoxError = error.into();
+    error_response(&*error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_round_up() {
+        assert_eq!(retry_after_secs(Duration::ZERO), 0);
+        assert_eq!(retry_after_secs(Duration::from_secs(3)), 3);
+        assert_eq!(retry_after_secs(Duration::from_millis(3001)), 4);
+        assert_eq!(retry_after_secs(Duration::from_nanos(1)), 1);
+    }
+
+    #[test]
+    fn timeouts_and_other_errors() {
+        let boxed: BoxError = Box::new(tower::timeout::error::Elapsed::new());
+        assert_eq!(error_response(&*boxed).status(), 504);
+        let wrapped = Error::inner(tower::timeout::error::Elapsed::new());
+        assert_eq!(error_response(&wrapped).status(), 504);
+        let other = Error::inner("boom");
+        let response = error_response(&other);
+        assert_eq!(response.status(), 500);
+        assert!(!response.body().contains("boom"));
+    }
+}
