@@ -61,7 +61,7 @@ impl InFlight {
         let cell = self.cell();
         let turn = cell.turn.load(Ordering::Relaxed);
         cell.turn.store(turn.wrapping_add(1), Ordering::Relaxed);
-        let tracked = turn % SAMPLE == 0;
+        let tracked = turn.is_multiple_of(SAMPLE);
         if tracked {
             cell.started.fetch_add(1, Ordering::Relaxed);
         }

@@ -1,0 +1,132 @@
+//! A cluster: its upstreams (round-robin), its breaker, and the stack breaker → attempt timeout → forward.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use cutout::Breaker;
+use cutout_tower::{BoxError, BreakerService, HttpClassifier};
+use http::{Request, Response, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tower::ServiceExt;
+use tower::timeout::Timeout;
+use tower::util::BoxCloneSyncService;
+
+/// The pooled HTTP/1 client every cluster forwards with.
+pub type HttpClient = Client<HttpConnector, Body>;
+
+/// A cluster's stack, type-erased (this also keeps rustc's `Send` proof for axum handlers
+/// simple; see cutout-tower's `axum_gateway` example).
+type Stack = BoxCloneSyncService<Request<Body>, Response<Body>, cutout_tower::Error>;
+
+/// A new pooled client: keep-alive connections per upstream, `TCP_NODELAY`, a connect timeout.
+pub fn http_client(connect_timeout: Duration) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(connect_timeout));
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_max_idle_per_host(256)
+        .build(connector)
+}
+
+/// A cluster of upstreams behind one breaker.
+///
+/// The stack is **breaker → attempt timeout → forward**: a refusal never reaches the upstream,
+/// a timed-out attempt is a failure the breaker counts (tower's `Timeout` drops the forward's
+/// future, and hyper closes the connection of a request whose response future is dropped, so
+/// the upstream sees the request cancelled), and the response is classified by
+/// [`HttpClassifier`] (5xx and errors fail; 429 and 503 with `Retry-After` are ignored).
+#[derive(Debug)]
+pub struct Cluster {
+    name: String,
+    upstreams: Arc<[Uri]>,
+    breaker: Breaker,
+    attempt_timeout: Duration,
+    stack: Stack,
+}
+
+impl Cluster {
+    /// A cluster forwarding to `upstreams` with `client`; `guarded` false leaves the breaker
+    /// out of the stack (it is still listed, but sees no calls).
+    pub fn new(
+        name: &str,
+        upstreams: Vec<Uri>,
+        breaker: Breaker,
+        attempt_timeout: Duration,
+        client: HttpClient,
+        guarded: bool,
+    ) -> Cluster {
+        let upstreams: Arc<[Uri]> = upstreams.into();
+        let next = Arc::new(AtomicUsize::new(0));
+        let targets = Arc::clone(&upstreams);
+        let forward = tower::service_fn(move |request: Request<Body>| {
+            let n = next.fetch_add(1, Ordering::Relaxed) % targets.len();
+            let base = targets[n].clone();
+            let client = client.clone();
+            async move { forward(client, base, request).await }
+        });
+        let timed = Timeout::new(BoxCloneSyncService::new(forward), attempt_timeout);
+        let stack = if guarded {
+            BoxCloneSyncService::new(BreakerService::with_classifier(
+                timed,
+                breaker.clone(),
+                HttpClassifier::new(),
+            ))
+        } else {
+            BoxCloneSyncService::new(timed.map_err(cutout_tower::Error::inner))
+        };
+        Cluster {
+            name: name.to_owned(),
+            upstreams,
+            breaker,
+            attempt_timeout,
+            stack,
+        }
+    }
+
+    /// The cluster's name (also its breaker's id).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The upstream base URLs.
+    pub fn upstreams(&self) -> &[Uri] {
+        &self.upstreams
+    }
+
+    /// The cluster's breaker.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// The attempt timeout.
+    pub fn attempt_timeout(&self) -> Duration {
+        self.attempt_timeout
+    }
+
+    /// Sends `request` (a URI of path and query only, headers already prepared) through the
+    /// stack to the next upstream.
+    pub async fn call(
+        &self,
+        request: Request<Body>,
+    ) -> Result<Response<Body>, cutout_tower::Error> {
+        self.stack.clone().oneshot(request).await
+    }
+}
+
+/// Sends `request` to `base` (scheme and authority), keeping its path and query.
+async fn forward(
+    client: HttpClient,
+    base: Uri,
+    mut request: Request<Body>,
+) -> Result<Response<Body>, BoxError> {
+    let mut parts = base.into_parts();
+    parts.path_and_query = request.uri().path_and_query().cloned();
+    *request.uri_mut() = Uri::from_parts(parts)?;
+    let response = client.request(request).await?;
+    Ok(response.map(Body::new))
+}

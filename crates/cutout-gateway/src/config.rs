@@ -1,0 +1,504 @@
+//! The gateway's configuration file: listeners, routes, clusters and `[breakers]` settings.
+//!
+//! ```toml
+//! [gateway]
+//! listen = "127.0.0.1:8080"        # the proxy listener
+//! admin = "127.0.0.1:9090"         # the admin listener (loopback by default)
+//! admin-token = "s3cret"           # optional: bearer token for the admin API
+//! attempt-timeout = "2s"           # per forwarded attempt, inside the breaker
+//! breakers = true                  # false: no breaker at all (benchmarks)
+//!
+//! [[routes]]
+//! prefix = "/accounts"             # longest matching prefix wins
+//! cluster = "account-service"
+//! strip-prefix = false             # default false: the upstream sees the full path
+//!
+//! [clusters.account-service]
+//! upstreams = ["http://127.0.0.1:7001"]   # round-robin over these
+//! attempt-timeout = "1s"           # optional: overrides [gateway]
+//!
+//! # cutout's own format (see `cutout::config`): [breakers.defaults],
+//! # [breakers.configs.<name>], [breakers.instances.<cluster>].
+//! [breakers.defaults]
+//! failure-ratio = 0.5
+//! ```
+//!
+//! Every error names the key, the value and a stable code (`GW-CFG-…` for the gateway's own
+//! keys, cutout's `CUT-CFG-…` inside `[breakers]`); see [`ConfigError`].
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use cutout::config::Config as BreakerConfig;
+use http::Uri;
+
+use crate::error::ConfigError;
+
+/// The default proxy listener.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// The default admin listener (loopback only).
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
+/// The default attempt timeout.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The whole gateway configuration, validated.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Where the proxy listens.
+    pub listen: SocketAddr,
+    /// Where the admin API listens.
+    pub admin: SocketAddr,
+    /// Bearer token the admin API requires (all endpoints but `/healthz` and the page itself).
+    pub admin_token: Option<String>,
+    /// Whether clusters are guarded by breakers (`false` only for comparisons).
+    pub breakers_enabled: bool,
+    /// Routes, longest prefix first.
+    pub routes: Vec<Route>,
+    /// Clusters by name.
+    pub clusters: BTreeMap<String, ClusterConfig>,
+    /// Breaker settings (cutout's format), looked up by cluster name.
+    pub breakers: BreakerConfig,
+}
+
+/// A path prefix routed to a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The prefix, starting with `/`; matches the path itself and anything under `prefix/`.
+    pub prefix: String,
+    /// The cluster's name.
+    pub cluster: String,
+    /// Whether the prefix is removed before forwarding.
+    pub strip_prefix: bool,
+}
+
+impl Route {
+    /// Whether `path` falls under this route (`/accounts` matches `/accounts`,
+    /// `/accounts/7` and `/accounts?x`, not `/accountsX`).
+    pub fn matches(&self, path: &str) -> bool {
+        let prefix = self.prefix.trim_end_matches('/');
+        if prefix.is_empty() {
+            return true;
+        }
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+}
+
+/// One cluster: its upstreams and timeout.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Base URLs (`http://host:port`), tried round-robin.
+    pub upstreams: Vec<Uri>,
+    /// The attempt timeout inside the breaker.
+    pub attempt_timeout: Duration,
+}
+
+impl GatewayConfig {
+    /// Reads and validates a TOML document.
+    pub fn from_toml(text: &str) -> Result<GatewayConfig, ConfigError> {
+        let mut table: toml::Table = toml::from_str(text)
+            .map_err(|e| ConfigError::new("GW-CFG-001", "", "", e.message().trim()))?;
+        for key in table.keys() {
+            if !["gateway", "routes", "clusters", "breakers"].contains(&key.as_str()) {
+                return Err(ConfigError::new(
+                    "GW-CFG-002",
+                    key,
+                    "",
+                    "unknown section; allowed gateway, routes, clusters, breakers",
+                ));
+            }
+        }
+        let gateway = match table.remove("gateway") {
+            None => toml::Table::new(),
+            Some(toml::Value::Table(t)) => t,
+            Some(other) => return Err(wrong_type("gateway", &other, "a table")),
+        };
+        let mut listen = DEFAULT_LISTEN.parse().expect("a valid default");
+        let mut admin = DEFAULT_ADMIN.parse().expect("a valid default");
+        let mut admin_token = None;
+        let mut timeout = DEFAULT_ATTEMPT_TIMEOUT;
+        let mut breakers_enabled = true;
+        for (key, value) in &gateway {
+            let path = format!("gateway.{key}");
+            match key.as_str() {
+                "listen" => listen = addr(&path, value)?,
+                "admin" => admin = addr(&path, value)?,
+                "admin-token" => {
+                    let token = string(&path, value)?;
+                    if token.is_empty() || token.chars().any(|c| c.is_whitespace()) {
+                        return Err(ConfigError::new(
+                            "GW-CFG-004",
+                            &path,
+                            "(hidden)",
+                            "allowed a non-empty token without spaces",
+                        ));
+                    }
+                    admin_token = Some(token.to_owned());
+                }
+                "attempt-timeout" => timeout = duration(&path, value)?,
+                "breakers" => {
+                    breakers_enabled = value
+                        .as_bool()
+                        .ok_or_else(|| wrong_type(&path, value, "true or false"))?
+                }
+                _ => {
+                    return Err(ConfigError::new(
+                        "GW-CFG-002",
+                        &path,
+                        &show(value),
+                        "unknown key; allowed listen, admin, admin-token, attempt-timeout, breakers",
+                    ));
+                }
+            }
+        }
+
+        let clusters = parse_clusters(table.remove("clusters"), timeout)?;
+        let routes = parse_routes(table.remove("routes"), &clusters)?;
+        let breakers = match table.remove("breakers") {
+            None => BreakerConfig::from_toml("").expect("an empty document is valid"),
+            Some(value @ toml::Value::Table(_)) => BreakerConfig::from_deserializer(value)
+                .map_err(|e| {
+                    ConfigError::new(
+                        e.code().as_str(),
+                        &format!("breakers.{}", e.section()),
+                        e.key(),
+                        &e.to_string(),
+                    )
+                })?,
+            Some(other) => return Err(wrong_type("breakers", &other, "a table")),
+        };
+        for (id, _) in breakers.instances() {
+            if !clusters.contains_key(id) {
+                return Err(ConfigError::new(
+                    "GW-CFG-007",
+                    &format!("breakers.instances.{id}"),
+                    id,
+                    "a breaker instance names no cluster; allowed a name from [clusters]",
+                ));
+            }
+        }
+        if listen == admin && listen.port() != 0 {
+            return Err(ConfigError::new(
+                "GW-CFG-008",
+                "gateway.admin",
+                &admin.to_string(),
+                "the admin listener must differ from gateway.listen",
+            ));
+        }
+        Ok(GatewayConfig {
+            listen,
+            admin,
+            admin_token,
+            breakers_enabled,
+            routes,
+            clusters,
+            breakers,
+        })
+    }
+
+    /// The route for `path`: the longest matching prefix.
+    pub fn route(&self, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.matches(path))
+    }
+}
+
+fn parse_clusters(
+    value: Option<toml::Value>,
+    default_timeout: Duration,
+) -> Result<BTreeMap<String, ClusterConfig>, ConfigError> {
+    let table = match value {
+        Some(toml::Value::Table(t)) => t,
+        Some(other) => return Err(wrong_type("clusters", &other, "a table of clusters")),
+        None => {
+            return Err(ConfigError::new(
+                "GW-CFG-005",
+                "clusters",
+                "",
+                "missing; allowed at least one [clusters.<name>] with upstreams",
+            ));
+        }
+    };
+    let mut clusters = BTreeMap::new();
+    for (name, value) in table {
+        let section = format!("clusters.{name}");
+        let toml::Value::Table(entries) = value else {
+            return Err(wrong_type(&section, &value, "a table"));
+        };
+        let mut upstreams = Vec::new();
+        let mut attempt_timeout = default_timeout;
+        for (key, value) in &entries {
+            let path = format!("{section}.{key}");
+            match key.as_str() {
+                "upstreams" => {
+                    let list = value
+                        .as_array()
+                        .ok_or_else(|| wrong_type(&path, value, "an array of URLs"))?;
+                    for item in list {
+                        upstreams.push(upstream(&path, item)?);
+                    }
+                }
+                "attempt-timeout" => attempt_timeout = duration(&path, value)?,
+                _ => {
+                    return Err(ConfigError::new(
+                        "GW-CFG-002",
+                        &path,
+                        &show(value),
+                        "unknown key; allowed upstreams, attempt-timeout",
+                    ));
+                }
+            }
+        }
+        if upstreams.is_empty() {
+            return Err(ConfigError::new(
+                "GW-CFG-005",
+                &format!("{section}.upstreams"),
+                "[]",
+                "allowed at least one upstream URL",
+            ));
+        }
+        clusters.insert(
+            name,
+            ClusterConfig {
+                upstreams,
+                attempt_timeout,
+            },
+        );
+    }
+    Ok(clusters)
+}
+
+fn parse_routes(
+    value: Option<toml::Value>,
+    clusters: &BTreeMap<String, ClusterConfig>,
+) -> Result<Vec<Route>, ConfigError> {
+    let list = match value {
+        None => Vec::new(),
+        Some(toml::Value::Array(list)) => list,
+        Some(other) => return Err(wrong_type("routes", &other, "an array of [[routes]]")),
+    };
+    let mut routes: Vec<Route> = Vec::new();
+    for (n, value) in list.into_iter().enumerate() {
+        let section = format!("routes[{n}]");
+        let toml::Value::Table(entries) = value else {
+            return Err(wrong_type(&section, &value, "a table"));
+        };
+        let (mut prefix, mut cluster, mut strip_prefix) = (None, None, false);
+        for (key, value) in &entries {
+            let path = format!("{section}.{key}");
+            match key.as_str() {
+                "prefix" => {
+                    let p = string(&path, value)?;
+                    if !p.starts_with('/') {
+                        return Err(ConfigError::new(
+                            "GW-CFG-004",
+                            &path,
+                            &show(value),
+                            "allowed a path starting with /",
+                        ));
+                    }
+                    prefix = Some(p.to_owned());
+                }
+                "cluster" => {
+                    let c = string(&path, value)?;
+                    if !clusters.contains_key(c) {
+                        return Err(ConfigError::new(
+                            "GW-CFG-007",
+                            &path,
+                            c,
+                            "unknown cluster; allowed a name from [clusters]",
+                        ));
+                    }
+                    cluster = Some(c.to_owned());
+                }
+                "strip-prefix" => {
+                    strip_prefix = value
+                        .as_bool()
+                        .ok_or_else(|| wrong_type(&path, value, "true or false"))?
+                }
+                _ => {
+                    return Err(ConfigError::new(
+                        "GW-CFG-002",
+                        &path,
+                        &show(value),
+                        "unknown key; allowed prefix, cluster, strip-prefix",
+                    ));
+                }
+            }
+        }
+        let missing = |key: &str| {
+            ConfigError::new(
+                "GW-CFG-005",
+                &format!("{section}.{key}"),
+                "",
+                "missing; a route needs prefix and cluster",
+            )
+        };
+        let prefix = prefix.ok_or_else(|| missing("prefix"))?;
+        if routes.iter().any(|r| r.prefix == prefix) {
+            return Err(ConfigError::new(
+                "GW-CFG-006",
+                &format!("{section}.prefix"),
+                &prefix,
+                "duplicate prefix; allowed each prefix once",
+            ));
+        }
+        routes.push(Route {
+            prefix,
+            cluster: cluster.ok_or_else(|| missing("cluster"))?,
+            strip_prefix,
+        });
+    }
+    routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+    Ok(routes)
+}
+
+fn wrong_type(path: &str, value: &toml::Value, allowed: &str) -> ConfigError {
+    ConfigError::new(
+        "GW-CFG-003",
+        path,
+        &show(value),
+        &format!("wrong type ({}); allowed {allowed}", value.type_str()),
+    )
+}
+
+/// A value as written, for messages (strings quoted, tables and arrays by type).
+fn show(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => format!("{s:?}"),
+        toml::Value::Integer(n) => n.to_string(),
+        toml::Value::Float(x) => x.to_string(),
+        toml::Value::Boolean(b) => b.to_string(),
+        other => format!("({})", other.type_str()),
+    }
+}
+
+fn string<'a>(path: &str, value: &'a toml::Value) -> Result<&'a str, ConfigError> {
+    value
+        .as_str()
+        .ok_or_else(|| wrong_type(path, value, "a string"))
+}
+
+fn addr(path: &str, value: &toml::Value) -> Result<SocketAddr, ConfigError> {
+    let text = string(path, value)?;
+    text.parse().map_err(|_| {
+        ConfigError::new(
+            "GW-CFG-004",
+            path,
+            &show(value),
+            "allowed an IP address and port such as \"127.0.0.1:8080\"",
+        )
+    })
+}
+
+fn duration(path: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
+    let text = string(path, value)?;
+    match humantime::parse_duration(text) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(ConfigError::new(
+            "GW-CFG-004",
+            path,
+            &show(value),
+            "allowed a positive duration such as \"2s\" or \"500ms\"",
+        )),
+    }
+}
+
+fn upstream(path: &str, value: &toml::Value) -> Result<Uri, ConfigError> {
+    let text = string(path, value)?;
+    let bad = || {
+        ConfigError::new(
+            "GW-CFG-004",
+            path,
+            &show(value),
+            "allowed an http:// URL with a host, such as \"http://127.0.0.1:7001\"",
+        )
+    };
+    let uri: Uri = text.parse().map_err(|_| bad())?;
+    if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+        return Err(bad());
+    }
+    if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
+        return Err(bad());
+    }
+    Ok(uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        [[routes]]
+        prefix = "/a"
+        cluster = "a"
+        [clusters.a]
+        upstreams = ["http://127.0.0.1:1"]
+    "#;
+
+    #[test]
+    fn minimal_document_uses_defaults() {
+        let c = GatewayConfig::from_toml(MINIMAL).unwrap();
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(c.clusters["a"].attempt_timeout, DEFAULT_ATTEMPT_TIMEOUT);
+        assert!(c.breakers_enabled);
+        assert_eq!(c.route("/a/x").unwrap().cluster, "a");
+        assert!(c.route("/ab").is_none());
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let c = GatewayConfig::from_toml(
+            r#"
+            [[routes]]
+            prefix = "/"
+            cluster = "a"
+            [[routes]]
+            prefix = "/b"
+            cluster = "b"
+            [clusters.a]
+            upstreams = ["http://127.0.0.1:1"]
+            [clusters.b]
+            upstreams = ["http://127.0.0.1:2"]
+        "#,
+        )
+        .unwrap();
+        assert_eq!(c.route("/b/1").unwrap().cluster, "b");
+        assert_eq!(c.route("/c").unwrap().cluster, "a");
+    }
+
+    fn err(doc: &str) -> ConfigError {
+        GatewayConfig::from_toml(doc).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_code_key_and_value() {
+        let e = err(&format!("{MINIMAL}\n[gateway]\nlisten = \"nowhere\""));
+        assert_eq!(e.code(), "GW-CFG-004");
+        assert_eq!(e.key(), "gateway.listen");
+        assert!(e.to_string().contains("nowhere"), "{e}");
+
+        let e = err(&format!("{MINIMAL}\n[gateway]\nlistn = \"x\""));
+        assert_eq!(e.code(), "GW-CFG-002");
+
+        let e = err(MINIMAL.replace("http://127.0.0.1:1", "ftp://x").as_str());
+        assert_eq!(e.key(), "clusters.a.upstreams");
+
+        let e = err(&format!(
+            "{MINIMAL}\n[breakers.defaults]\nfailure-ratio = \"150%\""
+        ));
+        assert_eq!(e.code(), "CUT-CFG-001");
+        assert!(e.to_string().contains("failure-ratio"), "{e}");
+
+        let e = err(&format!(
+            "{MINIMAL}\n[breakers.instances.nope]\nminimum-calls = 3"
+        ));
+        assert_eq!(e.code(), "GW-CFG-007");
+
+        assert_eq!(err("[[routes]\n").code(), "GW-CFG-001");
+        assert_eq!(err("").code(), "GW-CFG-005");
+        let e = err(&MINIMAL.replace("cluster = \"a\"", "cluster = \"b\""));
+        assert_eq!(e.code(), "GW-CFG-007");
+        assert_eq!(e.value(), "b");
+    }
+}
