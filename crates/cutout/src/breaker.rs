@@ -35,7 +35,7 @@ use crate::error::{Error, RejectReason, Rejected};
 use crate::event::{Event, Transition};
 use crate::inflight::InFlight;
 use crate::loom::{Arc, AtomicU64, Mutex, Ordering, RwLock, lock};
-use crate::machine::{Admission, Machine, Role};
+use crate::machine::{Admission, Gate, Machine, Role};
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::settings::Settings;
 use crate::shards::SuccessShards;
@@ -100,9 +100,44 @@ pub struct BreakerBuilder {
     settings: Settings,
     clock: TimeSource,
     seed: Option<u64>,
+    gate: Option<Gate>,
 }
 
 impl BreakerBuilder {
+    /// A gate every trip from closed must pass: when `gate` answers `false`, the breaker stays
+    /// closed (the trip is counted in [`Snapshot::suppressed_opens`]) and the next counted
+    /// outcome is judged again. Re-opening from half-open or from a ramp is not gated.
+    ///
+    /// For caps across a fleet of breakers, such as "at most 3 of these 500 per-host breakers
+    /// open at once": the gate runs under this breaker's lock, so it must be quick and must
+    /// not call into this breaker (reserving a slot in a shared atomic counter is the intended
+    /// use; the counter is released when the breaker closes, from its events).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use cutout::{Breaker, Settings, State};
+    ///
+    /// let allowed = Arc::new(AtomicBool::new(false));
+    /// let gate = Arc::clone(&allowed);
+    /// let breaker = Breaker::builder("host-a")
+    ///     .settings(Settings::builder().consecutive_failures(Some(1)).build()?)
+    ///     .open_gate(move |_id| gate.load(Ordering::Relaxed))
+    ///     .build();
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// assert_eq!(breaker.snapshot().suppressed_opens, 1);
+    /// allowed.store(true, Ordering::Relaxed);
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// assert_eq!(breaker.state(), State::Open);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn open_gate(mut self, gate: impl Fn(&BreakerId) -> bool + Send + Sync + 'static) -> Self {
+        let id = self.id.clone();
+        self.gate = Some(Gate(std::sync::Arc::new(move || gate(&id))));
+        self
+    }
+
     /// The settings (default: [`Settings::default`]).
     pub fn settings(mut self, settings: Settings) -> Self {
         self.settings = settings;
@@ -125,7 +160,7 @@ impl BreakerBuilder {
     /// Builds the breaker. Starts no thread.
     pub fn build(self) -> Breaker {
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
-        let mut machine = Machine::new(self.settings.clone(), seed);
+        let mut machine = Machine::new(self.settings.clone(), seed, self.gate);
         let published = machine.publish(self.clock.recent());
         let hot = Hot {
             word: AtomicU64::new(published.word.bits()),
@@ -180,6 +215,7 @@ impl Breaker {
             settings: Settings::default(),
             clock: TimeSource::default(),
             seed: None,
+            gate: None,
         }
     }
 
@@ -527,6 +563,16 @@ impl Breaker {
     pub fn state(&self) -> State {
         let now = self.shared.clock.recent();
         lock(&self.shared.machine).state_at(now)
+    }
+
+    /// The state and generation as last published for the hot path: one atomic load, no lock,
+    /// no side effect. The generation changes with every transition, so `(state, generation)`
+    /// tells whether anything happened since an earlier peek. Unlike [`Breaker::state`], an
+    /// open breaker whose break has elapsed reads `Open` here until a call enters half-open.
+    /// Safe to call from an [open gate](BreakerBuilder::open_gate) of another breaker.
+    pub fn peek(&self) -> (State, u32) {
+        let word = Word::from_bits(self.shared.hot.word.load(Ordering::Acquire));
+        (word.state(), word.generation())
     }
 
     /// The health a health check should report: healthy when closed, degraded while half-open

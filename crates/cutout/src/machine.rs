@@ -22,6 +22,17 @@ use crate::window::{Mark, Totals, Window};
 /// relative slow threshold recomputed) while the baseline is armed.
 const LATENCY_REFRESH: u64 = 1_000_000_000;
 
+/// Asked before a closed breaker opens; `false` keeps it closed (see
+/// [`BreakerBuilder::open_gate`](crate::BreakerBuilder::open_gate)).
+#[derive(Clone)]
+pub(crate) struct Gate(pub(crate) std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Gate")
+    }
+}
+
 /// What a permit lets its call do with its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
@@ -67,6 +78,9 @@ pub(crate) struct Machine {
     probes: Totals,
     showing_probes: bool,
     shadow_refusals: u64,
+    /// The gate a trip from closed must pass, if any, and how many trips it kept closed.
+    gate: Option<Gate>,
+    suppressed_opens: u64,
     /// The time of the last locked operation: fast successes counted since then all fall in
     /// its bucket (the fast flag ends at the next bucket boundary).
     fast_since: u64,
@@ -110,7 +124,7 @@ fn ratio(part: u64, whole: u64) -> f64 {
 }
 
 impl Machine {
-    pub(crate) fn new(settings: Settings, seed: u64) -> Machine {
+    pub(crate) fn new(settings: Settings, seed: u64, gate: Option<Gate>) -> Machine {
         let state = if settings.enabled {
             State::Closed
         } else {
@@ -151,6 +165,8 @@ impl Machine {
             probes: Totals::default(),
             showing_probes: false,
             shadow_refusals: 0,
+            gate,
+            suppressed_opens: 0,
             fast_since: 0,
             rng: fastrand::Rng::with_seed(seed),
         }
@@ -227,6 +243,17 @@ impl Machine {
             ..totals
         };
         let reason = ratio_trip(&self.settings, with_hung, self.normal_failure_rate(now))?;
+        self.trip(now, reason)
+    }
+
+    /// Opens a closed breaker for `reason`, unless its gate keeps it closed.
+    fn trip(&mut self, now: u64, reason: OpenReason) -> Option<Transition> {
+        if let Some(Gate(gate)) = &self.gate
+            && !gate()
+        {
+            self.suppressed_opens += 1;
+            return None;
+        }
         Some(self.open(now, reason))
     }
 
@@ -463,7 +490,7 @@ impl Machine {
             baseline.record(now, 1, u64::from(mark.failure));
         }
         let reason = self.trip_reason(now)?;
-        Some(self.open(now, reason))
+        self.trip(now, reason)
     }
 
     fn trip_reason(&self, now: u64) -> Option<OpenReason> {
@@ -653,6 +680,7 @@ impl Machine {
             consecutive_opens: self.consecutive_opens,
             probes_in_flight: self.probes_in_flight,
             shadow_refusals: self.shadow_refusals,
+            suppressed_opens: self.suppressed_opens,
             normal_latency: self.normal_latency(),
             normal_failure_rate: self.normal_failure_rate(now),
             ramp_fraction: self.ramp.as_ref().map(|ramp| ramp.fraction(now)),

@@ -36,6 +36,9 @@ pub struct Snapshot {
     pub probes_in_flight: u32,
     /// Calls a shadow-mode breaker let through that it would have refused.
     pub shadow_refusals: u64,
+    /// Trips an open gate kept closed (see
+    /// [`BreakerBuilder::open_gate`](crate::BreakerBuilder::open_gate)).
+    pub suppressed_opens: u64,
     /// The measured normal latency (adaptive breakers; `None` until armed).
     pub normal_latency: Option<Duration>,
     /// The measured normal failure rate (adaptive breakers; `None` until armed).

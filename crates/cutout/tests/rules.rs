@@ -685,3 +685,41 @@ fn successes_off_the_lock_keep_a_count_window_in_order() {
     fail(&b).unwrap_err();
     assert_eq!(b.state(), State::Open, "2 of the last 4");
 }
+
+#[test]
+fn an_open_gate_keeps_a_tripping_breaker_closed_until_it_allows() {
+    let allow = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gate = Arc::clone(&allow);
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&asked);
+    let clock = ManualClock::new();
+    let b = Breaker::builder("host-a")
+        .settings(base().consecutive_failures(Some(2)).build().unwrap())
+        .clock(clock.clone())
+        .open_gate(move |id| {
+            log.lock().unwrap().push(id.to_string());
+            gate.load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .build();
+    let seen = events(&b);
+    fail(&b).unwrap_err();
+    fail(&b).unwrap_err();
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Closed, "the gate kept it closed");
+    assert_eq!(b.snapshot().suppressed_opens, 2);
+    assert!(seen.lock().unwrap().is_empty());
+    assert_eq!(*asked.lock().unwrap(), ["host-a", "host-a"]);
+    let (state, generation) = b.peek();
+    allow.store(true, std::sync::atomic::Ordering::Relaxed);
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.peek(), (State::Open, generation + 1));
+    assert_eq!(state, State::Closed);
+    // Re-opening from half-open is not gated.
+    allow.store(false, std::sync::atomic::Ordering::Relaxed);
+    clock.elapse_break(&b);
+    assert_eq!(b.peek().0, State::Open, "peek shows the published word");
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(asked.lock().unwrap().len(), 3);
+}
