@@ -2,10 +2,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cutout::{Jitter, RejectReason, Settings, State};
+use cutout::clock::ManualClock;
+use cutout::{Breaker, Jitter, Recovery, RejectReason, Settings, State};
 use cutout_tower::keyed::{HostKey, KeyedBreakers, KeyedLayer};
 use cutout_tower::{HttpClassifier, TokioClock};
 use http::{Request, Response, StatusCode};
@@ -253,11 +255,17 @@ async fn the_open_cap_keeps_extra_keys_closed_and_reports_it() {
     assert_eq!(hosts.get(&b).unwrap().state(), State::Closed);
     let stats = hosts.stats();
     assert_eq!(stats.open_keys, 1);
-    assert_eq!(stats.suppressed_opens, 3, "tripped every third failure");
-    assert_eq!(hosts.snapshot(&b).unwrap().suppressed_opens, 3);
+    assert_eq!(stats.open_slots, 1);
+    // The window is kept: every failure from the third on trips again and is kept closed.
+    assert_eq!(stats.suppressed_opens, 7, "every failure from the third");
+    let snapshot = hosts.snapshot(&b).unwrap();
+    assert_eq!(snapshot.suppressed_opens, 7);
+    assert_eq!(snapshot.breaker.suppressed_opens, 7);
+    assert_eq!(snapshot.breaker.failures, 9);
+    assert_eq!(snapshot.breaker.consecutive_failures, 9);
     assert_eq!(hosts.snapshot(&a).unwrap().suppressed_opens, 0);
 
-    // A free slot: the next trip of b opens it.
+    // A free slot: the very next failure of b opens it.
     assert!(hosts.reset(&a));
     for _ in 0..4 {
         let _ = service
@@ -267,9 +275,271 @@ async fn the_open_cap_keeps_extra_keys_closed_and_reports_it() {
             .call(request("http://fail-b.example/"))
             .await;
     }
-    assert_eq!(count(&calls, "fail-b.example"), 12);
+    assert_eq!(count(&calls, "fail-b.example"), 10);
     assert_eq!(hosts.get(&b).unwrap().state(), State::Open);
-    assert_eq!(hosts.stats().suppressed_opens, 3);
+    assert_eq!(hosts.stats().suppressed_opens, 7);
+    assert_eq!(hosts.stats().open_slots, 1);
+}
+
+/// A failing call through `breaker`; whether it ran (was not refused).
+fn fail(breaker: &Breaker) -> bool {
+    !breaker
+        .call(|| Err::<(), _>("down"))
+        .is_err_and(|e| e.is_rejected())
+}
+
+/// A successful call through `breaker`; whether it ran.
+fn succeed(breaker: &Breaker) -> bool {
+    breaker.call(|| Ok::<_, ()>(())).is_ok()
+}
+
+/// Opens (or tries to open) a closed `breaker` with three failures.
+fn trip(breaker: &Breaker) {
+    for _ in 0..3 {
+        assert!(fail(breaker), "a closed breaker lets calls through");
+    }
+}
+
+#[test]
+fn a_capped_key_never_refuses_and_keeps_its_window() {
+    let clock = ManualClock::new();
+    let hosts = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .max_open(2)
+        .build();
+    let [a, b, c] = ["a", "b", "c"].map(|k| hosts.breaker(&k.to_owned()).unwrap());
+    trip(&a);
+    trip(&b);
+    assert_eq!((a.state(), b.state()), (State::Open, State::Open));
+
+    // c fails over and over: never refused, never open, every failure recorded.
+    for n in 1..=50u64 {
+        assert!(fail(&c), "a capped key is never refused");
+        assert_eq!(c.peek().0, State::Closed);
+        clock.advance(Duration::from_millis(10));
+        let snapshot = c.snapshot();
+        assert_eq!(snapshot.failures, n);
+        assert_eq!(snapshot.consecutive_failures, n as u32);
+        assert_eq!(snapshot.suppressed_opens, n.saturating_sub(2));
+    }
+    // A success in between is recorded too, and the next trip is asked again.
+    assert!(succeed(&c));
+    assert_eq!(c.snapshot().consecutive_failures, 0);
+    trip(&c);
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(c.snapshot().suppressed_opens, 49);
+    assert_eq!(
+        c.snapshot().consecutive_opens,
+        0,
+        "no break growth from refused trips"
+    );
+
+    let stats = hosts.stats();
+    assert_eq!((stats.open_keys, stats.open_slots), (2, 2));
+    assert_eq!(stats.suppressed_opens, 49);
+    assert_eq!(
+        hosts.snapshot(&"c".to_owned()).unwrap().suppressed_opens,
+        49
+    );
+    assert_eq!(hosts.snapshot(&"a".to_owned()).unwrap().suppressed_opens, 0);
+}
+
+#[test]
+fn a_slot_frees_when_its_key_closes_or_is_reset_through_its_handle() {
+    let clock = ManualClock::new();
+    let hosts = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .max_open(1)
+        .build();
+    let [a, b] = ["a", "b"].map(|k| hosts.breaker(&k.to_owned()).unwrap());
+    trip(&a);
+    trip(&b);
+    assert_eq!((a.state(), b.state()), (State::Open, State::Closed));
+
+    // Half-open, a still holds its slot; a failed probe re-opens it within that slot.
+    clock.advance(Duration::from_secs(31));
+    assert!(fail(&a), "a probe");
+    assert_eq!(a.state(), State::Open);
+    assert!(fail(&b));
+    assert_eq!(b.state(), State::Closed);
+    clock.advance(Duration::from_secs(61));
+    assert!(succeed(&a), "a probe");
+    assert_eq!(a.peek().0, State::HalfOpen);
+    assert!(fail(&b));
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.snapshot().suppressed_opens, 3);
+
+    // a closes after its second successful probe: b's next failure opens it.
+    assert!(succeed(&a), "a probe");
+    assert_eq!(a.state(), State::Closed);
+    assert_eq!(hosts.stats().open_slots, 0, "a closed key holds no slot");
+    assert!(fail(&b));
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.snapshot().suppressed_opens, 3);
+    assert_eq!(b.snapshot().consecutive_failures, 6);
+
+    // b holds the slot; reset directly through its handle (no event), it frees it.
+    trip(&a);
+    assert_eq!(a.state(), State::Closed);
+    assert_eq!(a.snapshot().suppressed_opens, 1);
+    b.reset();
+    assert!(fail(&a));
+    assert_eq!(a.state(), State::Open);
+
+    // Isolating or disabling the open key frees its slot as well.
+    trip(&b);
+    assert_eq!(b.state(), State::Closed);
+    a.isolate();
+    assert!(fail(&b));
+    assert_eq!(b.state(), State::Open);
+    trip(&hosts.breaker(&"c".to_owned()).unwrap());
+    assert_eq!(hosts.get(&"c".to_owned()).unwrap().state(), State::Closed);
+    b.disable();
+    let c = hosts.get(&"c".to_owned()).unwrap();
+    assert!(fail(&c));
+    assert_eq!(c.state(), State::Open);
+
+    // A key re-tripping after a reset of its own takes its slot again, counted once.
+    c.reset();
+    trip(&c);
+    assert_eq!(c.state(), State::Open);
+    let stats = hosts.stats();
+    assert_eq!((stats.open_keys, stats.open_slots), (1, 1));
+    assert_eq!(stats.suppressed_opens, 4 + 1 + 1, "b, a, c");
+}
+
+#[test]
+fn a_recovering_key_keeps_its_slot_until_its_ramp_ends() {
+    let clock = ManualClock::new();
+    let settings = Settings::builder()
+        .consecutive_failures(Some(3))
+        .break_duration(Duration::from_secs(10))
+        .jitter(Jitter::None)
+        .adaptive(false)
+        .probe_successes(1)
+        .recovery(Some(Recovery::over(1.0)))
+        .build()
+        .unwrap();
+    let hosts = KeyedBreakers::<String>::builder(settings)
+        .clock(clock.clone())
+        .max_open(1)
+        .build();
+    let [a, b] = ["a", "b"].map(|k| hosts.breaker(&k.to_owned()).unwrap());
+    trip(&a);
+    clock.advance(Duration::from_secs(11));
+    assert!(succeed(&a), "a probe");
+    assert_eq!(a.peek().0, State::Recovering);
+
+    // A failed ramp call re-opens a without asking: b must not have taken the slot.
+    trip(&b);
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(hosts.stats().open_slots, 1);
+    for _ in 0..100 {
+        if fail(&a) {
+            break;
+        }
+    }
+    assert_eq!(a.state(), State::Open);
+    assert!(fail(&b));
+    assert_eq!(b.state(), State::Closed);
+
+    // Once a's ramp has run its course (time, and successes earning the traffic back) it is
+    // closed and b opens.
+    clock.advance(Duration::from_secs(21));
+    assert!(succeed(&a), "a probe");
+    assert_eq!(a.peek().0, State::Recovering);
+    for _ in 0..1000 {
+        clock.advance(Duration::from_millis(100));
+        succeed(&a);
+        if a.peek().0 == State::Closed {
+            break;
+        }
+        assert!(fail(&b));
+        assert_eq!(b.state(), State::Closed, "a recovering key keeps its slot");
+    }
+    assert_eq!(a.peek().0, State::Closed);
+    assert!(b.snapshot().suppressed_opens > 2);
+    assert!(fail(&b));
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn concurrent_trips_never_exceed_the_cap() {
+    const KEYS: usize = 4;
+    const CALLS: usize = 200_000;
+    let settings = Settings::builder()
+        .consecutive_failures(Some(3))
+        .break_duration(Duration::from_micros(200))
+        .max_break_duration(Duration::from_millis(1))
+        .jitter(Jitter::None)
+        .adaptive(false)
+        .probe_successes(1)
+        .build()
+        .unwrap();
+    let hosts = KeyedBreakers::<String>::builder(settings)
+        .max_open(1)
+        .build();
+    let breakers: Vec<Breaker> = (0..KEYS)
+        .map(|k| hosts.breaker(&format!("key-{k}")).unwrap())
+        .collect();
+    let opened = Arc::new(AtomicU64::new(0));
+    for breaker in &breakers {
+        let opened = Arc::clone(&opened);
+        breaker.subscribe(move |event| {
+            if matches!(event.transition, cutout::Transition::Opened { .. }) {
+                opened.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    let running = AtomicUsize::new(KEYS);
+    let (samples, most) = std::thread::scope(|scope| {
+        for breaker in &breakers {
+            let running = &running;
+            scope.spawn(move || {
+                for i in 0..CALLS {
+                    // Runs of failures, then of successes that let probes close the breaker.
+                    let _ = if i % 64 < 16 {
+                        fail(breaker)
+                    } else {
+                        succeed(breaker)
+                    };
+                }
+                running.fetch_sub(1, Ordering::Release);
+            });
+        }
+        let sampler = scope.spawn(|| {
+            let (mut samples, mut most) = (0u64, 0usize);
+            while running.load(Ordering::Acquire) > 0 {
+                // Two passes agreeing on every generation: nothing moved between them, so the
+                // first pass is the state of every key at one moment.
+                let first: Vec<(State, u32)> = breakers.iter().map(Breaker::peek).collect();
+                let second: Vec<(State, u32)> = breakers.iter().map(Breaker::peek).collect();
+                if first != second {
+                    continue;
+                }
+                let open = first
+                    .iter()
+                    .filter(|(state, _)| matches!(state, State::Open | State::HalfOpen))
+                    .count();
+                assert!(open <= 1, "{open} keys open at once: {first:?}");
+                samples += 1;
+                most = most.max(open);
+            }
+            (samples, most)
+        });
+        sampler.join().unwrap()
+    });
+    let stats = hosts.stats();
+    assert!(samples > 0);
+    assert!(stats.open_slots <= 1);
+    assert!(
+        opened.load(Ordering::Relaxed) > 1,
+        "the slot changed hands (opened {} times, {samples} samples, most {most})",
+        opened.load(Ordering::Relaxed)
+    );
+    assert!(stats.suppressed_opens > 0, "{stats:?}");
+    let suppressed: u64 = breakers.iter().map(|b| b.snapshot().suppressed_opens).sum();
+    assert_eq!(suppressed, stats.suppressed_opens);
 }
 
 #[tokio::test(start_paused = true)]

@@ -19,21 +19,35 @@
 //!   half-open, recovering, isolated): its state is the point of having it.
 //!
 //! # The open cap
-//! With `max_open(n)`, at most `n` keys may be open (open or half-open) at once. The core has no
-//! way to veto an opening before it happens, so the cap is enforced right after it: every key's
-//! breaker has a transition listener; when a closed (or recovering) key opens, the listener —
-//! on the call that opened it, outside the breaker's lock, serialized with other openings by a
-//! mutex — counts the other keys that are open or half-open. If they already fill the cap, it
-//! calls [`Breaker::reset`] on the key that just opened: the key is closed again with an empty
-//! window, its calls go through, and the suppressed opening is counted (per key in
-//! [`KeySnapshot::suppressed_opens`], in total in [`KeyedStats::suppressed_opens`]) and, with
-//! the `tracing` feature, logged as a warning. If the key keeps failing it trips again and asks
-//! again, and opens once a slot is free.
+//! With `max_open(n)`, at most `n` keys hold an *open slot* at once, and only a key holding one
+//! can be open or half-open. The cap is exact: every key's breaker has an
+//! [open gate](cutout::BreakerBuilder::open_gate), asked under that breaker's lock before it
+//! trips from closed. The gate takes a slot if one is free and the breaker opens; if none is,
+//! the breaker stays closed — its calls go through, its window and break growth are kept, and
+//! its next counted outcome that still meets a trip condition asks again, so it opens on the
+//! first such outcome after a slot frees. Each refused trip is counted (per key in the breaker's
+//! [`Snapshot::suppressed_opens`], also shown as [`KeySnapshot::suppressed_opens`], and in
+//! total in [`KeyedStats::suppressed_opens`]) and, with the `tracing` feature, logged as a
+//! warning from the gate (at most one per key per second: a capped key that keeps failing asks
+//! on every failure).
 //!
-//! Two consequences of enforcing it after the fact: between the opening and the reset (a few
-//! microseconds, on the opening call's thread) a concurrent call to that key can be refused;
-//! and the reset clears the key's window and break growth. Keys isolated by an operator do not
-//! count against the cap (it limits what the breakers decide, not what operators decide).
+//! A key holds its slot from the moment its gate takes it until its breaker is seen closed,
+//! reset, disabled or isolated. A half-open or recovering key keeps it, since a failed probe or
+//! ramp re-opens the breaker without asking the gate. Slots are released lazily: the gates keep
+//! the generation each key had when it took its slot, and before deciding they drop every slot
+//! whose key's [`Breaker::peek`] shows a newer generation in a state that holds none. So a
+//! breaker reset, disabled or isolated directly through its [`Breaker`] handle (which raises no
+//! event) frees its slot as surely as one that closes after successful probes. Two keys
+//! tripping at once are serialized by a mutex of the map's that the gates take; nothing under
+//! it takes a breaker's lock or the map's lock, so no two breakers wait on each other.
+//!
+//! Keys isolated by an operator do not hold a slot (the cap limits what the breakers decide,
+//! not what operators decide). An evicted key gives its slot back; a [`Breaker`] handle kept
+//! past its key's eviction is no longer part of the map, and trips freely. Slots follow the
+//! published state, which moves only when the breaker is called: a key whose break has elapsed
+//! with no call since keeps its slot until its next call (it reads half-open and is not evicted,
+//! like any open key); one whose ramp has run out with no call since keeps it until its next call
+//! or its eviction (it reads closed, so the idle sweep may take it).
 
 mod layer;
 mod service;
@@ -45,12 +59,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
 use cutout::clock::{Clock, SystemClock};
-use cutout::{Breaker, BreakerId, Event, Settings, Snapshot, State, Transition};
+use cutout::{Breaker, BreakerId, Settings, Snapshot, State};
 
 /// A shared clock handed to every key's breaker.
 #[derive(Debug, Clone)]
@@ -112,23 +126,145 @@ struct Inner<K> {
     clock: SharedClock,
     max_keys: usize,
     idle_nanos: u64,
-    max_open: Option<usize>,
     map: RwLock<HashMap<K, Arc<Entry>>>,
-    /// Serializes open-cap decisions.
-    cap: Mutex<()>,
+    /// The open cap, when there is one.
+    cap: Option<Arc<Cap>>,
     next_sweep: AtomicU64,
+    next_serial: AtomicU64,
     created: AtomicU64,
     evicted: AtomicU64,
-    suppressed: AtomicU64,
     unguarded: AtomicU64,
 }
 
 pub(crate) struct Entry {
     breaker: Breaker,
     clock: SharedClock,
+    /// Tells this entry's slot from that of an earlier entry for the same key.
+    serial: u64,
+    /// Set (under the map's write lock) when the entry leaves the map.
+    evicted: AtomicBool,
     in_flight: AtomicUsize,
     last_used: AtomicU64,
+    /// When the open cap last logged a refused trip of this key (`u64::MAX`: never).
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    last_warned: AtomicU64,
+}
+
+/// The open cap: the slots held, shared by the gates of every key's breaker.
+///
+/// Lock order: the map's lock, then a breaker's lock, then `slots`. Nothing is locked while
+/// `slots` is held (the gates only [`Breaker::peek`] other breakers).
+struct Cap {
+    max_open: usize,
+    /// The keys holding a slot, by entry serial.
+    slots: Mutex<HashMap<u64, Slot>>,
+    /// Trips the cap refused, evicted keys' included.
     suppressed: AtomicU64,
+}
+
+/// A key's open slot: its breaker, and its generation when it took the slot.
+struct Slot {
+    breaker: Breaker,
+    generation: u32,
+}
+
+impl Slot {
+    /// Whether the key still holds its slot: it is taking it (its breaker has not moved since),
+    /// or it is open, half-open or recovering. One atomic load, no lock.
+    fn held(&self) -> bool {
+        let (state, generation) = self.breaker.peek();
+        generation == self.generation || holds_slot(state)
+    }
+}
+
+/// How often a key's refused trips are logged at most, in nanoseconds.
+#[cfg(feature = "tracing")]
+const WARN_EVERY: u64 = 1_000_000_000;
+
+impl Cap {
+    fn new(max_open: usize) -> Cap {
+        Cap {
+            max_open,
+            slots: Mutex::new(HashMap::new()),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    fn slots(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
+        // Every mutation is one map operation, so a poisoned map is still consistent.
+        self.slots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Drops the slots of keys that no longer hold one; returns how many are held.
+    fn prune(slots: &mut HashMap<u64, Slot>) -> usize {
+        slots.retain(|_, slot| slot.held());
+        slots.len()
+    }
+
+    /// The gate of `entry`'s breaker, under that breaker's lock: whether it may open.
+    fn admit(&self, entry: &Entry) -> bool {
+        let mut slots = self.slots();
+        if entry.evicted.load(Ordering::Relaxed) {
+            // No longer a key of the map (see `release`): not capped, not counted.
+            return true;
+        }
+        let held = Self::prune(&mut slots);
+        if slots.contains_key(&entry.serial) {
+            // Still holding the slot it took (its breaker cannot have moved since, or the
+            // slot would have been pruned): nothing more to take.
+            return true;
+        }
+        if held < self.max_open {
+            // Taken before the gate answers, so a concurrent gate counts it; the generation
+            // keeps it from being pruned until the breaker has opened and closed again.
+            let (_, generation) = entry.breaker.peek();
+            slots.insert(
+                entry.serial,
+                Slot {
+                    breaker: entry.breaker.clone(),
+                    generation,
+                },
+            );
+            return true;
+        }
+        drop(slots);
+        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "tracing")]
+        {
+            let now = entry.clock.recent();
+            let last = entry.last_warned.load(Ordering::Relaxed);
+            // Only this breaker's gate writes it, under the breaker's lock.
+            if last == u64::MAX || now.saturating_sub(last) >= WARN_EVERY {
+                entry.last_warned.store(now, Ordering::Relaxed);
+                tracing::warn!(
+                    breaker = %entry.breaker.id(),
+                    open_slots = held,
+                    max_open = self.max_open,
+                    "open cap reached: breaker kept closed, its calls go through"
+                );
+            }
+        }
+        false
+    }
+
+    /// Gives back the slots of entries that left the map. Their `evicted` flags are set first,
+    /// so a gate that runs after this sees them.
+    fn release(&self, evicted: &[Arc<Entry>]) {
+        if evicted.is_empty() {
+            return;
+        }
+        let mut slots = self.slots();
+        for entry in evicted {
+            slots.remove(&entry.serial);
+        }
+    }
+
+    /// The slots held now.
+    fn held(&self) -> usize {
+        Self::prune(&mut self.slots())
+    }
 }
 
 /// Marks a call in flight on its key, so the key is not evicted under it.
@@ -197,7 +333,8 @@ impl<K> KeyedBuilder<K> {
     }
 
     /// The most keys that may be open or half-open at once (default: no cap). Beyond it a key
-    /// that would open is reset instead (see the [module docs](self)).
+    /// that would open stays closed, and opens on a later trip once a slot is free (see the
+    /// [module docs](self)).
     pub fn max_open(mut self, max_open: usize) -> Self {
         self.max_open = Some(max_open);
         self
@@ -219,13 +356,12 @@ impl<K> KeyedBuilder<K> {
                 clock: SharedClock(self.clock),
                 max_keys: self.max_keys,
                 idle_nanos,
-                max_open: self.max_open,
                 map: RwLock::new(HashMap::new()),
-                cap: Mutex::new(()),
+                cap: self.max_open.map(|max_open| Arc::new(Cap::new(max_open))),
                 next_sweep: AtomicU64::new(0),
+                next_serial: AtomicU64::new(0),
                 created: AtomicU64::new(0),
                 evicted: AtomicU64::new(0),
-                suppressed: AtomicU64::new(0),
                 unguarded: AtomicU64::new(0),
             }),
         }
@@ -244,7 +380,8 @@ pub struct KeySnapshot {
     pub in_flight: usize,
     /// Time since the key's last call started or finished.
     pub idle_for: Duration,
-    /// Openings of this key the open cap suppressed.
+    /// Trips of this key the open cap kept closed (the breaker's
+    /// [`Snapshot::suppressed_opens`]).
     pub suppressed_opens: u64,
 }
 
@@ -260,7 +397,11 @@ pub struct KeyedStats {
     pub created: u64,
     /// Keys evicted (idle, or least recently used when full).
     pub evicted: u64,
-    /// Openings the open cap suppressed (the key was reset and its calls went through).
+    /// Open-cap slots held now: keys open, half-open or recovering since they opened (0
+    /// without a cap). At most `max_open`; every open or half-open key holds one.
+    pub open_slots: usize,
+    /// Trips the open cap kept closed (the key stayed closed and its calls went through),
+    /// evicted keys' included.
     pub suppressed_opens: u64,
     /// Calls that went through without a breaker because the map was full of keys that could
     /// not be evicted.
@@ -269,6 +410,12 @@ pub struct KeyedStats {
 
 fn counts_open(state: State) -> bool {
     matches!(state, State::Open | State::HalfOpen)
+}
+
+/// Whether a key in `state` holds an open-cap slot it took: a failed probe or ramp re-opens a
+/// breaker without asking its gate, so the slot is kept until the key is closed for good.
+fn holds_slot(state: State) -> bool {
+    matches!(state, State::Open | State::HalfOpen | State::Recovering)
 }
 
 fn evictable(state: State) -> bool {
@@ -355,8 +502,9 @@ where
                 .min_by_key(|(_, e)| e.last_used.load(Ordering::Relaxed))
                 .map(|(k, _)| k.clone());
             let lru = lru?;
-            map.remove(&lru);
-            self.inner.evicted.fetch_add(1, Ordering::Relaxed);
+            if let Some(entry) = map.remove(&lru) {
+                self.evicted_locked(&[entry]);
+            }
         }
         let entry = self.new_entry(key, now);
         map.insert(key.clone(), Arc::clone(&entry));
@@ -365,33 +513,49 @@ where
     }
 
     fn new_entry(&self, key: &K, now: u64) -> Arc<Entry> {
-        let breaker = Breaker::builder(key.to_string())
+        let builder = Breaker::builder(key.to_string())
             .settings(self.inner.settings.clone())
-            .clock(self.inner.clock.clone())
-            .build();
+            .clock(self.inner.clock.clone());
         Arc::new_cyclic(|weak_entry: &Weak<Entry>| {
-            if self.inner.max_open.is_some() {
-                // Weak handles: the breaker owns its listeners and the entry owns the breaker.
-                let weak_entry = weak_entry.clone();
-                let weak_inner = Arc::downgrade(&self.inner);
-                breaker.subscribe(move |event: &Event| {
-                    if let Transition::Opened { from, .. } = event.transition
-                        && from != State::HalfOpen
-                        && let (Some(inner), Some(entry)) =
-                            (weak_inner.upgrade(), weak_entry.upgrade())
-                    {
-                        inner.on_open(&entry);
-                    }
-                });
-            }
+            let builder = match &self.inner.cap {
+                Some(cap) => {
+                    // Weak handles: the breaker owns its gate, the entry owns the breaker, and
+                    // the cap owns the breakers of the keys holding a slot.
+                    let weak_entry = weak_entry.clone();
+                    let weak_cap = Arc::downgrade(cap);
+                    builder.open_gate(move |_id| {
+                        match (weak_cap.upgrade(), weak_entry.upgrade()) {
+                            (Some(cap), Some(entry)) => cap.admit(&entry),
+                            // The map or the entry is gone: the breaker is on its own.
+                            _ => true,
+                        }
+                    })
+                }
+                None => builder,
+            };
             Entry {
-                breaker,
+                breaker: builder.build(),
                 clock: self.inner.clock.clone(),
+                serial: self.inner.next_serial.fetch_add(1, Ordering::Relaxed),
+                evicted: AtomicBool::new(false),
                 in_flight: AtomicUsize::new(0),
                 last_used: AtomicU64::new(now),
-                suppressed: AtomicU64::new(0),
+                last_warned: AtomicU64::new(u64::MAX),
             }
         })
+    }
+
+    /// Accounts for entries just removed from the map; holds the map's write lock.
+    fn evicted_locked(&self, evicted: &[Arc<Entry>]) {
+        for entry in evicted {
+            entry.evicted.store(true, Ordering::Relaxed);
+        }
+        if let Some(cap) = &self.inner.cap {
+            cap.release(evicted);
+        }
+        self.inner
+            .evicted
+            .fetch_add(evicted.len() as u64, Ordering::Relaxed);
     }
 
     fn maybe_sweep(&self, now: u64) {
@@ -413,17 +577,18 @@ where
 
     fn sweep_locked(&self, map: &mut HashMap<K, Arc<Entry>>, now: u64) -> usize {
         let idle = self.inner.idle_nanos;
-        let before = map.len();
+        let mut evicted = Vec::new();
         map.retain(|_, e| {
             let busy = e.in_flight.load(Ordering::Relaxed) > 0;
             let recent = now.saturating_sub(e.last_used.load(Ordering::Relaxed)) < idle;
-            busy || recent || !evictable(e.breaker.state())
+            let keep = busy || recent || !evictable(e.breaker.state());
+            if !keep {
+                evicted.push(Arc::clone(e));
+            }
+            keep
         });
-        let evicted = before - map.len();
-        self.inner
-            .evicted
-            .fetch_add(evicted as u64, Ordering::Relaxed);
-        evicted
+        self.evicted_locked(&evicted);
+        evicted.len()
     }
 
     /// Evicts every key idle for `idle_after` that has no call in flight and is closed.
@@ -504,20 +669,22 @@ where
 
     fn key_snapshot(&self, entry: &Entry) -> KeySnapshot {
         let now = self.inner.clock.recent();
+        let breaker = entry.breaker.snapshot();
         KeySnapshot {
             id: entry.breaker.id().clone(),
-            breaker: entry.breaker.snapshot(),
+            suppressed_opens: breaker.suppressed_opens,
+            breaker,
             in_flight: entry.in_flight.load(Ordering::Relaxed),
             idle_for: Duration::from_nanos(
                 now.saturating_sub(entry.last_used.load(Ordering::Relaxed)),
             ),
-            suppressed_opens: entry.suppressed.load(Ordering::Relaxed),
         }
     }
 
     /// Forces `key` open until [`KeyedBreakers::reset`] (creating the key if new). Isolated
-    /// keys are never evicted and do not count against the open cap. Returns false when the
-    /// key could not be created (the map is full of keys that cannot be evicted).
+    /// keys are never evicted and do not count against the open cap (isolating an open key
+    /// frees its slot). Returns false when the key could not be created (the map is full of
+    /// keys that cannot be evicted).
     pub fn isolate(&self, key: &K) -> bool {
         self.breaker(key).map(|b| b.isolate()).is_some()
     }
@@ -539,45 +706,15 @@ where
         KeyedStats {
             keys: breakers.len(),
             open_keys: breakers.iter().filter(|b| counts_open(b.state())).count(),
+            open_slots: self.inner.cap.as_ref().map_or(0, |cap| cap.held()),
             created: self.inner.created.load(Ordering::Relaxed),
             evicted: self.inner.evicted.load(Ordering::Relaxed),
-            suppressed_opens: self.inner.suppressed.load(Ordering::Relaxed),
+            suppressed_opens: self
+                .inner
+                .cap
+                .as_ref()
+                .map_or(0, |cap| cap.suppressed.load(Ordering::Relaxed)),
             unguarded_calls: self.inner.unguarded.load(Ordering::Relaxed),
-        }
-    }
-}
-
-impl<K> Inner<K> {
-    /// Runs in a breaker's listener when a closed or recovering key opened.
-    fn on_open(&self, entry: &Arc<Entry>) {
-        let Some(max_open) = self.max_open else {
-            return;
-        };
-        let _serial = self
-            .cap
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Collect under the map's read lock, read states outside it.
-        let others: Vec<Breaker> = self
-            .map
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .values()
-            .filter(|e| !Arc::ptr_eq(e, entry))
-            .map(|e| e.breaker.clone())
-            .collect();
-        let open = others.iter().filter(|b| counts_open(b.state())).count();
-        if open >= max_open {
-            entry.breaker.reset();
-            entry.suppressed.fetch_add(1, Ordering::Relaxed);
-            self.suppressed.fetch_add(1, Ordering::Relaxed);
-            #[cfg(feature = "tracing")]
-            tracing::warn!(
-                breaker = %entry.breaker.id(),
-                open_keys = open,
-                max_open,
-                "open cap reached: breaker kept closed, its calls go through"
-            );
         }
     }
 }
@@ -587,7 +724,7 @@ impl<K> fmt::Debug for KeyedBreakers<K> {
         f.debug_struct("KeyedBreakers")
             .field("max_keys", &self.inner.max_keys)
             .field("idle_after", &Duration::from_nanos(self.inner.idle_nanos))
-            .field("max_open", &self.inner.max_open)
+            .field("max_open", &self.inner.cap.as_ref().map(|cap| cap.max_open))
             .finish_non_exhaustive()
     }
 }
