@@ -58,12 +58,26 @@ struct Hot {
     slow_nanos: AtomicU64,
 }
 
+/// Which calls are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timing {
+    /// None: no rule needs durations.
+    None,
+    /// Every call: an absolute slow-call threshold is set.
+    All,
+    /// One call in [`SAMPLE`](crate::inflight::SAMPLE) per breaker and thread (probes and ramp
+    /// calls always): only the relative slow-call rule needs durations, and a sample measures
+    /// the baseline and estimates the slow share (a slow sampled call counts for the calls it
+    /// stands for). Saves two precise clock reads on most calls.
+    Sampled,
+}
+
 pub(crate) struct Shared {
     hot: CachePadded<Hot>,
     id: BreakerId,
     settings: Settings,
-    /// Whether calls are timed (a slow threshold or the latency baseline needs durations).
-    timing: bool,
+    /// Which calls are timed.
+    timing: Timing,
     clock: TimeSource,
     shards: SuccessShards,
     /// How many fast successes one cell takes before its thread folds them in under the lock:
@@ -173,7 +187,13 @@ impl BreakerBuilder {
             .settings
             .relative_slow_calls()
             .map(|_| LatencySamples::new());
-        let timing = self.settings.times_calls();
+        let timing = if self.settings.slow_call_threshold.is_some() {
+            Timing::All
+        } else if self.settings.relative_slow_calls().is_some() {
+            Timing::Sampled
+        } else {
+            Timing::None
+        };
         let fast_limit = match self.settings.window {
             crate::TripWindow::Count(size) => u64::from(size),
             crate::TripWindow::Time(_) => u64::MAX,
@@ -250,29 +270,52 @@ impl Breaker {
     fn ticket(&self) -> Result<Ticket, Rejected> {
         let s = &*self.shared;
         let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
-        if word.state() == State::Closed && !s.timing {
+        if word.state() == State::Closed {
             // The healthy path, kept small enough to inline: the ticket stays in registers.
-            return Ok(Ticket::new(word.generation(), Role::Normal, 0));
+            match s.timing {
+                Timing::None => return Ok(Ticket::new(word.generation(), Role::Normal, 0)),
+                Timing::Sampled => {
+                    let sampled = s.in_flight.as_ref().is_some_and(InFlight::turn);
+                    if !sampled {
+                        return Ok(Ticket::new(word.generation(), Role::Normal, 0));
+                    }
+                    return self.closed_timed(word, true);
+                }
+                Timing::All => {
+                    let track = s.in_flight.as_ref().is_some_and(InFlight::turn);
+                    return self.closed_timed(word, track);
+                }
+            }
         }
         self.ticket_slow(word)
+    }
+
+    /// A timed call admitted while closed (tracked in flight when `track`).
+    fn closed_timed(&self, word: Word, track: bool) -> Result<Ticket, Rejected> {
+        let s = &*self.shared;
+        let start = s.clock.now();
+        if s.in_flight.is_some() && start >= s.hot.fast_until.load(Ordering::Relaxed) {
+            // Timed calls also keep the calls-in-flight check going: past the deadline the
+            // lock is taken, and the check may open the breaker.
+            return self.admit_locked(start, track);
+        }
+        Ok(self.normal_ticket(word.generation(), start, track))
+    }
+
+    /// A timed ticket for a call admitted while closed.
+    fn normal_ticket(&self, generation: u32, start: u64, track: bool) -> Ticket {
+        let mut ticket = Ticket::timed_from(generation, Role::Normal, start);
+        if let (true, Some(in_flight)) = (track, &self.shared.in_flight) {
+            in_flight.track();
+            ticket.set_tracked(true);
+        }
+        ticket
     }
 
     /// Every other admission: timed calls, and every state but closed.
     fn ticket_slow(&self, word: Word) -> Result<Ticket, Rejected> {
         let s = &*self.shared;
         match word.state() {
-            State::Closed => {
-                let mut ticket = self.started(word.generation(), Role::Normal);
-                if let Some(in_flight) = &s.in_flight {
-                    // Timed calls also keep the calls-in-flight check going: past the
-                    // deadline the lock is taken, and the check may open the breaker.
-                    if ticket.start >= s.hot.fast_until.load(Ordering::Relaxed) {
-                        return self.admit_locked(ticket.start);
-                    }
-                    ticket.set_tracked(in_flight.start());
-                }
-                Ok(ticket)
-            }
             State::Disabled => Ok(Ticket::uncounted()),
             State::Open if !s.settings.shadow => {
                 let now = s.clock.recent();
@@ -281,23 +324,13 @@ impl Breaker {
                     let left = Duration::from_nanos(until - now);
                     return Err(self.rejected(RejectReason::Open, Some(left)));
                 }
-                self.admit_locked(now)
+                self.admit_locked(now, false)
             }
             State::Isolated if !s.settings.shadow => {
                 Err(self.rejected(RejectReason::Isolated, None))
             }
-            _ => self.admit_locked(s.clock.recent()),
+            _ => self.admit_locked(s.clock.recent(), false),
         }
-    }
-
-    #[inline]
-    fn started(&self, generation: u32, role: Role) -> Ticket {
-        let start = if self.shared.timing {
-            self.shared.clock.now()
-        } else {
-            0
-        };
-        Ticket::new(generation, role, start)
     }
 
     fn rejected(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
@@ -307,17 +340,21 @@ impl Breaker {
     }
 
     #[cold]
-    fn admit_locked(&self, now: u64) -> Result<Ticket, Rejected> {
+    fn admit_locked(&self, now: u64, track: bool) -> Result<Ticket, Rejected> {
         let (admission, transition) = self.with_machine(now, |m| m.admit(now));
         self.emit(transition, now);
+        let s = &*self.shared;
         match admission {
-            Admission::Admit { generation, role } => {
-                let mut ticket = self.started(generation, role);
-                if let (Role::Normal, Some(in_flight)) = (role, &self.shared.in_flight) {
-                    ticket.set_tracked(in_flight.start());
+            Admission::Admit { generation, role } => Ok(match (role, s.timing) {
+                (Role::Uncounted, _) | (_, Timing::None) => Ticket::new(generation, role, 0),
+                // A call admitted while closed is timed as its mode says.
+                (Role::Normal, Timing::Sampled) if !track => Ticket::new(generation, role, 0),
+                (Role::Normal, _) => self.normal_ticket(generation, s.clock.now(), track),
+                // Probes and ramp calls decide: always timed.
+                (Role::Probe | Role::Ramp, _) => {
+                    Ticket::timed_from(generation, role, s.clock.now())
                 }
-                Ok(ticket)
-            }
+            }),
             Admission::Refuse {
                 reason,
                 retry_after,
@@ -331,7 +368,10 @@ impl Breaker {
         // The healthy path, small enough to inline: an untimed success on a quiet breaker
         // changes nothing and writes nothing.
         #[cfg(not(feature = "metrics"))]
-        if outcome == Outcome::Success && ticket.role() == Role::Normal && !self.shared.timing {
+        if outcome == Outcome::Success
+            && ticket.role() == Role::Normal
+            && self.shared.timing == Timing::None
+        {
             let word = Word::from_bits(self.shared.hot.word.load(Ordering::Acquire));
             if word.is_quiet()
                 && word.generation() == ticket.generation()
@@ -354,9 +394,19 @@ impl Breaker {
         if let (true, Some(in_flight)) = (ticket.tracked(), &s.in_flight) {
             in_flight.finish();
         }
-        let end = s.timing.then(|| s.clock.now());
+        let end = ticket.timed().then(|| s.clock.now());
         let duration = end.map(|end| end.saturating_sub(ticket.start));
-        let slow = duration.is_some_and(|d| d > s.hot.slow_nanos.load(Ordering::Relaxed));
+        let slow = match duration {
+            Some(d) if d > s.hot.slow_nanos.load(Ordering::Relaxed) => {
+                // A sampled call stands for the calls that were not timed.
+                if s.timing == Timing::Sampled && ticket.role() == Role::Normal {
+                    crate::inflight::SAMPLE as u8
+                } else {
+                    1
+                }
+            }
+            _ => 0,
+        };
         if let (Outcome::Success, Some(samples), Some(duration)) = (outcome, &s.samples, duration) {
             // Every success measures the dependency, whatever its generation.
             samples.add(duration);
@@ -365,8 +415,10 @@ impl Breaker {
             match outcome {
                 // Ignored touches nothing while closed.
                 Outcome::Ignored => return,
-                Outcome::Success if !slow => {
+                Outcome::Success if slow == 0 => {
                     let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+                    // An untimed call still checks the deadline, with the coarse clock if one
+                    // runs: its success must land in the bucket of its own time.
                     if word.generation() == ticket.generation()
                         && (word.is_quiet() || word.is_fast())
                         && self.before_fast_until(end)
@@ -392,7 +444,7 @@ impl Breaker {
     }
 
     #[cold]
-    fn finish_locked(&self, ticket: Ticket, outcome: Outcome, slow: bool, now: u64) {
+    fn finish_locked(&self, ticket: Ticket, outcome: Outcome, slow: u8, now: u64) {
         let transition = self.with_machine(now, |m| {
             m.record(now, ticket.generation(), ticket.role(), outcome, slow)
         });
@@ -600,8 +652,9 @@ impl Breaker {
 
     /// What a successful call normally takes, as this breaker measures it: the configured
     /// quantile (default the median) of successful durations over the baseline window.
-    /// `None` until 20 successes have landed, and while the breaker is not adaptive; the
-    /// relative slow-call trip is not armed until then either.
+    /// `None` until 20 timed successes have landed, and while the breaker is not adaptive; the
+    /// relative slow-call trip is not armed until then either. Without an absolute slow-call
+    /// threshold, one call in eight per thread is timed, so that is about 160 calls.
     ///
     /// ```
     /// use std::time::Duration;
@@ -612,7 +665,7 @@ impl Breaker {
     ///     .settings(Settings::builder().adaptive(true).build()?)
     ///     .clock(clock.clone())
     ///     .build();
-    /// for _ in 0..20 {
+    /// for _ in 0..160 {
     ///     let permit = breaker.try_acquire().unwrap();
     ///     clock.advance(Duration::from_millis(20));
     ///     permit.success();

@@ -54,18 +54,30 @@ impl InFlight {
         &self.cells[thread_index() & (self.cells.len() - 1)]
     }
 
-    /// Called as a call is admitted: whether it is tracked (one in [`SAMPLE`] of this
+    /// Called as a call is admitted: whether it is the sampled one (one in [`SAMPLE`] of this
     /// breaker's calls on this thread's cell, so the choice depends on nothing outside it).
     #[inline]
-    pub(crate) fn start(&self) -> bool {
+    pub(crate) fn turn(&self) -> bool {
         let cell = self.cell();
         let turn = cell.turn.load(Ordering::Relaxed);
         cell.turn.store(turn.wrapping_add(1), Ordering::Relaxed);
-        let tracked = turn.is_multiple_of(SAMPLE);
-        if tracked {
-            cell.started.fetch_add(1, Ordering::Relaxed);
+        turn.is_multiple_of(SAMPLE)
+    }
+
+    /// Counts a sampled call as started (it is then tracked until it finishes).
+    #[inline]
+    pub(crate) fn track(&self) {
+        self.cell().started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// [`InFlight::turn`], then [`InFlight::track`] if sampled.
+    #[cfg(test)]
+    fn start(&self) -> bool {
+        let sampled = self.turn();
+        if sampled {
+            self.track();
         }
-        tracked
+        sampled
     }
 
     /// Called once when a tracked call's permit is recorded or dropped.

@@ -425,7 +425,7 @@ impl Machine {
         generation: u32,
         role: Role,
         outcome: Outcome,
-        slow: bool,
+        slow: u8,
     ) -> Option<Transition> {
         if role == Role::Uncounted || generation != self.generation {
             // Uncounted calls record nothing; an outcome from an older generation (a call that
@@ -445,14 +445,14 @@ impl Machine {
         }
     }
 
-    fn record_ramp(&mut self, now: u64, outcome: Outcome, slow: bool) -> Option<Transition> {
+    fn record_ramp(&mut self, now: u64, outcome: Outcome, slow: u8) -> Option<Transition> {
         let mark = self.count(outcome);
         if mark.failure {
             return Some(self.open(now, OpenReason::RampFailed));
         }
         let streak = self.settings.probe_successes;
         if let Some(ramp) = &mut self.ramp {
-            ramp.succeeded(slow, streak);
+            ramp.succeeded(slow > 0, streak);
         }
         self.finish_ramp(now);
         None
@@ -474,13 +474,10 @@ impl Machine {
         } else {
             self.consecutive_failures = 0;
         }
-        Mark {
-            failure,
-            slow: false,
-        }
+        Mark { failure, slow: 0 }
     }
 
-    fn record_closed(&mut self, now: u64, outcome: Outcome, slow: bool) -> Option<Transition> {
+    fn record_closed(&mut self, now: u64, outcome: Outcome, slow: u8) -> Option<Transition> {
         let mark = Mark {
             slow,
             ..self.count(outcome)
@@ -506,7 +503,7 @@ impl Machine {
         )
     }
 
-    fn record_probe(&mut self, now: u64, outcome: Outcome, slow: bool) -> Option<Transition> {
+    fn record_probe(&mut self, now: u64, outcome: Outcome, slow: u8) -> Option<Transition> {
         let mark = Mark {
             slow,
             ..self.count(outcome)
@@ -520,7 +517,7 @@ impl Machine {
                 if mark.failure {
                     return Some(self.open(now, OpenReason::ProbeFailed));
                 }
-                if slow {
+                if slow > 0 {
                     return Some(self.open(now, OpenReason::ProbeSlow));
                 }
                 self.probe_successes += 1;

@@ -15,6 +15,7 @@ pub(crate) struct Ticket {
 
 const ROLE_SHIFT: u32 = 32;
 const TRACKED: u64 = 1 << 34;
+const TIMED: u64 = 1 << 35;
 
 impl Ticket {
     #[inline]
@@ -29,6 +30,20 @@ impl Ticket {
             bits: u64::from(generation) | (role << ROLE_SHIFT),
             start,
         }
+    }
+
+    /// A ticket whose call is timed from `start`.
+    #[inline]
+    pub(crate) fn timed_from(generation: u32, role: Role, start: u64) -> Ticket {
+        let mut ticket = Ticket::new(generation, role, start);
+        ticket.bits |= TIMED;
+        ticket
+    }
+
+    /// Whether the call is timed (`start` is meaningful).
+    #[inline]
+    pub(crate) fn timed(self) -> bool {
+        self.bits & TIMED != 0
     }
 
     #[inline]

@@ -8,6 +8,10 @@ use std::time::Duration;
 /// a floor (default 1 ms: scheduling noise is not a brownout, however fast the dependency).
 /// Composes with an absolute threshold: a call is slow when above either.
 ///
+/// When this rule alone needs durations, a breaker times one call in eight per thread (and
+/// every probe and ramp call): the sample feeds the baseline, and a slow sampled call counts as
+/// eight slow calls in the window. An absolute threshold makes every call timed.
+///
 /// ```
 /// use std::time::Duration;
 /// use cutout::{Settings, SlowCalls};

@@ -111,12 +111,15 @@ fn a_brownout_of_slow_successes_trips_within_one_trip_window() {
 
 #[test]
 fn normal_latency_and_rate_stay_none_until_armed() {
+    // One call in eight is timed (calls 0, 8, 16, … on a thread): the 20th sample is call 152.
     let sim = Sim::new(adaptive().consecutive_failures(None));
-    sim.healthy(19, 20 * MS, 100 * MS);
+    sim.healthy(152, 20 * MS, 100 * MS);
     assert_eq!(sim.breaker.normal_latency(), None, "19 samples");
     sim.healthy(1, 20 * MS, 100 * MS);
     assert!(sim.breaker.normal_latency().is_some(), "20 samples");
-    sim.healthy(79, 20 * MS, 100 * MS);
+    // Every counted outcome feeds the failure rate.
+    let sim = Sim::new(adaptive().consecutive_failures(None));
+    sim.healthy(99, 20 * MS, 100 * MS);
     assert_eq!(sim.breaker.normal_failure_rate(), None, "99 outcomes");
     sim.call(20 * MS, Outcome::Failure, 100 * MS);
     assert_eq!(sim.breaker.normal_failure_rate(), Some(0.01));
@@ -317,8 +320,11 @@ fn a_configured_quantile_and_multiple_set_the_slow_threshold() {
         sim.call(15 * MS, Outcome::Success, 100 * MS);
     }
     assert_eq!(sim.breaker.snapshot().slow, 0, "15 ms is below 2 × normal");
-    sim.call(30 * MS, Outcome::Success, 100 * MS);
-    assert_eq!(sim.breaker.snapshot().slow, 1, "30 ms is above it");
+    // Of eight calls one is timed; slow, it stands for all eight.
+    for _ in 0..8 {
+        sim.call(30 * MS, Outcome::Success, 100 * MS);
+    }
+    assert_eq!(sim.breaker.snapshot().slow, 8, "30 ms is above it");
     assert!(brownout(&sim, 30 * MS, 60 * SEC).is_some());
 }
 
@@ -332,12 +338,11 @@ fn no_call_is_slow_below_the_floor_however_fast_the_dependency() {
         sim.call(500 * us, Outcome::Success, 100 * MS);
     }
     assert_eq!(sim.breaker.snapshot().slow, 0);
-    sim.call(2 * MS, Outcome::Success, 100 * MS);
-    assert_eq!(
-        sim.breaker.snapshot().slow,
-        1,
-        "above the floor and 3 × normal"
-    );
+    for _ in 0..8 {
+        sim.call(2 * MS, Outcome::Success, 100 * MS);
+    }
+    let slow = sim.breaker.snapshot().slow;
+    assert_eq!(slow, 8, "above the floor and 3 × normal");
 
     let no_floor = Sim::new(
         adaptive()
@@ -345,10 +350,21 @@ fn no_call_is_slow_below_the_floor_however_fast_the_dependency() {
             .slow_calls(Some(SlowCalls::above(3.0).floor(Duration::ZERO))),
     );
     no_floor.healthy(300, 50 * us, 100 * MS);
-    no_floor.call(500 * us, Outcome::Success, 100 * MS);
-    assert_eq!(
-        no_floor.breaker.snapshot().slow,
-        1,
-        "without a floor, 10 × normal is slow"
+    for _ in 0..8 {
+        no_floor.call(500 * us, Outcome::Success, 100 * MS);
+    }
+    let slow = no_floor.breaker.snapshot().slow;
+    assert_eq!(slow, 8, "without a floor, 10 × normal is slow");
+}
+
+#[test]
+fn an_absolute_threshold_times_every_call() {
+    let sim = Sim::new(
+        adaptive()
+            .consecutive_failures(None)
+            .slow_call_threshold(Some(100 * MS)),
     );
+    sim.call(200 * MS, Outcome::Success, 300 * MS);
+    sim.call(200 * MS, Outcome::Success, 300 * MS);
+    assert_eq!(sim.breaker.snapshot().slow, 2, "each slow call counts once");
 }

@@ -2,8 +2,8 @@
 
 use super::{Mark, Totals};
 
+/// A call's code in the ring: bit 0 failure, bits 1–7 its slow weight.
 const FAILURE: u8 = 0b01;
-const SLOW: u8 = 0b10;
 
 /// The last `size` counted calls. Memory: one byte per call, allocated up front so that no
 /// call ever allocates.
@@ -28,17 +28,17 @@ impl CountWindow {
     }
 
     pub(crate) fn record(&mut self, mark: Mark) {
-        let code = (if mark.failure { FAILURE } else { 0 }) | (if mark.slow { SLOW } else { 0 });
+        let code = (if mark.failure { FAILURE } else { 0 }) | (mark.slow.min(127) << 1);
         if self.ring.len() < self.size {
             self.ring.push(code);
         } else {
             let old = std::mem::replace(&mut self.ring[self.head], code);
             self.failures -= u64::from(old & FAILURE != 0);
-            self.slow -= u64::from(old & SLOW != 0);
+            self.slow -= u64::from(old >> 1);
             self.head = (self.head + 1) % self.size;
         }
         self.failures += u64::from(mark.failure);
-        self.slow += u64::from(mark.slow);
+        self.slow += u64::from(mark.slow.min(127));
     }
 
     /// Records `n` successes: a ring's worth or more leaves it full of successes.
@@ -54,7 +54,7 @@ impl CountWindow {
         for _ in 0..n {
             self.record(Mark {
                 failure: false,
-                slow: false,
+                slow: 0,
             });
         }
     }
@@ -89,15 +89,15 @@ mod tests {
 
     const OK: Mark = Mark {
         failure: false,
-        slow: false,
+        slow: 0,
     };
     const FAIL: Mark = Mark {
         failure: true,
-        slow: false,
+        slow: 0,
     };
     const SLOW_OK: Mark = Mark {
         failure: false,
-        slow: true,
+        slow: 1,
     };
 
     #[test]

@@ -25,7 +25,9 @@ impl crate::slices::Reset for Totals {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub(crate) failure: bool,
-    pub(crate) slow: bool,
+    /// 0, or how many calls this slow one stands for (more than 1 when only a sample of calls
+    /// is timed).
+    pub(crate) slow: u8,
 }
 
 /// A trip window of either kind.

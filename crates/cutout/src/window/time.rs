@@ -61,11 +61,11 @@ mod tests {
     const SEC: u64 = 1_000_000_000;
     const FAIL: Mark = Mark {
         failure: true,
-        slow: false,
+        slow: 0,
     };
     const OK: Mark = Mark {
         failure: false,
-        slow: false,
+        slow: 0,
     };
 
     #[test]
