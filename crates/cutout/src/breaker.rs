@@ -272,27 +272,29 @@ impl Breaker {
         let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
         if word.state() == State::Closed {
             // The healthy path, kept small enough to inline: the ticket stays in registers.
-            match s.timing {
-                Timing::None => return Ok(Ticket::new(word.generation(), Role::Normal, 0)),
-                Timing::Sampled => {
-                    let sampled = s.in_flight.as_ref().is_some_and(InFlight::turn);
-                    if !sampled {
-                        return Ok(Ticket::new(word.generation(), Role::Normal, 0));
-                    }
-                    return self.closed_timed(word, true);
-                }
-                Timing::All => {
-                    let track = s.in_flight.as_ref().is_some_and(InFlight::turn);
-                    return self.closed_timed(word, track);
-                }
+            // A sampled breaker's untimed calls (seven in eight) take it too.
+            let untimed = match s.timing {
+                Timing::None => true,
+                Timing::Sampled => !s.in_flight.as_ref().is_some_and(InFlight::turn),
+                Timing::All => false,
+            };
+            if untimed {
+                return Ok(Ticket::new(word.generation(), Role::Normal, 0));
             }
+            return self.closed_timed(word);
         }
         self.ticket_slow(word)
     }
 
-    /// A timed call admitted while closed (tracked in flight when `track`).
-    fn closed_timed(&self, word: Word, track: bool) -> Result<Ticket, Rejected> {
+    /// A timed call admitted while closed: a sampled one (tracked in flight), or any call
+    /// with an absolute threshold (tracked one in eight).
+    #[cold]
+    fn closed_timed(&self, word: Word) -> Result<Ticket, Rejected> {
         let s = &*self.shared;
+        let track = match s.timing {
+            Timing::Sampled => true,
+            _ => s.in_flight.as_ref().is_some_and(InFlight::turn),
+        };
         let start = s.clock.now();
         if s.in_flight.is_some() && start >= s.hot.fast_until.load(Ordering::Relaxed) {
             // Timed calls also keep the calls-in-flight check going: past the deadline the
