@@ -36,6 +36,14 @@
 //! calls add one to a counter of their thread's own (no lock, no contended line). Everything
 //! that changes state runs a sequential machine under a lock (see `breaker.rs`, `# Orderings`).
 
+//!
+//! # Features
+//! - `serde`: configuration files (the `config` module).
+//! - `tracing`: one `tracing` event per transition.
+//! - `metrics`: counters per outcome, refusal reason and transition, and a state gauge, through
+//!   the `metrics` facade. A breaker registers its handles when it is built, with the recorder
+//!   installed then: install the exporter's recorder before building breakers.
+
 #![forbid(unsafe_code)]
 
 mod backoff;

@@ -10,6 +10,10 @@
 //!
 //! With `metrics` on, every call increments a shared counter (the exporter's): that write is
 //! the feature's cost on the hot path, and the reason it is opt-in.
+//!
+//! A breaker registers its metric handles when it is built, with whatever recorder is
+//! installed then: install the exporter's recorder (e.g. `metrics::set_global_recorder`)
+//! before building breakers, or their metrics go to the no-op recorder.
 
 #[cfg(feature = "metrics")]
 pub(crate) use metrics_glue::Metrics;

@@ -199,6 +199,19 @@ impl Registry {
         }
     }
 
+    /// Removes the breaker named `id` from the registry and returns it; an unknown id fails
+    /// with `CUT-REG-002`. Handles already given out keep working (they share the removed
+    /// breaker's state); the next [`Registry::breaker`] for `id` creates a new one, so a
+    /// registry of per-host breakers can evict hosts it no longer sees.
+    pub fn remove(&self, id: impl AsRef<str>) -> Result<Breaker, RegistryError> {
+        let id = id.as_ref();
+        let mut breakers = self.write();
+        match breakers.remove(id) {
+            Some(breaker) => Ok(breaker),
+            None => Err(unknown(id, &breakers)),
+        }
+    }
+
     /// Whether a breaker named `id` exists.
     pub fn contains(&self, id: impl AsRef<str>) -> bool {
         self.read().contains_key(id.as_ref())

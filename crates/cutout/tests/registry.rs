@@ -387,3 +387,27 @@ fn registry_is_send_sync_and_debug_lists_ids() {
     let debug = format!("{registry:?}");
     assert!(debug.contains(r#"ids: ["a", "b"]"#), "{debug}");
 }
+
+#[test]
+fn a_removed_id_is_created_afresh_and_old_handles_keep_their_state() {
+    let registry = Registry::new();
+    let settings = Settings::builder()
+        .consecutive_failures(Some(1))
+        .build()
+        .unwrap();
+    let old = registry.breaker("host-a", settings.clone()).unwrap();
+    let _ = old.call(|| Err::<(), _>("down"));
+    assert_eq!(old.state(), cutout::State::Open);
+    let removed = registry.remove("host-a").unwrap();
+    assert_eq!(removed.state(), cutout::State::Open, "the same breaker");
+    assert!(!registry.contains("host-a"));
+    let error = registry.remove("host-a").unwrap_err();
+    assert_eq!(error.code(), cutout::ErrorCode::UnknownId);
+    let fresh = registry.breaker("host-a", settings).unwrap();
+    assert_eq!(fresh.state(), cutout::State::Closed, "a new breaker");
+    assert_eq!(
+        old.state(),
+        cutout::State::Open,
+        "old handles keep the old state"
+    );
+}
