@@ -1622,6 +1622,7 @@ const KEYS: &[&str] = &[
     "slow-calls",
     "slow-calls-multiple",
     "slow-calls-quantile",
+    "slow-calls-floor",
     "latency-baseline-window",
     "failures",
     "failures-multiple",
