@@ -16,7 +16,7 @@ impl Subject for Cutout {
 }
 
 impl Call for Breaker {
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, fail: bool) -> Outcome {
         match Breaker::call(self, || if fail { Err(()) } else { Ok(()) }) {
             Ok(()) => Outcome::Ok,

@@ -18,7 +18,7 @@ impl<P: FailurePolicy + Send> Subject for Failsafe<P> {
 }
 
 impl<P: FailurePolicy + Send> Call for StateMachine<P, ()> {
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, fail: bool) -> Outcome {
         match CircuitBreaker::call(self, || if fail { Err(()) } else { Ok(()) }) {
             Ok(()) => Outcome::Ok,

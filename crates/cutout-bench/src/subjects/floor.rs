@@ -24,7 +24,7 @@ impl<F: Fn(bool) -> u64 + Clone + Send + Sync> Subject for Op<F> {
 }
 
 impl<F: Fn(bool) -> u64> Call for OpHandle<F> {
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, fail: bool) -> Outcome {
         black_box((self.0)(fail));
         Outcome::Ok
@@ -101,7 +101,7 @@ impl Subject for OwnCounter {
 }
 
 impl Call for OwnCounterHandle {
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, _: bool) -> Outcome {
         black_box(self.0.fetch_add(1, Ordering::Relaxed));
         Outcome::Ok

@@ -20,7 +20,7 @@ impl Subject for Recloser {
 }
 
 impl Call for Handle {
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, fail: bool) -> Outcome {
         match self.0.call(|| if fail { Err(()) } else { Ok(()) }) {
             Ok(()) => Outcome::Ok,

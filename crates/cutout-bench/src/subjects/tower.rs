@@ -71,7 +71,7 @@ impl Subject for Tower {
 }
 
 impl Call for Handle {
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, fail: bool) -> Outcome {
         let Handle { svc, runtime, .. } = self;
         let mut cx = Context::from_waker(Waker::noop());
