@@ -29,13 +29,38 @@ pub(crate) const SAMPLE: u64 = 8;
 /// Marks kept, spaced by a sixteenth of the threshold: they reach back four thresholds.
 const MARKS: usize = 64;
 
-#[derive(Default)]
+/// The top bit of a cell's turn word: this cell's timed calls come at most a pace apart.
+const PACED: u64 = 1 << 63;
+
 struct Cells {
-    /// Calls admitted on this cell, for choosing which to track. A plain load and store (not a
-    /// read-modify-write): threads sharing a cell may lose a turn, which only shifts the sample.
+    /// Calls admitted on this cell (bits 0–62), for choosing which to track, and the paced
+    /// flag (bit 63). A plain load and store (not a read-modify-write): threads sharing a
+    /// cell may lose a turn, which only shifts the sample.
     turn: AtomicU64,
     started: AtomicU64,
     finished: AtomicU64,
+    /// When this cell's last tracked call started (`u64::MAX`: none yet).
+    last_start: AtomicU64,
+}
+
+impl Default for Cells {
+    fn default() -> Cells {
+        Cells {
+            turn: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            last_start: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+/// A call's turn on its cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Turn {
+    /// The call is the sampled one: timed and tracked.
+    pub(crate) sampled: bool,
+    /// The cell's tracked calls have come at most a pace apart (see [`InFlight::pace`]).
+    pub(crate) paced: bool,
 }
 
 /// The lock-free half: per-thread started and finished counts of tracked calls.
@@ -57,27 +82,45 @@ impl InFlight {
     /// Called as a call is admitted: whether it is the sampled one (one in [`SAMPLE`] of this
     /// breaker's calls on this thread's cell, so the choice depends on nothing outside it).
     #[inline]
-    pub(crate) fn turn(&self) -> bool {
+    pub(crate) fn turn(&self) -> Turn {
         let cell = self.cell();
         let turn = cell.turn.load(Ordering::Relaxed);
-        cell.turn.store(turn.wrapping_add(1), Ordering::Relaxed);
-        turn.is_multiple_of(SAMPLE)
+        cell.turn.store(
+            turn.wrapping_add(1) & !PACED | turn & PACED,
+            Ordering::Relaxed,
+        );
+        Turn {
+            sampled: (turn & !PACED).is_multiple_of(SAMPLE),
+            paced: turn & PACED != 0,
+        }
     }
 
-    /// Counts a sampled call as started (it is then tracked until it finishes).
+    /// Counts a sampled call as started at `start` (it is then tracked until it finishes),
+    /// and notes whether it came less than `pace` nanoseconds after the cell's previous one
+    /// (never, with a `pace` of 0). While
+    /// they do, the timed calls of the cell see every deadline of the breaker's hot path
+    /// (bucket boundaries) within about `pace` of its passing, and the untimed calls between
+    /// them may skip reading the clock.
     #[inline]
-    pub(crate) fn track(&self) {
-        self.cell().started.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn track(&self, start: u64, pace: u64) {
+        let cell = self.cell();
+        cell.started.fetch_add(1, Ordering::Relaxed);
+        let last = cell.last_start.swap(start, Ordering::Relaxed);
+        let paced = last != u64::MAX && start >= last && start - last < pace;
+        let turn = cell.turn.load(Ordering::Relaxed);
+        if (turn & PACED != 0) != paced {
+            cell.turn.store(turn ^ PACED, Ordering::Relaxed);
+        }
     }
 
     /// [`InFlight::turn`], then [`InFlight::track`] if sampled.
     #[cfg(test)]
-    fn start(&self) -> bool {
-        let sampled = self.turn();
-        if sampled {
-            self.track();
+    fn start(&self, now: u64) -> Turn {
+        let turn = self.turn();
+        if turn.sampled {
+            self.track(now, 101);
         }
-        sampled
+        turn
     }
 
     /// Called once when a tracked call's permit is recorded or dropped.
@@ -158,12 +201,35 @@ mod tests {
     fn one_call_in_eight_is_tracked_per_breaker() {
         let in_flight = InFlight::new();
         let other = InFlight::new();
-        let tracked = (0..64).filter(|_| in_flight.start()).count();
+        let tracked = (0..64).filter(|_| in_flight.start(0).sampled).count();
         assert_eq!(tracked, 8);
         assert_eq!(in_flight.totals(), (8, 0));
         // Another breaker's calls on the same thread do not move this one's turn.
-        assert!(other.start());
-        assert!(in_flight.start(), "call 65 is the next tracked one");
+        assert!(other.start(0).sampled);
+        assert!(
+            in_flight.start(0).sampled,
+            "call 65 is the next tracked one"
+        );
+    }
+
+    #[test]
+    fn a_cell_is_paced_while_its_tracked_calls_come_within_the_pace() {
+        let in_flight = InFlight::new();
+        let turns: Vec<Turn> = (0..8).map(|_| in_flight.start(1_000)).collect();
+        assert!(turns.iter().all(|t| !t.paced), "no earlier tracked call");
+        // The second tracked call comes 100 ns after the first: paced from then on.
+        let turn = in_flight.start(1_100);
+        assert!(
+            turn.sampled && !turn.paced,
+            "the flag is read before the call is tracked"
+        );
+        assert!((0..7).all(|_| in_flight.start(1_100).paced));
+        // Traffic thins out: the next tracked call comes 101 ns later, and the flag drops.
+        assert!(in_flight.start(1_201).sampled);
+        assert!(!in_flight.start(1_201).paced);
+        // Stays sampled one in eight, whatever the flag.
+        let sampled = (0..62).filter(|_| in_flight.start(1_201).sampled).count();
+        assert_eq!(sampled, 7);
     }
 
     #[test]

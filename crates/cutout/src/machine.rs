@@ -100,6 +100,8 @@ pub(crate) struct Machine {
     ramp: Option<Ramp>,
     /// The epoch of the success counters (see `shards.rs`): one per locked operation.
     epoch: u32,
+    /// No call is timed: no slow-call rule, absolute or relative.
+    untimed: bool,
     rng: fastrand::Rng,
 }
 
@@ -150,6 +152,8 @@ impl Machine {
             rebase_marks: true,
             ramp: None,
             epoch: 0,
+            untimed: settings.slow_call_threshold.is_none()
+                && settings.relative_slow_calls().is_none(),
             settings,
             state,
             generation: 0,
@@ -197,6 +201,16 @@ impl Machine {
                 baseline.record(self.fast_since, n, 0);
             }
         }
+    }
+
+    /// The shortest period whose boundaries decide where a success is counted: a time
+    /// window's bucket or the failure baseline's slice (`u64::MAX`: none).
+    pub(crate) fn shortest_period(&self) -> u64 {
+        let baseline = self
+            .failure_baseline
+            .as_ref()
+            .map_or(u64::MAX, FailureBaseline::period);
+        self.window.period().min(baseline)
     }
 
     /// Whether latency samples should be merged now: the refresh is due, or the baseline is
@@ -299,7 +313,14 @@ impl Machine {
             fast_until = fast_until.min(self.in_flight_due.max(now.saturating_add(1)));
         }
         Published {
-            word: Word::new(self.state, self.generation, self.epoch, quiet, fast),
+            word: Word::new(
+                self.state,
+                self.generation,
+                self.epoch,
+                quiet,
+                fast,
+                quiet && self.untimed && fast_until == u64::MAX,
+            ),
             until: self.until,
             fast_until,
             slow_nanos: self.slow_nanos(),

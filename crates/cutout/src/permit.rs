@@ -1,12 +1,20 @@
 //! Permits: the right to run one call, and the duty to say how it went.
 
+use std::time::Duration;
+
 use crate::Breaker;
 use crate::classify::Outcome;
+use crate::error::RejectReason;
 use crate::machine::Role;
 
 /// What a permit carries, packed into one word so it moves in a register: the generation it
-/// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34);
-/// and when its call started (0 when calls are not timed).
+/// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34),
+/// timed (bit 35) or paced (bit 36); and when its call started (0 when calls are not timed).
+///
+/// A refusal travels as a ticket too (bit 37, the reason in bits 38–39, bit 40 when a retry-after
+/// is known, held in `start` as nanoseconds): two registers, where a `Result` holding a
+/// [`Rejected`](crate::Rejected) would be written to memory and copied at every level. The
+/// `Rejected` is built once, where the caller wants it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ticket {
     bits: u64,
@@ -16,6 +24,10 @@ pub(crate) struct Ticket {
 const ROLE_SHIFT: u32 = 32;
 const TRACKED: u64 = 1 << 34;
 const TIMED: u64 = 1 << 35;
+const PACED: u64 = 1 << 36;
+const REFUSED: u64 = 1 << 37;
+const REASON_SHIFT: u32 = 38;
+const RETRY_AFTER: u64 = 1 << 40;
 
 impl Ticket {
     #[inline]
@@ -44,6 +56,70 @@ impl Ticket {
     #[inline]
     pub(crate) fn timed(self) -> bool {
         self.bits & TIMED != 0
+    }
+
+    /// An untimed ticket of a call whose thread's timed calls watch the hot path's deadlines
+    /// (see `InFlight::track`): its success need not read the clock.
+    #[inline]
+    pub(crate) fn paced(generation: u32) -> Ticket {
+        let mut ticket = Ticket::new(generation, Role::Normal, 0);
+        ticket.bits |= PACED;
+        ticket
+    }
+
+    /// A refusal (never handed to a permit).
+    #[inline]
+    pub(crate) fn refused(reason: RejectReason, retry_after: Option<Duration>) -> Ticket {
+        let code = match reason {
+            RejectReason::Open => 0,
+            RejectReason::HalfOpenFull => 1,
+            RejectReason::Ramp => 2,
+            RejectReason::Isolated => 3,
+        };
+        let (flag, nanos) = match retry_after {
+            Some(left) => (
+                RETRY_AFTER,
+                u64::try_from(left.as_nanos()).unwrap_or(u64::MAX),
+            ),
+            None => (0, 0),
+        };
+        Ticket {
+            bits: REFUSED | (code << REASON_SHIFT) | flag,
+            start: nanos,
+        }
+    }
+
+    /// Whether this is a [`Ticket::refused`] one.
+    #[inline]
+    pub(crate) fn is_refused(self) -> bool {
+        self.bits & REFUSED != 0
+    }
+
+    /// The reason and retry-after of a [`Ticket::refused`] one.
+    #[inline]
+    pub(crate) fn refusal(self) -> (RejectReason, Option<Duration>) {
+        let reason = match (self.bits >> REASON_SHIFT) & 0b11 {
+            0 => RejectReason::Open,
+            1 => RejectReason::HalfOpenFull,
+            2 => RejectReason::Ramp,
+            _ => RejectReason::Isolated,
+        };
+        let retry_after = (self.bits & RETRY_AFTER != 0).then(|| Duration::from_nanos(self.start));
+        (reason, retry_after)
+    }
+
+    /// A normal ticket, neither timed, tracked nor paced: the plain healthy call.
+    // With `metrics`, every call is counted and no success skips the lock.
+    #[cfg_attr(feature = "metrics", allow(dead_code))]
+    #[inline]
+    pub(crate) fn is_plain(self) -> bool {
+        self.bits >> ROLE_SHIFT == 0
+    }
+
+    /// Whether this is a [`Ticket::paced`] one.
+    #[inline]
+    pub(crate) fn is_paced(self) -> bool {
+        self.bits & PACED != 0
     }
 
     #[inline]
@@ -181,5 +257,35 @@ impl Drop for OwnedPermit {
     fn drop(&mut self) {
         let ticket = self.ticket.take();
         self.breaker.release(ticket);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_round_trips_through_a_ticket() {
+        let reasons = [
+            RejectReason::Open,
+            RejectReason::HalfOpenFull,
+            RejectReason::Ramp,
+            RejectReason::Isolated,
+        ];
+        let lefts = [
+            None,
+            Some(Duration::ZERO),
+            Some(Duration::from_millis(1_500)),
+            Some(Duration::from_nanos(u64::MAX)),
+        ];
+        for reason in reasons {
+            for left in lefts {
+                let ticket = Ticket::refused(reason, left);
+                assert!(ticket.is_refused() && !ticket.is_plain() && !ticket.is_paced());
+                assert_eq!(ticket.refusal(), (reason, left));
+            }
+        }
+        assert!(!Ticket::new(7, Role::Normal, 0).is_refused());
+        assert!(!Ticket::paced(7).is_refused() && Ticket::paced(7).is_paced());
     }
 }

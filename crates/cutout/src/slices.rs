@@ -36,7 +36,6 @@ impl<T: Reset> Slices<T> {
         self.slots.len()
     }
 
-    #[cfg(test)]
     pub(crate) fn period(&self) -> u64 {
         self.period
     }

@@ -1,7 +1,7 @@
 //! The breaker's states and the packed state word the hot path reads.
 //!
 //! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *quiet* flag, bit 4 the *fast*
-//! flag, bits 5–31 the epoch, bits 32–63 the generation. It is written only under the
+//! flag, bit 5 the *still* flag, bits 6–31 the epoch, bits 32–63 the generation. It is written only under the
 //! breaker's lock, after every locked operation, and read without a lock on every call. The
 //! generation changes with every transition; the epoch with every locked operation (it tags
 //! the success counters, see `shards.rs`).
@@ -9,6 +9,11 @@
 //! *Quiet* means: the breaker is closed and a fast, successful call would change nothing it
 //! records (no consecutive failures to reset, a count window full of successes). A call that
 //! sees the flag with its own generation finishes without any shared write.
+//!
+//! *Still* means: quiet, and staying quiet until the next locked operation whatever the time
+//! (no bucket or slice boundary, no refresh due), on a breaker that times no call. The
+//! healthy path then needs nothing but the word: admission tests the state and the flag with
+//! one mask, and the success compares the generation too.
 //!
 //! *Fast* means: the breaker is closed, no consecutive failure needs resetting, and no run of
 //! successes can trip it before the window's next bucket boundary. A success then only adds
@@ -131,10 +136,13 @@ impl fmt::Display for State {
 const STATE_MASK: u64 = 0b111;
 const QUIET: u64 = 0b1000;
 const FAST: u64 = 0b1_0000;
-const EPOCH_SHIFT: u32 = 5;
-/// The epoch's 27 bits: it wraps after 134 million locked operations, far beyond how long a
+const STILL: u64 = 0b10_0000;
+const EPOCH_SHIFT: u32 = 6;
+/// The epoch's 26 bits: it wraps after 67 million locked operations, far beyond how long a
 /// call could sit between reading the word and adding to its counter.
-pub(crate) const EPOCH_MASK: u32 = (1 << 27) - 1;
+pub(crate) const EPOCH_MASK: u32 = (1 << 26) - 1;
+#[cfg_attr(feature = "metrics", allow(dead_code))]
+const GENERATION_MASK: u64 = !0 << 32;
 const GENERATION_SHIFT: u32 = 32;
 
 /// The decoded state word.
@@ -148,11 +156,29 @@ impl Word {
         epoch: u32,
         quiet: bool,
         fast: bool,
+        still: bool,
     ) -> Word {
         let quiet = if quiet { QUIET } else { 0 };
         let fast = if fast { FAST } else { 0 };
+        let still = if still { STILL } else { 0 };
         let epoch = ((epoch & EPOCH_MASK) as u64) << EPOCH_SHIFT;
-        Word(state.code() | quiet | fast | epoch | ((generation as u64) << GENERATION_SHIFT))
+        Word(
+            state.code() | quiet | fast | still | epoch | ((generation as u64) << GENERATION_SHIFT),
+        )
+    }
+
+    /// Closed and still: one mask and compare (Closed's code is 0).
+    #[inline]
+    pub(crate) const fn is_closed_still(self) -> bool {
+        self.0 & (STATE_MASK | STILL) == STILL
+    }
+
+    /// Still, with generation `generation`.
+    // With `metrics`, every call is counted and no success skips the lock.
+    #[cfg_attr(feature = "metrics", allow(dead_code))]
+    #[inline]
+    pub(crate) const fn is_still_in(self, generation: u32) -> bool {
+        (self.0 ^ ((generation as u64) << GENERATION_SHIFT)) & (GENERATION_MASK | STILL) == STILL
     }
 
     pub(crate) const fn from_bits(bits: u64) -> Word {
@@ -192,14 +218,18 @@ mod tests {
     fn word_round_trips_every_state_and_generation_edge() {
         for state in State::ALL {
             for generation in [0, 1, u32::MAX] {
-                for (quiet, fast) in [(false, false), (true, false), (false, true), (true, true)] {
+                for flags in 0..8u8 {
+                    let (quiet, fast, still) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
                     for epoch in [0, 1, EPOCH_MASK] {
-                        let word = Word::new(state, generation, epoch, quiet, fast);
+                        let word = Word::new(state, generation, epoch, quiet, fast, still);
                         let word = Word::from_bits(word.bits());
                         assert_eq!(word.state(), state);
                         assert_eq!(word.generation(), generation);
                         assert_eq!(word.epoch(), epoch);
                         assert_eq!((word.is_quiet(), word.is_fast()), (quiet, fast));
+                        assert_eq!(word.is_closed_still(), still && state == State::Closed);
+                        assert_eq!(word.is_still_in(generation), still);
+                        assert!(!word.is_still_in(generation.wrapping_add(1)));
                     }
                 }
             }

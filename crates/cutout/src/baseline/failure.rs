@@ -54,6 +54,11 @@ impl FailureBaseline {
     pub(crate) fn next_boundary(&self, now: u64) -> u64 {
         self.slices.next_boundary(now)
     }
+
+    /// The length of a slice, in nanoseconds.
+    pub(crate) fn period(&self) -> u64 {
+        self.slices.period()
+    }
 }
 
 #[cfg(test)]

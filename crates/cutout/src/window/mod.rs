@@ -77,6 +77,14 @@ impl Window {
         }
     }
 
+    /// The length of a bucket, in nanoseconds (`u64::MAX` for a count window).
+    pub(crate) fn period(&self) -> u64 {
+        match self {
+            Window::Count(_) => u64::MAX,
+            Window::Time(window) => window.period(),
+        }
+    }
+
     pub(crate) fn totals(&self, now: u64) -> Totals {
         match self {
             Window::Count(window) => window.totals(),

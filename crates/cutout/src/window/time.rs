@@ -39,6 +39,11 @@ impl TimeWindow {
         self.buckets.next_boundary(now)
     }
 
+    /// The length of a bucket, in nanoseconds.
+    pub(crate) fn period(&self) -> u64 {
+        self.buckets.period()
+    }
+
     pub(crate) fn totals(&self, now: u64) -> Totals {
         self.buckets
             .live(now)
