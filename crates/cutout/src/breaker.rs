@@ -31,7 +31,7 @@ use crate::BreakerId;
 use crate::baseline::samples::LatencySamples;
 use crate::classify::{Classify, DefaultClassifier, Outcome};
 use crate::clock::{Clock, TimeSource};
-use crate::error::{Error, RejectReason, Rejected};
+use crate::error::{Error, RejectReason, Rejected, RetryAfter};
 use crate::event::{Event, Transition};
 use crate::inflight::InFlight;
 use crate::loom::{Arc, AtomicU64, Mutex, Ordering, RwLock, lock};
@@ -364,7 +364,10 @@ impl Breaker {
             let now = s.clock.recent();
             let until = s.hot.until.load(Ordering::Relaxed);
             if now < until {
-                return self.refuse(RejectReason::Open, Some(Duration::from_nanos(until - now)));
+                return self.refuse(
+                    RejectReason::Open,
+                    RetryAfter::from_nanos(Some(until - now)),
+                );
             }
             return self.admit_locked(now, false);
         }
@@ -383,13 +386,15 @@ impl Breaker {
                 _ => self.closed_timed(word),
             },
             State::Disabled => Ticket::uncounted(),
-            State::Isolated if !s.settings.shadow => self.refuse(RejectReason::Isolated, None),
+            State::Isolated if !s.settings.shadow => {
+                self.refuse(RejectReason::Isolated, RetryAfter::from_nanos(None))
+            }
             _ => self.admit_locked(s.clock.recent(), false),
         }
     }
 
     #[inline]
-    fn refuse(&self, reason: RejectReason, retry_after: Option<Duration>) -> Ticket {
+    fn refuse(&self, reason: RejectReason, retry_after: RetryAfter) -> Ticket {
         #[cfg(feature = "metrics")]
         self.shared.metrics.rejection(reason);
         Ticket::refused(reason, retry_after)
@@ -414,7 +419,7 @@ impl Breaker {
             Admission::Refuse {
                 reason,
                 retry_after,
-            } => self.refuse(reason, retry_after),
+            } => self.refuse(reason, RetryAfter::new(retry_after)),
         }
     }
 

@@ -41,16 +41,35 @@ impl fmt::Display for RejectReason {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Rejected {
     reason: RejectReason,
-    retry_after: Option<Duration>,
+    /// The retry-after as [`RetryAfter`] encodes it: converted to a `Duration` only when asked
+    /// for, so a refusal costs no division.
+    retry_after: RetryAfter,
     breaker: BreakerId,
 }
 
+/// An optional retry-after in one word: 0 for none, else nanoseconds plus one (saturating).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RetryAfter(pub(crate) u64);
+
+impl RetryAfter {
+    #[inline]
+    pub(crate) fn from_nanos(nanos: Option<u64>) -> RetryAfter {
+        RetryAfter(nanos.map_or(0, |n| n.saturating_add(1)))
+    }
+
+    #[inline]
+    pub(crate) fn new(after: Option<Duration>) -> RetryAfter {
+        RetryAfter::from_nanos(after.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+    }
+
+    pub(crate) fn get(self) -> Option<Duration> {
+        self.0.checked_sub(1).map(Duration::from_nanos)
+    }
+}
+
 impl Rejected {
-    pub(crate) fn new(
-        reason: RejectReason,
-        retry_after: Option<Duration>,
-        breaker: BreakerId,
-    ) -> Self {
+    #[inline]
+    pub(crate) fn new(reason: RejectReason, retry_after: RetryAfter, breaker: BreakerId) -> Self {
         Rejected {
             reason,
             retry_after,
@@ -67,7 +86,7 @@ impl Rejected {
     /// served (after jitter) when open, `None` where the breaker cannot know (isolated, probe
     /// slots taken).
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        self.retry_after.get()
     }
 
     /// The id of the breaker that refused.
@@ -80,7 +99,7 @@ impl fmt::Debug for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rejected")
             .field("reason", &self.reason)
-            .field("retry_after", &self.retry_after)
+            .field("retry_after", &self.retry_after())
             .field("breaker", &self.breaker)
             .finish()
     }
@@ -93,7 +112,7 @@ impl fmt::Display for Rejected {
             "call refused by breaker '{}' ({})",
             self.breaker, self.reason
         )?;
-        if let Some(after) = self.retry_after {
+        if let Some(after) = self.retry_after() {
             write!(f, ", retry after {after:?}")?;
         }
         Ok(())

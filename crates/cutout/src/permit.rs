@@ -1,18 +1,16 @@
 //! Permits: the right to run one call, and the duty to say how it went.
 
-use std::time::Duration;
-
 use crate::Breaker;
 use crate::classify::Outcome;
-use crate::error::RejectReason;
+use crate::error::{RejectReason, RetryAfter};
 use crate::machine::Role;
 
 /// What a permit carries, packed into one word so it moves in a register: the generation it
 /// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34),
 /// timed (bit 35) or paced (bit 36); and when its call started (0 when calls are not timed).
 ///
-/// A refusal travels as a ticket too (bit 37, the reason in bits 38–39, bit 40 when a retry-after
-/// is known, held in `start` as nanoseconds): two registers, where a `Result` holding a
+/// A refusal travels as a ticket too (bit 37, the reason in bits 38–39, the retry-after in
+/// `start` as [`RetryAfter`] encodes it): two registers, where a `Result` holding a
 /// [`Rejected`](crate::Rejected) would be written to memory and copied at every level. The
 /// `Rejected` is built once, where the caller wants it.
 #[derive(Debug, Clone, Copy)]
@@ -27,7 +25,6 @@ const TIMED: u64 = 1 << 35;
 const PACED: u64 = 1 << 36;
 const REFUSED: u64 = 1 << 37;
 const REASON_SHIFT: u32 = 38;
-const RETRY_AFTER: u64 = 1 << 40;
 
 impl Ticket {
     #[inline]
@@ -69,23 +66,16 @@ impl Ticket {
 
     /// A refusal (never handed to a permit).
     #[inline]
-    pub(crate) fn refused(reason: RejectReason, retry_after: Option<Duration>) -> Ticket {
+    pub(crate) fn refused(reason: RejectReason, retry_after: RetryAfter) -> Ticket {
         let code = match reason {
             RejectReason::Open => 0,
             RejectReason::HalfOpenFull => 1,
             RejectReason::Ramp => 2,
             RejectReason::Isolated => 3,
         };
-        let (flag, nanos) = match retry_after {
-            Some(left) => (
-                RETRY_AFTER,
-                u64::try_from(left.as_nanos()).unwrap_or(u64::MAX),
-            ),
-            None => (0, 0),
-        };
         Ticket {
-            bits: REFUSED | (code << REASON_SHIFT) | flag,
-            start: nanos,
+            bits: REFUSED | (code << REASON_SHIFT),
+            start: retry_after.0,
         }
     }
 
@@ -97,15 +87,14 @@ impl Ticket {
 
     /// The reason and retry-after of a [`Ticket::refused`] one.
     #[inline]
-    pub(crate) fn refusal(self) -> (RejectReason, Option<Duration>) {
+    pub(crate) fn refusal(self) -> (RejectReason, RetryAfter) {
         let reason = match (self.bits >> REASON_SHIFT) & 0b11 {
             0 => RejectReason::Open,
             1 => RejectReason::HalfOpenFull,
             2 => RejectReason::Ramp,
             _ => RejectReason::Isolated,
         };
-        let retry_after = (self.bits & RETRY_AFTER != 0).then(|| Duration::from_nanos(self.start));
-        (reason, retry_after)
+        (reason, RetryAfter(self.start))
     }
 
     /// A normal ticket, neither timed, tracked nor paced: the plain healthy call.
@@ -262,6 +251,8 @@ impl Drop for OwnedPermit {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -280,9 +271,12 @@ mod tests {
         ];
         for reason in reasons {
             for left in lefts {
-                let ticket = Ticket::refused(reason, left);
+                let ticket = Ticket::refused(reason, RetryAfter::new(left));
                 assert!(ticket.is_refused() && !ticket.is_plain() && !ticket.is_paced());
-                assert_eq!(ticket.refusal(), (reason, left));
+                let (back, after) = ticket.refusal();
+                assert_eq!(back, reason);
+                let expected = left.map(|d| d.min(Duration::from_nanos(u64::MAX - 1)));
+                assert_eq!(after.get(), expected, "saturates 1 ns short of u64::MAX");
             }
         }
         assert!(!Ticket::new(7, Role::Normal, 0).is_refused());
