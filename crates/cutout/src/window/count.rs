@@ -35,7 +35,11 @@ impl CountWindow {
             let old = std::mem::replace(&mut self.ring[self.head], code);
             self.failures -= u64::from(old & FAILURE != 0);
             self.slow -= u64::from(old >> 1);
-            self.head = (self.head + 1) % self.size;
+            // A compare, not a `%`: a failure folds in a run of successes one by one.
+            self.head += 1;
+            if self.head == self.size {
+                self.head = 0;
+            }
         }
         self.failures += u64::from(mark.failure);
         self.slow += u64::from(mark.slow.min(127));
