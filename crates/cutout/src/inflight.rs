@@ -105,7 +105,10 @@ impl InFlight {
     pub(crate) fn track(&self, start: u64, pace: u64) {
         let cell = self.cell();
         cell.started.fetch_add(1, Ordering::Relaxed);
-        let last = cell.last_start.swap(start, Ordering::Relaxed);
+        // A load and a store, not a swap: threads sharing a cell may each judge against the
+        // other's start, which only shifts the pace by one sample.
+        let last = cell.last_start.load(Ordering::Relaxed);
+        cell.last_start.store(start, Ordering::Relaxed);
         let paced = last != u64::MAX && start >= last && start - last < pace;
         let turn = cell.turn.load(Ordering::Relaxed);
         if (turn & PACED != 0) != paced {
