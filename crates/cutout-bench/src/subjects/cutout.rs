@@ -40,8 +40,8 @@ pub fn count_window() -> Cutout {
     warmed(Breaker::builder("bench-count").settings(settings).build())
 }
 
-/// `Settings::default()`: a 30 s time window, 5 consecutive failures, adaptive (every call
-/// timed, its latency sampled into the baseline).
+/// `Settings::default()`: a 30 s time window, 5 consecutive failures, adaptive (one call in
+/// eight per thread timed, its latency sampled into the baseline).
 pub fn default_settings() -> Cutout {
     warmed(Breaker::builder("bench-default").build())
 }
