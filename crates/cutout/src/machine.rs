@@ -81,8 +81,9 @@ pub(crate) struct Machine {
     /// The gate a trip from closed must pass, if any, and how many trips it kept closed.
     gate: Option<Gate>,
     suppressed_opens: u64,
-    /// The time of the last locked operation: fast successes counted since then all fall in
-    /// its bucket (the fast flag ends at the next bucket boundary).
+    /// The time of the last locked operation: fast successes counted since then fall in its
+    /// bucket (the fast flag ends at the next bucket boundary; a paced success of a sampled
+    /// breaker may land there a little after it, see `Breaker::success_off_lock`).
     fast_since: u64,
     failure_baseline: Option<FailureBaseline>,
     latency: Option<LatencyBaseline>,
