@@ -38,7 +38,7 @@ use crate::loom::{Arc, AtomicU64, Mutex, Ordering, RwLock, lock};
 use crate::machine::{Admission, Gate, Machine, Role};
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::settings::Settings;
-use crate::shards::SuccessShards;
+use crate::shards::{Add, SuccessShards};
 use crate::snapshot::Snapshot;
 use crate::state::{State, Word};
 
@@ -454,20 +454,46 @@ impl Breaker {
     /// boundary and the next timed call of its thread — about an eighth of a bucket's calls at
     /// worst, or up to seven calls per thread when traffic stops and restarts. That saves a
     /// precise clock read on seven calls in eight of every busy adaptive breaker.
+    ///
+    /// A locked operation swaps the cells to its new epoch first and publishes the word last,
+    /// so a success that read the word before it finds its cell moved on. It then waits (a
+    /// bounded spin) for the new word and judges itself against it: the success comes after
+    /// that operation, under the state it published. Taking the lock instead would start
+    /// another operation that moves every cell again, and two busy threads would hand each
+    /// other a locked operation on every call (a million a second were measured).
     #[inline(never)]
     fn success_off_lock(&self, ticket: Ticket, end: Option<u64>) -> bool {
         let s = &*self.shared;
-        let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
-        if word.generation() != ticket.generation() || !(word.is_quiet() || word.is_fast()) {
-            return false;
+        let mut seen = None;
+        for _ in 0..crate::loom::SPINS {
+            let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+            if word.generation() != ticket.generation() || !(word.is_quiet() || word.is_fast()) {
+                return false;
+            }
+            let until = s.hot.fast_until.load(Ordering::Relaxed);
+            let in_time = until == u64::MAX
+                || match end {
+                    Some(end) => end < until,
+                    None => ticket.is_paced() || s.clock.recent() < until,
+                };
+            if !in_time {
+                return false;
+            }
+            if word.is_quiet() {
+                return true;
+            }
+            if seen == Some(word.epoch()) {
+                // The operation that moved the cell has not published yet.
+                crate::loom::spin();
+                continue;
+            }
+            match s.shards.try_add(word.epoch(), s.fast_limit) {
+                Add::Added => return true,
+                Add::Full => return false,
+                Add::Moved => seen = Some(word.epoch()),
+            }
         }
-        let until = s.hot.fast_until.load(Ordering::Relaxed);
-        let in_time = until == u64::MAX
-            || match end {
-                Some(end) => end < until,
-                None => ticket.is_paced() || s.clock.recent() < until,
-            };
-        in_time && (word.is_quiet() || s.shards.try_add(word.epoch(), s.fast_limit))
+        false
     }
 
     /// Every other outcome: timed calls, failures, probes, and successes that must be counted.
@@ -853,6 +879,48 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn busy_threads_do_not_hand_each_other_locked_operations() {
+        // Two threads of successes on a breaker with a time window (never quiet: every
+        // success adds to a cell), for 200 ms. A success whose cell was moved by the other
+        // thread's locked operation waits for its word instead of starting one of its own;
+        // before that, the two threads took turns taking the lock, on 1–2% of all calls.
+        // With a slow-call threshold of 1 ms, calls in flight are checked every millisecond:
+        // each check a locked operation racing the other thread's successes.
+        let settings = Settings::builder()
+            .slow_call_threshold(Some(Duration::from_millis(1)))
+            .build()
+            .unwrap();
+        let breaker = Breaker::new("busy", settings);
+        succeed(&breaker, 1_000);
+        let epoch = || lock(&breaker.shared.machine).epoch();
+        let (started, before) = (std::time::Instant::now(), epoch());
+        let run = Duration::from_millis(200);
+        let calls: u64 = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut calls = 0;
+                        while started.elapsed() < run {
+                            succeed(&breaker, 1_000);
+                            calls += 1_000;
+                        }
+                        calls
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).sum()
+        });
+        let operations = u64::from(epoch().wrapping_sub(before) & crate::state::EPOCH_MASK);
+        // One per calls-in-flight check (at most one a millisecond), per bucket boundary and
+        // per sample merge, on each thread.
+        let allowed = 4 * started.elapsed().as_millis() as u64 + 100;
+        assert!(
+            operations <= allowed,
+            "{operations} locked operations for {calls} calls (allowed {allowed})"
+        );
     }
 
     #[test]

@@ -10,6 +10,20 @@ pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+/// One turn of a bounded wait for another thread: a pause hint, or under loom a yield so the
+/// model lets the other thread run.
+#[inline]
+pub(crate) fn spin() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// How many turns of [`spin`] a bounded wait takes before giving up (few under loom, where
+/// each is a branch of the model).
+pub(crate) const SPINS: u32 = if cfg!(loom) { 2 } else { 128 };
+
 /// Locks a mutex, recovering the data if a previous holder panicked.
 ///
 /// The breaker never runs user code while holding its lock, so a poisoned lock can only come from

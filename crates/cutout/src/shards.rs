@@ -58,6 +58,16 @@ pub(crate) fn thread_index() -> usize {
     })
 }
 
+/// What [`SuccessShards::try_add`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Add {
+    Added,
+    /// The cell is tagged with another epoch.
+    Moved,
+    /// The cell holds its limit.
+    Full,
+}
+
 pub(crate) struct SuccessShards {
     cells: Box<[CachePadded<AtomicU64>]>,
 }
@@ -70,18 +80,22 @@ impl SuccessShards {
         SuccessShards { cells }
     }
 
-    /// Counts one success for `epoch` on this thread's cell; false if the cell has moved on
-    /// to another epoch, or already holds `limit` successes (the caller then takes the locked
-    /// path, which folds the cells into the window: a count window learns that its failures
-    /// have slid out, and its healthy calls stop writing at all).
+    /// Counts one success for `epoch` on this thread's cell. Refused if the cell has moved on
+    /// to another epoch ([`Add::Moved`]: a locked operation has begun since the caller read
+    /// the word), or already holds `limit` successes ([`Add::Full`]: the caller then takes
+    /// the locked path, which folds the cells into the window: a count window learns that its
+    /// failures have slid out, and its healthy calls stop writing at all).
     #[inline]
-    pub(crate) fn try_add(&self, epoch: u32, limit: u64) -> bool {
+    pub(crate) fn try_add(&self, epoch: u32, limit: u64) -> Add {
         let cell = &self.cells[thread_index() & (self.cells.len() - 1)];
         let mut current = cell.load(Ordering::Relaxed);
         let limit = limit.min(COUNT_MASK);
         loop {
-            if current & !COUNT_MASK != tag(epoch) || current & COUNT_MASK >= limit {
-                return false;
+            if current & !COUNT_MASK != tag(epoch) {
+                return Add::Moved;
+            }
+            if current & COUNT_MASK >= limit {
+                return Add::Full;
             }
             // Fails only when another thread shares this cell or a drain emptied it: retry
             // with what is there now.
@@ -91,7 +105,7 @@ impl SuccessShards {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => return Add::Added,
                 Err(now) => current = now,
             }
         }
@@ -114,14 +128,18 @@ mod tests {
     #[test]
     fn counts_only_for_the_current_epoch() {
         let shards = SuccessShards::new(7);
-        assert!(shards.try_add(7, u64::MAX));
-        assert!(shards.try_add(7, u64::MAX));
-        assert!(!shards.try_add(8, u64::MAX));
-        assert!(!shards.try_add(7, 2), "the cell holds its limit");
+        assert_eq!(shards.try_add(7, u64::MAX), Add::Added);
+        assert_eq!(shards.try_add(7, u64::MAX), Add::Added);
+        assert_eq!(shards.try_add(8, u64::MAX), Add::Moved);
+        assert_eq!(shards.try_add(7, 2), Add::Full, "the cell holds its limit");
         assert_eq!(shards.rotate(8), 2);
         let late = shards.try_add(7, u64::MAX);
-        assert!(!late, "an add that read the old epoch is refused");
-        assert!(shards.try_add(8, u64::MAX));
+        assert_eq!(
+            late,
+            Add::Moved,
+            "an add that read the old epoch is refused"
+        );
+        assert_eq!(shards.try_add(8, u64::MAX), Add::Added);
         assert_eq!(shards.rotate(9), 1);
         assert_eq!(shards.rotate(10), 0);
     }
@@ -133,7 +151,9 @@ mod tests {
             .map(|_| {
                 let shards = std::sync::Arc::clone(&shards);
                 std::thread::spawn(move || {
-                    (0..10_000).filter(|_| shards.try_add(0, u64::MAX)).count()
+                    (0..10_000)
+                        .filter(|_| shards.try_add(0, u64::MAX) == Add::Added)
+                        .count()
                 })
             })
             .collect();
