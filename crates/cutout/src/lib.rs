@@ -33,9 +33,11 @@
 //!
 //! The hot path: a healthy call on a closed breaker whose count window is full of successes
 //! does one atomic load before the call and one after, and writes nothing shared. Other healthy
-//! calls add one to a counter of their thread's own (no lock, no contended line). Everything
-//! that changes state runs a sequential machine under a lock (see `breaker.rs`, `# Orderings`).
-
+//! calls add one to a counter of their thread's own (no lock, no contended line). An adaptive
+//! breaker times one call in eight per thread; while a thread is busy, the calls between its
+//! timed ones read no clock. Everything that changes state runs a sequential machine under a
+//! lock (see `breaker.rs`, `# Orderings`). Refusing a call while open reads the clock once:
+//! start a [`clock::CoarseClock`] where refusals are hot, and that read is one load.
 //!
 //! # Features
 //! - `serde`: configuration files (the `config` module).
