@@ -452,8 +452,10 @@ impl Breaker {
     /// less than an eighth of a bucket apart, those calls watch the deadline and take the lock
     /// past it. A success then lands in the bucket before its own only if it comes between a
     /// boundary and the next timed call of its thread — about an eighth of a bucket's calls at
-    /// worst, or up to seven calls per thread when traffic stops and restarts. That saves a
-    /// precise clock read on seven calls in eight of every busy adaptive breaker.
+    /// worst, or up to seven calls per thread when traffic stops and restarts — and a trip that
+    /// the boundary alone brings about (old successes leaving the window) is found at that
+    /// timed call, as late. That saves a precise clock read on seven calls in eight of every
+    /// busy adaptive breaker.
     ///
     /// A locked operation swaps the cells to its new epoch first and publishes the word last,
     /// so a success that read the word before it finds its cell moved on. It then waits (a
