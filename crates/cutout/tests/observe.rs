@@ -1,28 +1,18 @@
-//! Observability: metrics through the `metrics` facade, one `tracing` event per transition.
+//! Observability through the `metrics` facade: counters, a state gauge, nothing recorded on
+//! the healthy path. The `tracing` events are in `observe_tracing.rs`: a test binary of their
+//! own, since `tracing` caches per call site whether anyone listens, and the breakers of tests
+//! running beside a scoped subscriber could make that cache skip its events.
 
-#![cfg(any(feature = "metrics", feature = "tracing"))]
+#![cfg(feature = "metrics")]
+
+mod observe_common;
 
 use std::time::Duration;
 
 use cutout::clock::ManualClock;
-use cutout::{Breaker, Jitter, Recovery, Settings};
+use observe_common::ramping;
 
 const SEC: Duration = Duration::from_secs(1);
-
-fn ramping(clock: &ManualClock) -> Breaker {
-    let settings = Settings::builder()
-        .consecutive_failures(Some(2))
-        .break_duration(10 * SEC)
-        .jitter(Jitter::None)
-        .probe_successes(1)
-        .recovery(Some(Recovery::over(0.2)))
-        .build()
-        .unwrap();
-    Breaker::builder("payments")
-        .settings(settings)
-        .clock(clock.clone())
-        .build()
-}
 
 #[cfg(feature = "metrics")]
 mod metrics_tests {
@@ -201,63 +191,5 @@ mod metrics_tests {
                 0.0
             );
         });
-    }
-}
-
-#[cfg(feature = "tracing")]
-mod tracing_tests {
-    use super::*;
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buffer {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn one_event_per_transition_with_id_states_reason_and_break() {
-        let buffer = Buffer::default();
-        let writer = buffer.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .without_time()
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
-            let clock = ManualClock::new();
-            let b = ramping(&clock);
-            let _ = b.call(|| Err::<(), _>(()));
-            let _ = b.call(|| Err::<(), _>(()));
-            clock.elapse_break(&b);
-            b.call(|| Ok::<_, ()>(())).unwrap();
-        });
-        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
-        let lines: Vec<_> = text.lines().collect();
-        assert_eq!(lines.len(), 3, "{text}");
-        assert!(
-            lines[0].contains("WARN") && lines[0].contains("circuit breaker opened"),
-            "{}",
-            lines[0]
-        );
-        for needle in [
-            "breaker=payments",
-            "from=\"closed\"",
-            "to=\"open\"",
-            "reason=\"consecutive_failures\"",
-            "break_ms=10000",
-        ] {
-            assert!(lines[0].contains(needle), "{needle} in {}", lines[0]);
-        }
-        assert!(lines[1].contains("from=\"open\"") && lines[1].contains("to=\"half_open\""));
-        assert!(lines[2].contains("from=\"half_open\"") && lines[2].contains("to=\"closed\""));
     }
 }
