@@ -39,8 +39,9 @@ static COARSE_RUNNING: AtomicBool = AtomicBool::new(false);
 /// The default clock: the time-stamp counter where the processor has an invariant one (through
 /// `quanta`), the OS monotonic clock elsewhere.
 ///
-/// On the VMs this project is measured on, `std::time::Instant::now` costs about 30 ns and this
-/// clock about 13 ns. [`SystemClock::recent`] is one relaxed load (about 1 ns) while a
+/// On the VMs this project is measured on, `std::time::Instant::now` costs 29–48 ns and this
+/// clock 20–36 ns (the time-stamp counter itself reads slowly there: about 19–23 ns); see
+/// BENCHMARKS.md. [`SystemClock::recent`] is one relaxed load (about 2 ns) while a
 /// [`CoarseClock`] guard is alive, and falls back to `now` otherwise.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
