@@ -158,8 +158,14 @@ use crate::relative::{Failures, SlowCalls};
 use crate::settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, TripWindow};
 use crate::{Breaker, Registry, RegistryError};
 
-/// Every settings key, in the order of the docs' table.
-const KEYS: &[&str] = &[
+/// Every key a settings table (`defaults`, `configs.<name>`, `instances.<id>`) accepts, in the
+/// order of the docs' table; an instance also takes `base-config`. For tools that check or
+/// complete configuration files.
+///
+/// ```
+/// assert!(cutout::config::SETTINGS_KEYS.contains(&"break-duration"));
+/// ```
+pub const SETTINGS_KEYS: &[&str] = &[
     "consecutive-failures",
     "failure-ratio",
     "minimum-calls",
@@ -923,18 +929,21 @@ fn read_section(section: &str, value: &Raw, instance: bool) -> Result<Patch, Loa
     };
     let mut patch = Patch::default();
     for (name, value) in table {
-        let Some(key) = KEYS
+        let Some(key) = SETTINGS_KEYS
             .iter()
             .chain(std::iter::once(&BASE_CONFIG))
             .copied()
             .find(|k| *k == name.as_str())
         else {
-            let candidates = KEYS.iter().copied().chain(instance.then_some(BASE_CONFIG));
+            let candidates = SETTINGS_KEYS
+                .iter()
+                .copied()
+                .chain(instance.then_some(BASE_CONFIG));
             let suggestion = crate::suggest::nearest(name, candidates);
             let allowed = if instance {
-                format!("one of {}, base-config", KEYS.join(", "))
+                format!("one of {}, base-config", SETTINGS_KEYS.join(", "))
             } else {
-                format!("one of {}", KEYS.join(", "))
+                format!("one of {}", SETTINGS_KEYS.join(", "))
             };
             return Err(LoadError::new(
                 ErrorCode::UnknownKey,
@@ -1070,14 +1079,14 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
                 return Err(at
                     .error(ErrorCode::UnknownKey)
                     .detail("base-config is only read in [instances.<id>]")
-                    .allowed(format!("one of {}", KEYS.join(", "))));
+                    .allowed(format!("one of {}", SETTINGS_KEYS.join(", "))));
             }
             match at.value {
                 Raw::Str(name) => patch.base = Some(name.clone()),
                 _ => return Err(at.wrong_type("the name of a [configs.<name>] section")),
             }
         }
-        // `read_section` only passes keys from `KEYS` and `BASE_CONFIG`; a key added to the
+        // `read_section` only passes keys from `SETTINGS_KEYS` and `BASE_CONFIG`; a key added to the
         // table without a reader here still fails cleanly instead of panicking.
         _ => {
             return Err(at

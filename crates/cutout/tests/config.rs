@@ -1600,43 +1600,12 @@ const SECTION_HEADERS: &[&str] = &[
     "",
 ];
 
-const KEYS: &[&str] = &[
-    "consecutive-failures",
-    "failure-ratio",
-    "minimum-calls",
-    "window-type",
-    "window-size",
-    "window-duration",
-    "slow-call-threshold",
-    "slow-call-ratio",
-    "break-duration",
-    "max-break-duration",
-    "jitter",
-    "half-open-probes",
-    "probe-successes",
-    "half-open-rule",
-    "max-wait-in-half-open",
-    "shadow",
-    "enabled",
-    "adaptive",
-    "slow-calls",
-    "slow-calls-multiple",
-    "slow-calls-quantile",
-    "slow-calls-floor",
-    "latency-baseline-window",
-    "failures",
-    "failures-multiple",
-    "failures-floor",
-    "failure-baseline-window",
-    "recovery",
-    "recovery-fraction",
-    "recovery-initial-fraction",
-    "recovery-min-duration",
-    "recovery-max-duration",
-    "base-config",
-    "failure_ratio",
-    "x",
-];
+/// The real keys, `base-config`, then keys that are not (a misspelling and a stranger).
+fn keys() -> Vec<&'static str> {
+    let mut keys = cutout::config::SETTINGS_KEYS.to_vec();
+    keys.extend(["base-config", "failure_ratio", "x"]);
+    keys
+}
 
 const VALUES: &[&str] = &[
     "\"30s\"",
@@ -1684,7 +1653,7 @@ fn value() -> impl Strategy<Value = String> {
 }
 
 fn document() -> impl Strategy<Value = String> {
-    let line = (prop::sample::select(KEYS), value()).prop_map(|(k, v)| format!("{k} = {v}"));
+    let line = (prop::sample::select(keys()), value()).prop_map(|(k, v)| format!("{k} = {v}"));
     let section = (
         prop::sample::select(SECTION_HEADERS),
         prop::collection::vec(line, 0..6),
@@ -1764,8 +1733,9 @@ fn plausible(key: &'static str) -> BoxedStrategy<String> {
 
 /// Unique sections and keys (no TOML duplicates), so documents get past the parser.
 fn plausible_document() -> impl Strategy<Value = String> {
-    let keys = &KEYS[..=KEYS.iter().position(|k| *k == "base-config").unwrap()]; // the real keys and base-config
-    let section = prop::collection::btree_map(prop::sample::select(keys), Just(()), 0..8)
+    let all = keys();
+    let keys = &all[..=all.iter().position(|k| *k == "base-config").unwrap()]; // the real keys and base-config
+    let section = prop::collection::btree_map(prop::sample::select(keys.to_vec()), Just(()), 0..8)
         .prop_flat_map(|keys| {
             keys.into_keys()
                 .map(|k| plausible(k).prop_map(move |v| format!("{k} = {v}")))
