@@ -137,17 +137,12 @@ impl GatewayConfig {
                     admin_token = Some(token.to_owned());
                 }
                 "attempt-timeout" => timeout = duration(&path, value)?,
-                "breakers" => {
-                    breakers_enabled = value
-                        .as_bool()
-                        .ok_or_else(|| wrong_type(&path, value, "true or false"))?
-                }
+                "breakers" => breakers_enabled = boolean(&path, value)?,
                 _ => {
-                    return Err(ConfigError::new(
-                        "GW-CFG-002",
+                    return Err(unknown_key(
                         &path,
-                        &show(value),
-                        "unknown key; allowed listen, admin, admin-token, attempt-timeout, breakers",
+                        value,
+                        "listen, admin, admin-token, attempt-timeout, breakers",
                     ));
                 }
             }
@@ -240,12 +235,7 @@ fn parse_clusters(
                 }
                 "attempt-timeout" => attempt_timeout = duration(&path, value)?,
                 _ => {
-                    return Err(ConfigError::new(
-                        "GW-CFG-002",
-                        &path,
-                        &show(value),
-                        "unknown key; allowed upstreams, attempt-timeout",
-                    ));
+                    return Err(unknown_key(&path, value, "upstreams, attempt-timeout"));
                 }
             }
         }
@@ -311,18 +301,9 @@ fn parse_routes(
                     }
                     cluster = Some(c.to_owned());
                 }
-                "strip-prefix" => {
-                    strip_prefix = value
-                        .as_bool()
-                        .ok_or_else(|| wrong_type(&path, value, "true or false"))?
-                }
+                "strip-prefix" => strip_prefix = boolean(&path, value)?,
                 _ => {
-                    return Err(ConfigError::new(
-                        "GW-CFG-002",
-                        &path,
-                        &show(value),
-                        "unknown key; allowed prefix, cluster, strip-prefix",
-                    ));
+                    return Err(unknown_key(&path, value, "prefix, cluster, strip-prefix"));
                 }
             }
         }
@@ -351,6 +332,22 @@ fn parse_routes(
     }
     routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
     Ok(routes)
+}
+
+/// A key the table does not have; `allowed` lists the ones it does.
+fn unknown_key(path: &str, value: &toml::Value, allowed: &str) -> ConfigError {
+    ConfigError::new(
+        "GW-CFG-002",
+        path,
+        &show(value),
+        &format!("unknown key; allowed {allowed}"),
+    )
+}
+
+fn boolean(path: &str, value: &toml::Value) -> Result<bool, ConfigError> {
+    value
+        .as_bool()
+        .ok_or_else(|| wrong_type(path, value, "true or false"))
 }
 
 fn wrong_type(path: &str, value: &toml::Value, allowed: &str) -> ConfigError {
