@@ -7,8 +7,7 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use cutout::clock::CoarseClock;
-use cutout_bench::cases;
+use cutout_bench::cases::{self, CoarseClocks};
 
 fn breakers(c: &mut Criterion) {
     for case in cases::all() {
@@ -19,9 +18,7 @@ fn breakers(c: &mut Criterion) {
             .sample_size(30);
         for row in &case.rows {
             let runner = (row.make)();
-            let _clock = row
-                .coarse
-                .then(|| CoarseClock::start(Duration::from_millis(1)).expect("one coarse clock"));
+            let _clock = row.coarse.then(CoarseClocks::start);
             group.bench_function(row.name, |b| {
                 b.iter_custom(|iters| runner.run(1, iters)[0].elapsed)
             });

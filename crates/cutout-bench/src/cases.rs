@@ -12,6 +12,30 @@ pub const PEER_ITERS: u64 = 1_000_000;
 /// tokio timer. At 250,000 its 2-thread rows took most of a 9-minute run.
 pub const TOWER_ITERS: u64 = 50_000;
 
+/// The coarse clocks a coarse row runs under, each ticking every millisecond: cutout's
+/// `CoarseClock` (for `SystemClock::recent`) and quanta's upkeep thread (for the `quanta
+/// Instant::recent` floor). Dropping it stops both.
+pub struct CoarseClocks {
+    _cutout: ::cutout::clock::CoarseClock,
+    _quanta: quanta::Handle,
+}
+
+impl CoarseClocks {
+    /// How often both clocks tick.
+    pub const RESOLUTION: std::time::Duration = std::time::Duration::from_millis(1);
+
+    /// Starts both; panics if another cutout coarse clock or quanta upkeep thread runs.
+    pub fn start() -> CoarseClocks {
+        CoarseClocks {
+            _cutout: ::cutout::clock::CoarseClock::start(Self::RESOLUTION)
+                .expect("no other coarse clock runs"),
+            _quanta: quanta::Upkeep::new(Self::RESOLUTION)
+                .start()
+                .expect("no other upkeep thread runs"),
+        }
+    }
+}
+
 /// What every run of a case must show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -29,7 +53,7 @@ pub struct Row {
     pub name: &'static str,
     /// Calls per thread per measurement.
     pub iters: u64,
-    /// Whether a `cutout::clock::CoarseClock` runs while this row is measured.
+    /// Whether the coarse clocks run while this row is measured (see [`CoarseClocks`]).
     pub coarse: bool,
     /// Builds (and warms up, or trips) the subject.
     pub make: fn() -> Box<dyn Runner>,

@@ -10,13 +10,14 @@
 //! [`ManualClock`] keeps its time in an `AtomicU64` read and written with `Relaxed`: a test
 //! advances it from one thread and the breaker reads it under its own lock or on the call's
 //! thread; no other memory is published through the clock, so no ordering beyond the atomicity
-//! of the value itself is needed. The coarse-clock flag in this module is likewise `Relaxed`:
-//! reading a stale `false` only means reading the precise clock once more.
+//! of the value itself is needed. The coarse clock's orderings are in `coarse.rs`.
+
+mod coarse;
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A monotonic source of nanoseconds.
@@ -33,15 +34,22 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     }
 }
 
+pub use coarse::{CoarseClock, CoarseClockError};
+
 static ANCHOR: OnceLock<quanta::Instant> = OnceLock::new();
-static COARSE_RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// The [`CoarseClock`]'s time on the [`SystemClock`]'s scale, or 0 when none runs: one load.
+#[inline(always)]
+pub(crate) fn coarse_time() -> u64 {
+    coarse::read()
+}
 
 /// The default clock: the time-stamp counter where the processor has an invariant one (through
 /// `quanta`), the OS monotonic clock elsewhere.
 ///
 /// On the VMs this project is measured on, `std::time::Instant::now` costs 29–48 ns and this
 /// clock 20–36 ns (the time-stamp counter itself reads slowly there: about 19–23 ns); see
-/// BENCHMARKS.md. [`SystemClock::recent`] is one relaxed load (about 2 ns) while a
+/// BENCHMARKS.md. [`SystemClock::recent`] is one relaxed load (under 1 ns) while a
 /// [`CoarseClock`] guard is alive, and falls back to `now` otherwise.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
@@ -64,55 +72,10 @@ impl Clock for SystemClock {
 
     #[inline]
     fn recent(&self) -> u64 {
-        if COARSE_RUNNING.load(Ordering::Relaxed) {
-            Self::since_anchor(quanta::Instant::recent())
-        } else {
-            self.now()
+        match coarse_time() {
+            0 => self.now(),
+            recent => recent,
         }
-    }
-}
-
-/// A guard that keeps a process-wide coarse clock ticking, making [`SystemClock::recent`] a
-/// single load.
-///
-/// Constructing a breaker never starts a thread; this is the one opt-in background thread, for
-/// services where refusals are hot (a gateway with an open breaker). Breakers then see break
-/// expiry and time-window boundaries up to `resolution` late. Dropping the guard stops the
-/// thread and `recent` reads the precise clock again.
-#[derive(Debug)]
-pub struct CoarseClock {
-    _handle: quanta::Handle,
-}
-
-/// The coarse clock could not be started.
-#[derive(Debug)]
-pub struct CoarseClockError(quanta::Error);
-
-impl fmt::Display for CoarseClockError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "coarse clock not started: {}", self.0)
-    }
-}
-
-impl std::error::Error for CoarseClockError {}
-
-impl CoarseClock {
-    /// Starts the coarse clock, updated every `resolution`. Only one runs per process: a second
-    /// call while a guard is alive returns an error.
-    pub fn start(resolution: Duration) -> Result<CoarseClock, CoarseClockError> {
-        let handle = quanta::Upkeep::new(resolution)
-            .start()
-            .map_err(CoarseClockError)?;
-        COARSE_RUNNING.store(true, Ordering::Relaxed);
-        Ok(CoarseClock { _handle: handle })
-    }
-}
-
-impl Drop for CoarseClock {
-    fn drop(&mut self) {
-        // Cleared before the handle stops the thread (fields drop after this body), so no
-        // reader sees a frozen value as current for longer than one resolution.
-        COARSE_RUNNING.store(false, Ordering::Relaxed);
     }
 }
 

@@ -10,8 +10,7 @@
 
 use std::time::Instant;
 
-use cutout::clock::CoarseClock;
-use cutout_bench::cases::{self, Case, Expect};
+use cutout_bench::cases::{self, Case, CoarseClocks, Expect};
 use cutout_bench::stats::{Spread, fig, spread};
 use cutout_bench::{Runner, ThreadRun, alloc};
 
@@ -19,8 +18,6 @@ use cutout_bench::{Runner, ThreadRun, alloc};
 static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 const THREADS: [usize; 2] = [1, 2];
-/// How often the coarse clock ticks while a coarse row runs.
-const COARSE_RESOLUTION: std::time::Duration = std::time::Duration::from_millis(1);
 /// Calls in the untimed allocation-counting pass.
 const ALLOC_PASS_CALLS: u64 = 10_000;
 
@@ -102,7 +99,7 @@ fn run_case(case: &Case, options: &Options) {
         .iter()
         .zip(&runners)
         .map(|(row, runner)| {
-            let _clock = row.coarse.then(start_coarse);
+            let _clock = row.coarse.then(CoarseClocks::start);
             alloc::set_counting(true);
             let runs = runner.run(1, ALLOC_PASS_CALLS);
             alloc::set_counting(false);
@@ -121,7 +118,7 @@ fn run_case(case: &Case, options: &Options) {
     for _ in 0..options.repeats {
         for (t, &threads) in THREADS.iter().enumerate() {
             for (i, (row, runner)) in case.rows.iter().zip(&runners).enumerate() {
-                let _clock = row.coarse.then(start_coarse);
+                let _clock = row.coarse.then(CoarseClocks::start);
                 let runs = runner.run(threads, iters[i]);
                 check(case, row.name, &runs);
                 let mean = runs.iter().map(ThreadRun::ns_per_call).sum::<f64>() / runs.len() as f64;
@@ -155,10 +152,6 @@ fn run_case(case: &Case, options: &Options) {
             cells.join(" | ")
         );
     }
-}
-
-fn start_coarse() -> CoarseClock {
-    CoarseClock::start(COARSE_RESOLUTION).expect("no other coarse clock runs")
 }
 
 fn check(case: &Case, row: &str, runs: &[ThreadRun]) {

@@ -81,7 +81,7 @@ pub fn system_now() -> Op<impl Fn(bool) -> u64 + Clone + Send + Sync> {
     Op(|_| SystemClock.now())
 }
 
-/// cutout's `SystemClock::recent` (one load plus a flag while a `CoarseClock` runs, `now`
+/// cutout's `SystemClock::recent` (one load while a `CoarseClock` runs, `now`
 /// otherwise).
 pub fn system_recent() -> Op<impl Fn(bool) -> u64 + Clone + Send + Sync> {
     Op(|_| SystemClock.recent())
