@@ -56,6 +56,19 @@ struct Hot {
     /// relative one; `u64::MAX` when none applies. A hint republished under the lock: a call
     /// judged against the previous threshold is judged as of a moment ago.
     slow_nanos: AtomicU64,
+    /// Whether a refusal while open may be decided on the inlined quick path when a
+    /// [`CoarseClock`](crate::clock::CoarseClock) runs: on the system clock, not in shadow
+    /// mode. Fixed at build.
+    quick_refusals: bool,
+}
+
+/// What the inlined quick path of admission decided.
+enum Quick {
+    Admit(Ticket),
+    /// A [`Ticket::refused`].
+    Refuse(Ticket),
+    /// Undecided: [`Breaker::ticket_slow`] decides.
+    Slow,
 }
 
 /// Which calls are timed.
@@ -184,6 +197,7 @@ impl BreakerBuilder {
             until: AtomicU64::new(published.until),
             fast_until: AtomicU64::new(published.fast_until),
             slow_nanos: AtomicU64::new(published.slow_nanos),
+            quick_refusals: matches!(self.clock, TimeSource::System(_)) && !self.settings.shadow,
         };
         let shards = SuccessShards::new(machine.epoch());
         // Only the system clock is worth skipping: a custom clock (a manual one in tests) is
@@ -276,52 +290,65 @@ impl Breaker {
             .map(|ticket| OwnedPermit::new(self.clone(), ticket))
     }
 
-    #[inline]
+    /// Admission: a ticket, or the refusal made a [`Rejected`] (built here, once, in the
+    /// caller's `Result`).
+    #[inline(always)]
     fn ticket(&self) -> Result<Ticket, Rejected> {
-        match self.quick_ticket() {
-            Some(ticket) => Ok(ticket),
-            None => self.slow_admission(),
-        }
+        // Matched apart, so that the admitted ticket of the quick path is never tested for a
+        // refusal.
+        let refused = match self.quick_ticket() {
+            Quick::Admit(ticket) => return Ok(ticket),
+            Quick::Refuse(ticket) => ticket,
+            Quick::Slow => match self.ticket_slow() {
+                ticket if ticket.is_refused() => ticket,
+                ticket => return Ok(ticket),
+            },
+        };
+        let (reason, retry_after) = refused.refusal();
+        Err(Rejected::new(reason, retry_after, self.shared.id.clone()))
     }
 
-    /// [`Breaker::ticket_slow`], with its refusal made a [`Rejected`].
-    #[inline]
-    fn slow_admission(&self) -> Result<Ticket, Rejected> {
-        let ticket = self.ticket_slow();
-        if ticket.is_refused() {
-            let (reason, retry_after) = ticket.refusal();
-            return Err(Rejected::new(reason, retry_after, self.shared.id.clone()));
-        }
-        Ok(ticket)
-    }
-
-    /// The admissions that need nothing but the word (and, on a sampled breaker, the thread's
-    /// turn): `None` sends the call to [`Breaker::ticket_slow`]. Kept apart from it and small
-    /// enough to inline, so that the ticket travels in registers rather than inside a
-    /// `Result` as large as a [`Rejected`].
-    #[inline]
-    fn quick_ticket(&self) -> Option<Ticket> {
+    /// The admissions and refusals that need nothing but the word (and, on a sampled breaker,
+    /// the thread's turn; while open, the coarse clock): [`Quick::Slow`] sends the call to
+    /// [`Breaker::ticket_slow`]. Kept apart from it and small enough to inline, so that the
+    /// ticket travels in registers rather than inside a `Result` as large as a [`Rejected`].
+    #[inline(always)]
+    fn quick_ticket(&self) -> Quick {
         let s = &*self.shared;
         let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
         if word.is_closed_still() {
             // The healthy path: one load, one test.
-            return Some(Ticket::new(word.generation(), Role::Normal, 0));
+            return Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0));
+        }
+        if word.state() == State::Open && s.hot.quick_refusals {
+            // With a coarse clock running, a refusal is two more loads: the coarse time and
+            // the break's end (see the module's orderings). Without one, or once the break
+            // has ended, the slow path reads the clock itself.
+            let now = crate::clock::coarse_time();
+            let until = s.hot.until.load(Ordering::Relaxed);
+            if now != 0 && now < until {
+                return Quick::Refuse(self.refuse(
+                    RejectReason::Open,
+                    RetryAfter::from_nanos(Some(until - now)),
+                ));
+            }
+            return Quick::Slow;
         }
         if word.state() != State::Closed {
-            return None;
+            return Quick::Slow;
         }
         match (s.timing, &s.in_flight) {
-            (Timing::None, _) => Some(Ticket::new(word.generation(), Role::Normal, 0)),
+            (Timing::None, _) => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
             // A sampled breaker's untimed calls, seven in eight.
             (Timing::Sampled, Some(in_flight)) => {
                 let turn = in_flight.turn();
                 match (turn.sampled, turn.paced) {
-                    (true, _) => None,
-                    (false, true) => Some(Ticket::paced(word.generation())),
-                    (false, false) => Some(Ticket::new(word.generation(), Role::Normal, 0)),
+                    (true, _) => Quick::Slow,
+                    (false, true) => Quick::Admit(Ticket::paced(word.generation())),
+                    (false, false) => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
                 }
             }
-            _ => None,
+            _ => Quick::Slow,
         }
     }
 
@@ -673,11 +700,7 @@ impl Breaker {
     where
         C: Classify<T, E> + ?Sized,
     {
-        let ticket = match self.quick_ticket() {
-            Some(ticket) => ticket,
-            None => self.slow_admission()?,
-        };
-        let permit = Permit::new(self, ticket);
+        let permit = Permit::new(self, self.ticket()?);
         let result = f();
         permit.record(classifier.classify(&result));
         result.map_err(Error::Inner)

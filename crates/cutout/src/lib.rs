@@ -37,7 +37,8 @@
 //! breaker times one call in eight per thread; while a thread is busy, the calls between its
 //! timed ones read no clock. Everything that changes state runs a sequential machine under a
 //! lock (see `breaker.rs`, `# Orderings`). Refusing a call while open reads the clock once:
-//! start a [`clock::CoarseClock`] where refusals are hot, and that read is one load.
+//! start a [`clock::CoarseClock`] where refusals are hot, and a refusal is three loads, made
+//! where the call is.
 //!
 //! # Features
 //! - `serde`: configuration files (the `config` module).
