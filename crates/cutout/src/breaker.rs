@@ -456,15 +456,18 @@ impl Breaker {
         // The healthy path, small enough to inline: an untimed success on a quiet breaker
         // changes nothing and writes nothing; on a fast one it adds to its thread's cell.
         #[cfg(not(feature = "metrics"))]
-        if outcome == Outcome::Success {
+        if outcome == Outcome::Success && (ticket.is_plain() || ticket.is_paced()) {
             if ticket.is_plain() {
                 let word = Word::from_bits(self.shared.hot.word.load(Ordering::Acquire));
                 if word.is_still_in(ticket.generation()) {
                     return;
                 }
-            } else if ticket.is_paced() && self.success_off_lock(ticket, None) {
-                return;
             }
+            // Straight to the cell: an untimed normal success has nothing else to record.
+            if !self.success_off_lock(ticket, None) {
+                self.finish_locked(ticket, outcome, 0, self.shared.clock.recent());
+            }
+            return;
         }
         self.finish_slow(ticket, outcome);
     }
