@@ -119,6 +119,10 @@ pub fn all() -> Vec<Case> {
                 coarse("quanta Instant::recent (upkeep)", F, || {
                     Box::new(Bench::<_, 0>(floor::quanta_recent()))
                 }),
+                #[cfg(target_os = "linux")]
+                row("CLOCK_MONOTONIC_COARSE (vDSO)", F, || {
+                    Box::new(Bench::<_, 0>(floor::kernel_coarse()))
+                }),
                 row("SystemClock::now", F, || {
                     Box::new(Bench::<_, 0>(floor::system_now()))
                 }),

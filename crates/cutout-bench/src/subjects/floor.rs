@@ -76,6 +76,14 @@ pub fn quanta_recent() -> Op<impl Fn(bool) -> u64 + Clone + Send + Sync> {
     })
 }
 
+/// The kernel's coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`, through the vDSO): the
+/// cheapest time a process can read without a thread of its own keeping one.
+#[cfg(target_os = "linux")]
+pub fn kernel_coarse() -> Op<impl Fn(bool) -> u64 + Clone + Send + Sync> {
+    use rustix::time::{ClockId, clock_gettime};
+    Op(|_| clock_gettime(ClockId::MonotonicCoarse).tv_nsec as u64)
+}
+
 /// cutout's `SystemClock::now`.
 pub fn system_now() -> Op<impl Fn(bool) -> u64 + Clone + Send + Sync> {
     Op(|_| SystemClock.now())
