@@ -73,6 +73,7 @@ mod slices;
 mod snapshot;
 mod state;
 mod suggest;
+mod summed;
 mod trip;
 mod window;
 

@@ -40,8 +40,14 @@ impl<T: Reset> Slices<T> {
         self.period
     }
 
-    fn index(&self, now: u64) -> u64 {
+    /// The index of the period of `now`.
+    pub(crate) fn index(&self, now: u64) -> u64 {
         now / self.period
+    }
+
+    /// Whether period `index` is still inside the span at period `current`.
+    pub(crate) fn live_at(&self, index: u64, current: u64) -> bool {
+        index <= current && index >= current.saturating_sub(self.slots.len() as u64 - 1)
     }
 
     /// The value for the period of `now`, emptied first if its slot held an older period;
@@ -63,10 +69,9 @@ impl<T: Reset> Slices<T> {
     /// The values of the periods still inside the span at `now`.
     pub(crate) fn live(&self, now: u64) -> impl Iterator<Item = &T> + Clone {
         let current = self.index(now);
-        let oldest = current.saturating_sub(self.slots.len() as u64 - 1);
         self.slots
             .iter()
-            .filter(move |(tag, _)| *tag >= oldest && *tag <= current)
+            .filter(move |(tag, _)| self.live_at(*tag, current))
             .map(|(_, value)| value)
     }
 

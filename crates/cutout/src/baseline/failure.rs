@@ -1,7 +1,7 @@
 //! The failure-rate baseline: counted failures over counted outcomes, in time slices.
 
 use super::SLICES;
-use crate::slices::Slices;
+use crate::summed::SummedSlices;
 
 /// Outcomes needed before the rate is known.
 pub(crate) const MIN_OUTCOMES: u64 = 100;
@@ -18,30 +18,37 @@ impl crate::slices::Reset for Counts {
     }
 }
 
+impl std::ops::Add for Counts {
+    type Output = Counts;
+
+    fn add(self, other: Counts) -> Counts {
+        Counts {
+            outcomes: self.outcomes + other.outcomes,
+            failures: self.failures + other.failures,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct FailureBaseline {
-    slices: Slices<Counts>,
+    slices: SummedSlices<Counts>,
 }
 
 impl FailureBaseline {
     pub(crate) fn new(window: u64) -> FailureBaseline {
         FailureBaseline {
-            slices: Slices::new(window, SLICES),
+            slices: SummedSlices::new(window, SLICES),
         }
     }
 
     pub(crate) fn record(&mut self, now: u64, outcomes: u64, failures: u64) {
-        if let Some(counts) = self.slices.at(now) {
-            counts.outcomes += outcomes;
-            counts.failures += failures;
-        }
+        self.slices.add(now, Counts { outcomes, failures });
     }
 
     /// Outcomes and failures inside the window at `now`.
     fn totals(&self, now: u64) -> (u64, u64) {
-        self.slices
-            .live(now)
-            .fold((0, 0), |(o, f), c| (o + c.outcomes, f + c.failures))
+        let counts = self.slices.sum(now);
+        (counts.outcomes, counts.failures)
     }
 
     /// The rate as if `extra_successes` more successes had landed now; `None` until armed.

@@ -21,6 +21,18 @@ impl crate::slices::Reset for Totals {
     }
 }
 
+impl std::ops::Add for Totals {
+    type Output = Totals;
+
+    fn add(self, other: Totals) -> Totals {
+        Totals {
+            calls: self.calls + other.calls,
+            failures: self.failures + other.failures,
+            slow: self.slow + other.slow,
+        }
+    }
+}
+
 /// One counted call's mark in a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark {

@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use super::{Mark, Totals};
-use crate::slices::Slices;
+use crate::summed::SummedSlices;
 
 /// The calls of the last `span`, in one bucket per second of the span (at least 10, at most
 /// 60 buckets). Memory is fixed at construction.
 #[derive(Debug, Clone)]
 pub(crate) struct TimeWindow {
-    buckets: Slices<Totals>,
+    buckets: SummedSlices<Totals>,
 }
 
 impl TimeWindow {
@@ -17,22 +17,29 @@ impl TimeWindow {
         let count = span.as_secs().clamp(10, 60) as usize;
         let span = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
         TimeWindow {
-            buckets: Slices::new(span, count),
+            buckets: SummedSlices::new(span, count),
         }
     }
 
     pub(crate) fn record(&mut self, now: u64, mark: Mark) {
-        if let Some(totals) = self.buckets.at(now) {
-            totals.calls += 1;
-            totals.failures += u64::from(mark.failure);
-            totals.slow += u64::from(mark.slow);
-        }
+        self.buckets.add(
+            now,
+            Totals {
+                calls: 1,
+                failures: u64::from(mark.failure),
+                slow: u64::from(mark.slow),
+            },
+        );
     }
 
     pub(crate) fn record_successes(&mut self, at: u64, n: u64) {
-        if let Some(totals) = self.buckets.at(at) {
-            totals.calls += n;
-        }
+        self.buckets.add(
+            at,
+            Totals {
+                calls: n,
+                ..Totals::default()
+            },
+        );
     }
 
     pub(crate) fn next_boundary(&self, now: u64) -> u64 {
@@ -45,13 +52,7 @@ impl TimeWindow {
     }
 
     pub(crate) fn totals(&self, now: u64) -> Totals {
-        self.buckets
-            .live(now)
-            .fold(Totals::default(), |sum, bucket| Totals {
-                calls: sum.calls + bucket.calls,
-                failures: sum.failures + bucket.failures,
-                slow: sum.slow + bucket.slow,
-            })
+        self.buckets.sum(now)
     }
 
     pub(crate) fn clear(&mut self) {
