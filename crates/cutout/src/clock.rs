@@ -34,15 +34,10 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     }
 }
 
+pub(crate) use coarse::coarse_time;
 pub use coarse::{CoarseClock, CoarseClockError};
 
 static ANCHOR: OnceLock<quanta::Instant> = OnceLock::new();
-
-/// The [`CoarseClock`]'s time on the [`SystemClock`]'s scale, or 0 when none runs: one load.
-#[inline(always)]
-pub(crate) fn coarse_time() -> u64 {
-    coarse::read()
-}
 
 /// The default clock: the time-stamp counter where the processor has an invariant one (through
 /// `quanta`), the OS monotonic clock elsewhere.

@@ -28,9 +28,9 @@ static RECENT: AtomicU64 = AtomicU64::new(0);
 /// Whether a guard is alive.
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
-/// The coarse time, or 0 when no coarse clock runs.
+/// The coarse time on the [`SystemClock`]'s scale, or 0 when no coarse clock runs: one load.
 #[inline(always)]
-pub(super) fn read() -> u64 {
+pub(crate) fn coarse_time() -> u64 {
     RECENT.load(Ordering::Relaxed)
 }
 
@@ -172,7 +172,7 @@ mod tests {
             CoarseClock::start(Duration::ZERO),
             Err(CoarseClockError(Cause::ZeroResolution))
         ));
-        assert_eq!(read(), 0);
+        assert_eq!(coarse_time(), 0);
         let guard = CoarseClock::start(Duration::from_millis(1)).expect("none runs");
         assert!(matches!(
             CoarseClock::start(Duration::from_millis(1)),
@@ -188,7 +188,7 @@ mod tests {
         });
         assert!(ticked, "coarse time stayed at or below {mark}");
         drop(guard);
-        assert_eq!(read(), 0, "a stopped clock reads as none");
+        assert_eq!(coarse_time(), 0, "a stopped clock reads as none");
         let precise = SystemClock.now();
         assert!(
             SystemClock.recent() >= precise,
