@@ -320,36 +320,46 @@ impl Breaker {
             // The healthy path: one load, one test.
             return Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0));
         }
-        if word.state() == State::Open && s.hot.quick_refusals {
-            // With a coarse clock running, a refusal is two more loads: the coarse time and
-            // the break's end (see the module's orderings). Without one, or once the break
-            // has ended, the slow path reads the clock itself.
-            let now = crate::clock::coarse_time();
-            let until = s.hot.until.load(Ordering::Relaxed);
-            if now != 0 && now < until {
-                return Quick::Refuse(self.refuse(
-                    RejectReason::Open,
-                    RetryAfter::from_nanos(Some(until - now)),
-                ));
-            }
-            return Quick::Slow;
-        }
-        if word.state() != State::Closed {
-            return Quick::Slow;
-        }
-        match (s.timing, &s.in_flight) {
-            (Timing::None, _) => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
-            // A sampled breaker's untimed calls, seven in eight.
-            (Timing::Sampled, Some(in_flight)) => {
-                let turn = in_flight.turn();
-                match (turn.sampled, turn.paced) {
-                    (true, _) => Quick::Slow,
-                    (false, true) => Quick::Admit(Ticket::paced(word.generation())),
-                    (false, false) => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
+        match word.state() {
+            State::Closed => match (s.timing, &s.in_flight) {
+                (Timing::None, _) => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
+                // A sampled breaker's untimed calls, seven in eight.
+                (Timing::Sampled, Some(in_flight)) => {
+                    let turn = in_flight.turn();
+                    match (turn.sampled, turn.paced) {
+                        (true, _) => Quick::Slow,
+                        (false, true) => Quick::Admit(Ticket::paced(word.generation())),
+                        (false, false) => {
+                            Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0))
+                        }
+                    }
                 }
-            }
+                _ => Quick::Slow,
+            },
+            // With a coarse clock running, a refusal is two more loads: the coarse time and
+            // the break's end. Without one, or once the break has ended, the slow path reads
+            // the clock itself.
+            State::Open if s.hot.quick_refusals => match crate::clock::coarse_time() {
+                0 => Quick::Slow,
+                now => self
+                    .refusal_while_open(now)
+                    .map_or(Quick::Slow, Quick::Refuse),
+            },
             _ => Quick::Slow,
         }
+    }
+
+    /// The refusal of a call at `now` while open, unless the break has ended. Reads the
+    /// break's end after the caller read an open word (see the module's orderings).
+    #[inline(always)]
+    fn refusal_while_open(&self, now: u64) -> Option<Ticket> {
+        let until = self.shared.hot.until.load(Ordering::Relaxed);
+        (now < until).then(|| {
+            self.refuse(
+                RejectReason::Open,
+                RetryAfter::from_nanos(Some(until - now)),
+            )
+        })
     }
 
     /// A timed call admitted while closed: a sampled one (tracked in flight), or any call
@@ -389,14 +399,9 @@ impl Breaker {
         // one coarse clock read and a load.
         if word.state() == State::Open && !s.settings.shadow {
             let now = s.clock.recent();
-            let until = s.hot.until.load(Ordering::Relaxed);
-            if now < until {
-                return self.refuse(
-                    RejectReason::Open,
-                    RetryAfter::from_nanos(Some(until - now)),
-                );
-            }
-            return self.admit_locked(now, false);
+            return self
+                .refusal_while_open(now)
+                .unwrap_or_else(|| self.admit_locked(now, false));
         }
         self.ticket_other(word)
     }
