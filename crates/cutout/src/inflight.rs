@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::shards::{cell_count, thread_index};
+use crate::shards::cell_count;
+use crate::slot::thread_slot;
 
 /// One call in this many is tracked.
 pub(crate) const SAMPLE: u64 = 8;
@@ -76,7 +77,7 @@ impl InFlight {
     }
 
     fn cell(&self) -> &Cells {
-        &self.cells[thread_index() & (self.cells.len() - 1)]
+        &self.cells[thread_slot() & (self.cells.len() - 1)]
     }
 
     /// Called as a call is admitted: whether it is the sampled one (one in [`SAMPLE`] of this

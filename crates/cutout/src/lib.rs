@@ -70,6 +70,7 @@ mod relative;
 mod settings;
 mod shards;
 mod slices;
+mod slot;
 mod snapshot;
 mod state;
 mod suggest;

@@ -16,9 +16,7 @@
 //! word, and the rotation one swap per cell, so no ordering between locations is needed: an
 //! add either precedes the swap of its cell (and is taken by it) or fails.
 
-use std::cell::Cell;
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicUsize;
 
 use crossbeam_utils::CachePadded;
 
@@ -32,29 +30,14 @@ fn tag(epoch: u32) -> u64 {
 }
 
 /// How many cells a breaker gets: the cores, rounded up to a power of two, at least 2 and at
-/// most 64. Threads get consecutive indices, so as many busy threads as cores use distinct
-/// cells; every locked operation swaps every cell, so more cells would cost every failure.
+/// most 64. Threads hold the lowest free slots (see [`crate::slot`]), so as many live threads
+/// as cores use distinct cells; every locked operation swaps every cell, so more cells would
+/// cost every failure.
 pub(crate) fn cell_count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         cores.next_power_of_two().clamp(2, 64)
-    })
-}
-
-/// The calling thread's cell index (before masking), assigned on first use.
-pub(crate) fn thread_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    INDEX.with(|index| {
-        let mut i = index.get();
-        if i == usize::MAX {
-            i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            index.set(i);
-        }
-        i
     })
 }
 
@@ -87,7 +70,7 @@ impl SuccessShards {
     /// failures have slid out, and its healthy calls stop writing at all).
     #[inline]
     pub(crate) fn try_add(&self, epoch: u32, limit: u64) -> Add {
-        let cell = &self.cells[thread_index() & (self.cells.len() - 1)];
+        let cell = &self.cells[crate::slot::thread_slot() & (self.cells.len() - 1)];
         let mut current = cell.load(Ordering::Relaxed);
         let limit = limit.min(COUNT_MASK);
         loop {

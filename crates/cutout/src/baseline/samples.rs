@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
 
 use super::histogram::{BUCKETS, bucket_of};
-use crate::shards::{cell_count, thread_index};
+use crate::shards::cell_count;
+use crate::slot::thread_slot;
 
 pub(crate) struct LatencySamples {
     cells: Box<[CachePadded<Box<[AtomicU32]>>]>,
@@ -27,7 +28,7 @@ impl LatencySamples {
 
     #[inline]
     pub(crate) fn add(&self, nanos: u64) {
-        let cell = &self.cells[thread_index() & (self.cells.len() - 1)];
+        let cell = &self.cells[thread_slot() & (self.cells.len() - 1)];
         cell[bucket_of(nanos)].fetch_add(1, Ordering::Relaxed);
     }
 
