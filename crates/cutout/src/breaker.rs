@@ -15,7 +15,9 @@
 //!   least the one published with that word; a newer one is a later boundary of a newer
 //!   publication, which only lets the call take the lock it could have skipped. A quiet success
 //!   changes nothing and is linearized at the load. A fast one adds to its thread's counter
-//!   (see `shards.rs`), which every locked operation drains first, under the lock.
+//!   (see `shards.rs`), which every locked operation drains first, under the lock. A paced one
+//!   of a thread that owns a tally cell stores to that cell instead, and every locked operation
+//!   folds what the cells gained (see `tally.rs`, which says what that gives up).
 //! - Everything else takes the lock, whose acquire/release orders the machine itself.
 //! - No `SeqCst` is needed: the only cross-variable relations are word → `until` and word →
 //!   `fast_until`, covered above.
@@ -41,6 +43,7 @@ use crate::settings::Settings;
 use crate::shards::{Add, SuccessShards};
 use crate::snapshot::Snapshot;
 use crate::state::{State, Word};
+use crate::tally::{Tallied, Tally};
 
 /// Listeners and custom clocks sit outside the modelled protocol, so they use std's `Arc`
 /// (loom's cannot hold unsized values).
@@ -99,6 +102,9 @@ pub(crate) struct Shared {
     fast_limit: u64,
     samples: Option<LatencySamples>,
     in_flight: Option<InFlight>,
+    /// Where the paced successes of threads that own a cell count (sampled breakers: nothing
+    /// else is paced).
+    tally: Option<Tally>,
     /// How far apart a cell's timed calls may come for its untimed ones to be paced (an
     /// eighth of the shortest bucket or slice, see `InFlight::track`; 0 on a custom clock).
     pace: u64,
@@ -217,6 +223,7 @@ impl BreakerBuilder {
         } else {
             Timing::None
         };
+        let tally = (timing == Timing::Sampled).then(|| Tally::new(machine.generation()));
         let fast_limit = match self.settings.window {
             crate::TripWindow::Count(size) => u64::from(size),
             crate::TripWindow::Time(_) => u64::MAX,
@@ -238,6 +245,7 @@ impl BreakerBuilder {
                 fast_limit,
                 samples,
                 in_flight: adaptive_slow.then(InFlight::new),
+                tally,
                 pace,
                 machine: CachePadded::new(Mutex::new(machine)),
                 listeners: RwLock::new(Vec::new()),
@@ -459,7 +467,8 @@ impl Breaker {
     #[inline]
     pub(crate) fn finish(&self, ticket: Ticket, outcome: Outcome) {
         // The healthy path, small enough to inline: an untimed success on a quiet breaker
-        // changes nothing and writes nothing; on a fast one it adds to its thread's cell.
+        // changes nothing and writes nothing; on a fast one it adds to its thread's cell (a
+        // paced one, to its thread's own tally cell).
         #[cfg(not(feature = "metrics"))]
         if outcome == Outcome::Success && (ticket.is_plain() || ticket.is_paced()) {
             if ticket.is_plain() {
@@ -467,6 +476,8 @@ impl Breaker {
                 if word.is_still_in(ticket.generation()) {
                     return;
                 }
+            } else if self.tally_paced(ticket) {
+                return;
             }
             // Straight to the cell: an untimed normal success has nothing else to record.
             if !self.success_off_lock(ticket, None) {
@@ -533,6 +544,40 @@ impl Breaker {
         false
     }
 
+    /// Counts a paced success on its thread's own tally cell (a load and a store), if the
+    /// published word allows it as [`Breaker::success_off_lock`] would and the thread owns a
+    /// cell: false when it must be counted there instead.
+    #[inline(always)]
+    fn tally_paced(&self, ticket: Ticket) -> bool {
+        let s = &*self.shared;
+        let Some(tally) = &s.tally else {
+            return false;
+        };
+        let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+        if word.generation() != ticket.generation() || !(word.is_quiet() || word.is_fast()) {
+            return false;
+        }
+        if word.is_quiet() {
+            return true;
+        }
+        match tally.add(crate::slot::thread_slot(), word.generation()) {
+            Tallied::Counted => true,
+            Tallied::CountedFold => {
+                self.fold_tally();
+                true
+            }
+            Tallied::NotOwner => false,
+        }
+    }
+
+    /// A locked operation that only folds the counters in (a tally cell asks for one every
+    /// 2³¹ successes, so that its count cannot wrap between folds).
+    #[cold]
+    fn fold_tally(&self) {
+        let now = self.shared.clock.recent();
+        self.with_machine(now, |_| ());
+    }
+
     /// Every other outcome: timed calls, failures, probes, and successes that must be counted.
     #[inline(never)]
     fn finish_slow(&self, ticket: Ticket, outcome: Outcome) {
@@ -566,7 +611,13 @@ impl Breaker {
             match outcome {
                 // Ignored touches nothing while closed.
                 Outcome::Ignored => return,
-                Outcome::Success if slow == 0 && self.success_off_lock(ticket, end) => return,
+                Outcome::Success
+                    if slow == 0
+                        && ((ticket.is_paced() && self.tally_paced(ticket))
+                            || self.success_off_lock(ticket, end)) =>
+                {
+                    return;
+                }
                 _ => {}
             }
         }
@@ -618,7 +669,8 @@ impl Breaker {
         // Take the fast successes of the last epoch, and make any add still racing to land in
         // it fail, so that it takes the lock and is evaluated like any other outcome.
         let epoch = machine.next_epoch();
-        machine.absorb(s.shards.rotate(epoch));
+        let tallied = s.tally.as_ref().map_or(0, |t| t.fold(machine.generation()));
+        machine.absorb(s.shards.rotate(epoch) + tallied);
         if let Some(samples) = &s.samples
             && (fresh || machine.wants_latency(now))
         {
@@ -954,6 +1006,55 @@ mod tests {
             operations <= allowed,
             "{operations} locked operations for {calls} calls (allowed {allowed})"
         );
+    }
+
+    #[test]
+    fn paced_successes_of_every_thread_are_counted_once() {
+        let (breaker, _clock) = sampled(true);
+        succeed(&breaker, 16);
+        let tally = breaker.shared.tally.as_ref().expect("a sampled breaker");
+        assert!(
+            tally.held() > 0,
+            "this thread's paced successes are tallied"
+        );
+        // Threads one after another (each takes the slot the last one gave back), then three
+        // at once (one may have no cell of its own and count in the shards).
+        for _ in 0..3 {
+            std::thread::scope(|scope| {
+                scope.spawn(|| succeed(&breaker, 1_000));
+            });
+        }
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| succeed(&breaker, 2_000));
+            }
+        });
+        assert_eq!(breaker.snapshot().calls, 16 + 3_000 + 6_000);
+        assert_eq!(
+            breaker.snapshot().calls,
+            16 + 3_000 + 6_000,
+            "and not again"
+        );
+    }
+
+    #[test]
+    fn a_paced_success_landing_after_a_reset_does_not_count() {
+        let (breaker, _clock) = sampled(true);
+        succeed(&breaker, 40);
+        let tally = breaker.shared.tally.as_ref().expect("a sampled breaker");
+        assert!(tally.held() > 0);
+        let word = || Word::from_bits(breaker.shared.hot.word.load(Ordering::Acquire));
+        let before = word().generation();
+        breaker.reset();
+        assert_ne!(word().generation(), before, "a reset starts a generation");
+        // A success that read the word before the reset and lands after its fold.
+        assert_eq!(
+            tally.add(crate::slot::thread_slot(), before),
+            Tallied::Counted
+        );
+        assert_eq!(breaker.snapshot().calls, 0);
+        succeed(&breaker, 40);
+        assert_eq!(breaker.snapshot().calls, 40);
     }
 
     #[test]

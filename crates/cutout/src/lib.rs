@@ -75,6 +75,7 @@ mod snapshot;
 mod state;
 mod suggest;
 mod summed;
+mod tally;
 mod trip;
 mod window;
 

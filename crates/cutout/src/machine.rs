@@ -186,6 +186,11 @@ impl Machine {
         self.epoch
     }
 
+    /// The generation: it changes with every transition.
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation
+    }
+
     /// Starts the next epoch of the success counters; returns it.
     pub(crate) fn next_epoch(&mut self) -> u32 {
         self.epoch = (self.epoch + 1) & crate::state::EPOCH_MASK;
