@@ -64,10 +64,11 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Twice as many cells as the success shards (at least 4): a process's first threads
-    /// (often a main thread that calls little) should not crowd out its workers.
+    /// Two more cells than the success shards (one a core): a process's first threads (a
+    /// main thread that calls little, say) should not leave its workers without one. Each is
+    /// a cache line of its own, so a breaker pays for them in memory: 4 lines on 2 cores.
     pub(crate) fn new(generation: u32) -> Tally {
-        Tally::with_cells((cell_count() * 2).max(4), generation)
+        Tally::with_cells(cell_count() + 2, generation)
     }
 
     fn with_cells(cells: usize, generation: u32) -> Tally {
