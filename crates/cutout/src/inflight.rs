@@ -76,6 +76,7 @@ impl InFlight {
         }
     }
 
+    #[inline]
     fn cell(&self) -> &Cells {
         &self.cells[thread_slot() & (self.cells.len() - 1)]
     }
