@@ -669,7 +669,8 @@ impl Breaker {
         #[cfg(feature = "metrics")]
         let state_before = machine.state();
         // Take the fast successes of the last epoch, and make any add still racing to land in
-        // it fail, so that it takes the lock and is evaluated like any other outcome.
+        // it fail, so that it takes the lock and is evaluated like any other outcome. Take
+        // what the tally cells gained too (a paced success racing this lands in the next fold).
         let epoch = machine.next_epoch();
         let tallied = s.tally.as_ref().map_or(0, |t| t.fold(machine.generation()));
         machine.absorb(s.shards.rotate(epoch) + tallied);
