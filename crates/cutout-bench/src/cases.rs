@@ -1,5 +1,6 @@
 //! The cases: which subjects each one measures, how many calls, and what must hold.
 
+use crate::subjects::lock_floor::{Counting, LockFloor};
 use crate::subjects::{cutout, failsafe, floor, recloser, tower};
 use crate::{Bench, Runner};
 
@@ -194,6 +195,12 @@ pub fn all() -> Vec<Case> {
                 }),
                 row("tower-resilience (consecutive 5)", T, || {
                     Box::new(Bench::<_, 10>(tower::consecutive()))
+                }),
+                row("floor: a lock per failure, swapped counts", F, || {
+                    Box::new(Bench::<_, 10>(LockFloor::new(Counting::Swapped)))
+                }),
+                row("floor: a lock per failure, stored counts", F, || {
+                    Box::new(Bench::<_, 10>(LockFloor::new(Counting::Stored)))
                 }),
             ],
         },

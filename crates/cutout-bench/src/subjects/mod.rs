@@ -3,6 +3,7 @@
 pub mod cutout;
 pub mod failsafe;
 pub mod floor;
+pub mod lock_floor;
 pub mod recloser;
 pub mod tower;
 
