@@ -124,7 +124,10 @@ mod tests {
         for counting in [Counting::Swapped, Counting::Stored] {
             let floor = LockFloor::new(counting);
             let (mut a, mut b) = (floor.handle(), floor.handle());
-            assert_ne!(a.line, b.line, "one measurement's threads get distinct lines");
+            assert_ne!(
+                a.line, b.line,
+                "one measurement's threads get distinct lines"
+            );
             for _ in 0..5 {
                 assert_eq!(a.call(false), Outcome::Ok);
                 b.call(false);
