@@ -1,6 +1,7 @@
 //! Multi-threaded stress: threads hammer one shared breaker with random outcomes, unrecorded
 //! drops, probes and operator controls; afterwards every permit is accounted for, the transition
-//! events form a consistent history, and no half-open probe slot has leaked.
+//! events form a consistent history, and no half-open probe slot has leaked. A busy breaker
+//! with default settings counts every success exactly once while snapshots race its threads.
 //!
 //! Bounded by a call count, not by time. `CUTOUT_STRESS_CALLS` sets the total calls of each test
 //! (default 40,000, quick in debug) and `CUTOUT_STRESS_THREADS` the threads of the first test
@@ -413,4 +414,55 @@ fn operator_controls_racing_calls_on_the_system_clock_leak_nothing() {
         |b| std::thread::sleep(b.break_remaining().unwrap_or_default()),
         limit,
     );
+}
+
+/// Default settings on the system clock: busy threads' untimed successes are paced and counted
+/// on their threads' own cells (or the shared success cells), while another thread's snapshots
+/// fold them in under the lock in the middle of it. Every success is in the window once.
+#[test]
+fn busy_default_breakers_count_every_success_once_on_the_system_clock() {
+    let calls = env("CUTOUT_STRESS_CALLS", 40_000);
+    let threads = 3;
+    let breaker = Breaker::new("stress-paced", Settings::default());
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let snapshots = {
+        let (breaker, done) = (breaker.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut taken = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                assert_eq!(breaker.snapshot().failures, 0);
+                taken += 1;
+                std::thread::yield_now();
+            }
+            taken
+        })
+    };
+    let succeed = |breaker: &Breaker, n: u64| {
+        for _ in 0..n {
+            breaker.call(|| Ok::<(), ()>(())).expect("closed");
+        }
+    };
+    // Half the calls on threads at once, half on threads one after another (each may take
+    // the slot, and the cell, that the last one gave back).
+    let half = calls / 2;
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let share = half / threads + u64::from(t < half % threads);
+            let (breaker, succeed) = (&breaker, &succeed);
+            scope.spawn(move || succeed(breaker, share));
+        }
+    });
+    for t in 0..threads {
+        let share = (calls - half) / threads + u64::from(t < (calls - half) % threads);
+        std::thread::scope(|scope| {
+            scope.spawn(|| succeed(&breaker, share));
+        });
+    }
+    done.store(true, Ordering::Relaxed);
+    let taken = snapshots.join().unwrap();
+    let snapshot = breaker.snapshot();
+    println!("{calls} successes, {taken} racing snapshots: {snapshot:?}");
+    assert_eq!(snapshot.state, State::Closed);
+    assert_eq!(snapshot.calls, calls, "every success counted once");
+    assert_eq!(breaker.snapshot().calls, calls, "and not again");
 }
