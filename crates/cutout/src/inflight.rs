@@ -60,7 +60,7 @@ impl Default for Cells {
 pub(crate) struct Turn {
     /// The call is the sampled one: timed and tracked.
     pub(crate) sampled: bool,
-    /// The cell's tracked calls have come at most a pace apart (see [`InFlight::pace`]).
+    /// The cell's tracked calls have come at most a pace apart (see [`InFlight::track`]).
     pub(crate) paced: bool,
 }
 

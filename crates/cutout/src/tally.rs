@@ -12,7 +12,7 @@
 //! cell gained since it last looked, remembered in a `seen` copy of its own. Counts tagged with
 //! another generation than the current one are dropped, so a success of a call admitted before
 //! a transition never counts after it. An owner takes the lock every 2³¹ successes of one
-//! generation ([`Tallied::Fold`]), so a cell never gains 2³² between folds and the wrapping
+//! generation ([`Tallied::CountedFold`]), so a cell never gains 2³² between folds and the wrapping
 //! difference is exact.
 //!
 //! What the shards' epoch tags give and this gives up: a success that read the published word
