@@ -515,7 +515,7 @@ impl Breaker {
         let mut seen = None;
         for _ in 0..crate::loom::SPINS {
             let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
-            if word.generation() != ticket.generation() || !(word.is_quiet() || word.is_fast()) {
+            if !word.lets_success_off_lock(ticket.generation()) {
                 return false;
             }
             let until = s.hot.fast_until.load(Ordering::Relaxed);
@@ -556,7 +556,7 @@ impl Breaker {
             return false;
         };
         let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
-        if word.generation() != ticket.generation() || !(word.is_quiet() || word.is_fast()) {
+        if !word.lets_success_off_lock(ticket.generation()) {
             return false;
         }
         if word.is_quiet() {

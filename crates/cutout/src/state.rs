@@ -208,6 +208,12 @@ impl Word {
     pub(crate) const fn epoch(self) -> u32 {
         ((self.0 >> EPOCH_SHIFT) as u32) & EPOCH_MASK
     }
+
+    /// Whether a success of a call admitted in `generation` may be counted without the lock
+    /// under this word: still that generation, and quiet (nothing to count) or fast.
+    pub(crate) const fn lets_success_off_lock(self, generation: u32) -> bool {
+        self.generation() == generation && (self.is_quiet() || self.is_fast())
+    }
 }
 
 #[cfg(test)]
