@@ -102,8 +102,8 @@ pub(crate) struct Shared {
     fast_limit: u64,
     samples: Option<LatencySamples>,
     in_flight: Option<InFlight>,
-    /// Where the paced successes of threads that own a cell count (sampled breakers: nothing
-    /// else is paced).
+    /// Where the paced successes of threads that own a cell count (sampled breakers on the
+    /// system clock: nothing else is paced).
     tally: Option<Tally>,
     /// How far apart a cell's timed calls may come for its untimed ones to be paced (an
     /// eighth of the shortest bucket or slice, see `InFlight::track`; 0 on a custom clock).
@@ -223,7 +223,8 @@ impl BreakerBuilder {
         } else {
             Timing::None
         };
-        let tally = (timing == Timing::Sampled).then(|| Tally::new(machine.generation()));
+        let tally =
+            (timing == Timing::Sampled && pace > 0).then(|| Tally::new(machine.generation()));
         let fast_limit = match self.settings.window {
             crate::TripWindow::Count(size) => u64::from(size),
             crate::TripWindow::Time(_) => u64::MAX,
@@ -932,6 +933,8 @@ mod tests {
         let shared = Arc::get_mut(&mut breaker.shared).expect("a fresh breaker");
         assert_eq!(shared.timing, Timing::Sampled);
         shared.pace = if paced { 125 * MS } else { 0 };
+        // As the builder does for a paced breaker (on the system clock).
+        shared.tally = paced.then(|| Tally::new(lock(&shared.machine).generation()));
         (breaker, clock)
     }
 
