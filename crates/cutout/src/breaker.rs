@@ -14,7 +14,10 @@
 //!   and the permit's generation, then (fast) `fast_until`, which by the same pairing is at
 //!   least the one published with that word; a newer one is a later boundary of a newer
 //!   publication, which only lets the call take the lock it could have skipped. A quiet success
-//!   changes nothing and is linearized at the load. A fast one adds to its thread's counter
+//!   changes nothing and is linearized at the load. A call through [`Breaker::call`] admitted
+//!   on a closed, still word compares the word it loads at the end with the one it was
+//!   admitted on: equal, its success is linearized at that load (under a still word of its
+//!   generation a success changes nothing); otherwise it is finished like any other. A fast one adds to its thread's counter
 //!   (see `shards.rs`), which every locked operation drains first, under the lock. A paced one
 //!   of a thread that owns a tally cell stores to that cell instead, and every locked operation
 //!   folds what the cells gained (see `tally.rs`, which says what that gives up).
@@ -303,9 +306,21 @@ impl Breaker {
     /// caller's `Result`).
     #[inline(always)]
     fn ticket(&self) -> Result<Ticket, Rejected> {
+        self.ticket_at(self.word())
+    }
+
+    /// The published word, as the hot path reads it.
+    #[inline(always)]
+    fn word(&self) -> Word {
+        Word::from_bits(self.shared.hot.word.load(Ordering::Acquire))
+    }
+
+    /// [`Breaker::ticket`] with the word already read.
+    #[inline(always)]
+    fn ticket_at(&self, word: Word) -> Result<Ticket, Rejected> {
         // Matched apart, so that the admitted ticket of the quick path is never tested for a
         // refusal.
-        let refused = match self.quick_ticket() {
+        let refused = match self.quick_ticket(word) {
             Quick::Admit(ticket) => return Ok(ticket),
             Quick::Refuse(ticket) => ticket,
             Quick::Slow => match self.ticket_slow() {
@@ -322,9 +337,8 @@ impl Breaker {
     /// [`Breaker::ticket_slow`]. Kept apart from it and small enough to inline, so that the
     /// ticket travels in registers rather than inside a `Result` as large as a [`Rejected`].
     #[inline(always)]
-    fn quick_ticket(&self) -> Quick {
+    fn quick_ticket(&self, word: Word) -> Quick {
         let s = &*self.shared;
-        let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
         if word.is_closed_still() {
             // The healthy path: one load, one test.
             return Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0));
@@ -764,9 +778,37 @@ impl Breaker {
     where
         C: Classify<T, E> + ?Sized,
     {
-        let permit = Permit::new(self, self.ticket()?);
+        let word = self.word();
+        if word.is_closed_still() {
+            return self.call_still(word, classifier, f);
+        }
+        let permit = Permit::new(self, self.ticket_at(word)?);
         let result = f();
         permit.record(classifier.classify(&result));
+        result.map_err(Error::Inner)
+    }
+
+    /// A call admitted on a closed, still word (see [`Word::is_closed_still`]): its ticket is
+    /// plain, so there is no permit to drop if `f` panics, and a success that finds the word
+    /// as it was has nothing to record (one load and a compare).
+    #[inline(always)]
+    fn call_still<T, E, C>(
+        &self,
+        word: Word,
+        classifier: &C,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, Error<E>>
+    where
+        C: Classify<T, E> + ?Sized,
+    {
+        let result = f();
+        let outcome = classifier.classify(&result);
+        // With `metrics`, every call is counted and no success skips `finish`.
+        if cfg!(feature = "metrics") || outcome != Outcome::Success || self.word() != word {
+            // Laid out of line, so that the healthy call runs straight through.
+            std::hint::cold_path();
+            self.finish(Ticket::new(word.generation(), Role::Normal, 0), outcome);
+        }
         result.map_err(Error::Inner)
     }
 

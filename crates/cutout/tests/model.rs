@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use cutout::clock::ManualClock;
 use cutout::{
-    Breaker, HalfOpenRule, Jitter, OpenReason, Outcome, OwnedPermit, RejectReason, Settings, State,
-    Transition, TripWindow,
+    Breaker, Error, HalfOpenRule, Jitter, OpenReason, Outcome, OwnedPermit, RejectReason, Rejected,
+    Settings, State, Transition, TripWindow,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
@@ -520,6 +520,11 @@ enum Op {
     Drop(usize),
     /// Acquires, lets `latency` ms pass, records.
     Call(u64, Outcome),
+    /// The same through `Breaker::call_with`, its classifier answering `outcome` (the path a
+    /// healthy call takes without a permit); with `Some(inner)`, another call recording
+    /// `inner` starts and ends while this one runs (after its latency), so the word this call
+    /// was admitted on may have changed when it ends.
+    Through(u64, Outcome, Option<Outcome>),
     Isolate,
     Disable,
     Reset,
@@ -543,7 +548,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Acquire),
         3 => (any::<usize>(), outcome()).prop_map(|(i, o)| Op::Record(i, o)),
         1 => any::<usize>().prop_map(Op::Drop),
-        8 => (latency, outcome()).prop_map(|(l, o)| Op::Call(l, o)),
+        5 => (latency.clone(), outcome()).prop_map(|(l, o)| Op::Call(l, o)),
+        4 => (latency, outcome(), prop::option::of(outcome()))
+            .prop_map(|(l, o, inner)| Op::Through(l, o, inner)),
         1 => Just(Op::Isolate),
         1 => Just(Op::Disable),
         2 => Just(Op::Reset),
@@ -592,18 +599,33 @@ impl Harness {
 
     /// Acquires on both; returns the model's answer after comparing it with the breaker's.
     fn acquire(&mut self) -> Result<Option<(OwnedPermit, Ticket)>, TestCaseError> {
-        let real = self.breaker.try_acquire_owned();
+        match self.breaker.try_acquire_owned() {
+            Ok(permit) => {
+                let ticket = self.judge(Ok(Some(permit.is_probe())))?;
+                Ok(ticket.map(|ticket| (permit, ticket)))
+            }
+            Err(refused) => self.judge(Err(refused)).map(|_| None),
+        }
+    }
+
+    /// Compares the breaker's admission (whether the call is a probe, when the path tells) or
+    /// its refusal with the model's answer; the model's ticket when both admitted.
+    fn judge(
+        &mut self,
+        real: Result<Option<bool>, Rejected>,
+    ) -> Result<Option<Ticket>, TestCaseError> {
         let mut answer = self.model.admit();
         self.adopt_jitter(&mut answer)?;
         match (real, answer) {
-            (Ok(permit), Answer::Admit(role)) => {
-                prop_assert_eq!(permit.is_probe(), role == Role::Probe, "probe role");
-                let ticket = Ticket {
+            (Ok(probe), Answer::Admit(role)) => {
+                if let Some(probe) = probe {
+                    prop_assert_eq!(probe, role == Role::Probe, "probe role");
+                }
+                Ok(Some(Ticket {
                     era: self.model.era,
                     role,
                     start: self.model.now,
-                };
-                Ok(Some((permit, ticket)))
+                }))
             }
             (Err(refused), Answer::Refuse(reason, retry_after)) => {
                 prop_assert_eq!(refused.reason(), reason, "refusal reason");
@@ -613,9 +635,54 @@ impl Harness {
             }
             (real, answer) => Err(TestCaseError::fail(format!(
                 "admission: breaker {:?}, model {answer:?}",
-                real.map(|p| p.is_probe())
+                real.map_err(|refused| refused.reason())
             ))),
         }
+    }
+
+    /// Runs one call through `Breaker::call_with`: inside the call, the model admits it too,
+    /// the clock moves `latency` ms and the `inner` call runs; after it, the model records
+    /// `outcome`.
+    fn through(
+        &mut self,
+        latency: u64,
+        outcome: Outcome,
+        inner: Option<Outcome>,
+    ) -> Result<(), TestCaseError> {
+        let breaker = self.breaker.clone();
+        let mut inside = None;
+        let classify = |_: &Result<(), ()>| outcome;
+        let result = breaker.call_with(&classify, || {
+            inside = Some(self.inside_call(latency, inner));
+            Ok(())
+        });
+        match (result, inside) {
+            (Ok(()), Some(ticket)) => {
+                self.model.record(ticket?, outcome);
+                self.adopt_jitter(&mut Answer::Admit(Role::Free))
+            }
+            (Err(Error::Rejected(refused)), None) => self.judge(Err(refused)).map(drop),
+            (result, _) => Err(TestCaseError::fail(format!(
+                "call_with answered {result:?} and ran the call only if the first is Ok"
+            ))),
+        }
+    }
+
+    /// The model's side of a call that the breaker admitted and is running.
+    fn inside_call(
+        &mut self,
+        latency: u64,
+        inner: Option<Outcome>,
+    ) -> Result<Ticket, TestCaseError> {
+        let ticket = self
+            .judge(Ok(None))?
+            .ok_or_else(|| TestCaseError::fail("the model refused a call the breaker ran"))?;
+        self.compare("call admitted")?;
+        self.advance(latency);
+        if let Some(inner) = inner {
+            self.step(&Op::Call(0, inner))?;
+        }
+        Ok(ticket)
     }
 
     /// If the model opened with a jittered break, checks the breaker's draw and adopts it.
@@ -682,6 +749,7 @@ impl Harness {
                     self.finish(permit, ticket, outcome)?;
                 }
             }
+            Op::Through(latency, outcome, inner) => self.through(latency, outcome, inner)?,
             Op::Isolate => {
                 self.breaker.isolate();
                 self.model.isolate();

@@ -68,6 +68,41 @@ fn consecutive_failures_open_and_a_success_resets_the_count() {
     assert_eq!(b.state(), State::Open);
 }
 
+/// A healthy call admitted on a still breaker (closed, window all successes) skips recording
+/// only if nothing changed while it ran: a success that ends after a failure recorded during
+/// it counts, and ends that failure's run.
+#[test]
+fn a_success_ending_after_a_failure_recorded_while_it_ran_resets_the_count() {
+    let (b, _) = breaker(
+        base()
+            .consecutive_failures(Some(2))
+            .failure_ratio(None)
+            .window(TripWindow::Count(4))
+            .adaptive(false),
+    );
+    for _ in 0..4 {
+        ok(&b).unwrap();
+    }
+    // Reading the snapshot folds the successes in: the window is full and clean, and the
+    // breaker still.
+    assert_eq!(b.snapshot().calls, 4);
+    b.call(|| {
+        fail(&b).unwrap_err();
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    let snapshot = b.snapshot();
+    assert_eq!(
+        (snapshot.consecutive_failures, snapshot.failures),
+        (0, 1),
+        "the failure is in the window and the success after it ended its run"
+    );
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Closed, "one failure since the success");
+    fail(&b).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+}
+
 #[test]
 fn ignored_outcomes_do_not_reset_the_consecutive_count() {
     let (b, _) = breaker(base().consecutive_failures(Some(3)));
