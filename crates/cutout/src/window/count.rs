@@ -158,4 +158,30 @@ mod tests {
         bulk.record_successes(10);
         assert!(bulk.is_full_and_clean());
     }
+
+    proptest::proptest! {
+        /// Any mix of single marks and runs of successes: a run slides the window exactly as
+        /// that many single successes would, filling, wrapping or replacing the whole ring.
+        #[test]
+        fn runs_of_successes_slide_like_single_ones(
+            size in 1u32..9,
+            steps in proptest::collection::vec((0u64..20, 0u8..3), 1..60),
+        ) {
+            let mut bulk = CountWindow::new(size);
+            let mut single = CountWindow::new(size);
+            for (n, kind) in steps {
+                // A run of `n` successes, then one mark of each kind in turn.
+                bulk.record_successes(n);
+                for _ in 0..n {
+                    single.record(OK);
+                }
+                proptest::prop_assert_eq!(bulk.totals(), single.totals());
+                let mark = [OK, FAIL, SLOW_OK][usize::from(kind)];
+                bulk.record(mark);
+                single.record(mark);
+                proptest::prop_assert_eq!(bulk.totals(), single.totals());
+                proptest::prop_assert_eq!(bulk.is_full_and_clean(), single.is_full_and_clean());
+            }
+        }
+    }
 }
