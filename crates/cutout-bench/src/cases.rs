@@ -152,6 +152,9 @@ pub fn all() -> Vec<Case> {
                 row("tower-resilience (consecutive 5)", T, || {
                     Box::new(Bench::<_, 0>(tower::consecutive()))
                 }),
+                row("floor: the word read before and after the call", F, || {
+                    Box::new(Bench::<_, 0>(floor::word_around_call()))
+                }),
             ],
         },
         Case {

@@ -45,6 +45,19 @@ pub fn relaxed_load() -> Op<impl Fn(bool) -> u64 + Clone + Send + Sync> {
     Op(move |_| word.load(Ordering::Relaxed))
 }
 
+/// The word a healthy call must read, read before and after the call (`Acquire`, one line that
+/// every thread reads and none writes), and the two compared: the least a breaker does that
+/// notices what was recorded while its call ran.
+pub fn word_around_call() -> Op<impl Fn(bool) -> u64 + Clone + Send + Sync> {
+    let word = Arc::new(CachePadded::new(AtomicU64::new(0b10_0000)));
+    Op(move |fail: bool| {
+        let before = word.load(Ordering::Acquire);
+        let f = black_box(|fail: bool| if fail { Err(()) } else { Ok(()) });
+        let result: Result<(), ()> = f(fail);
+        u64::from(result.is_ok() && word.load(Ordering::Acquire) == before)
+    })
+}
+
 /// A relaxed `fetch_add` on one counter that every thread writes.
 pub fn shared_fetch_add() -> Op<impl Fn(bool) -> u64 + Clone + Send + Sync> {
     let counter = Arc::new(CachePadded::new(AtomicU64::new(0)));
