@@ -15,23 +15,10 @@ const INLINE: usize = 47;
 #[derive(Clone)]
 pub struct BreakerId(Repr);
 
+#[derive(Clone)]
 enum Repr {
     Inline(Inline),
     Shared(Arc<str>),
-}
-
-impl Clone for Repr {
-    #[inline]
-    fn clone(&self) -> Self {
-        match self {
-            Repr::Inline(inline) => Repr::Inline(*inline),
-            // Long names are the rare case: the copy of an inline one is laid out straight.
-            Repr::Shared(name) => {
-                std::hint::cold_path();
-                Repr::Shared(Arc::clone(name))
-            }
-        }
-    }
 }
 
 /// An inline name: 48 bytes aligned to 8, after the enum's tag, so that a copy moves whole
