@@ -465,6 +465,71 @@ fn a_success_and_a_failure_racing_to_the_ratio_threshold_open_the_breaker() {
     });
 }
 
+/// A call through `Breaker::call` admitted on a still breaker (closed, its window full of
+/// successes) skips recording its success only if the word it loads at the end is the one it
+/// was admitted on. Here it ends after another thread's failure, whatever the interleaving:
+/// the failing thread raises a flag once its failure is recorded and the healthy call's closure
+/// waits for it. So the success must count, after the failure, and end its run.
+#[test]
+fn a_still_call_ending_after_another_threads_failure_counts_after_it() {
+    model(|| {
+        let (breaker, _clock, _seen) = build(
+            base()
+                .consecutive_failures(Some(2))
+                .failure_ratio(None)
+                .window(cutout::TripWindow::Count(2))
+                .adaptive(false),
+        );
+        for _ in 0..2 {
+            breaker.call(|| Ok::<(), ()>(())).expect("closed");
+        }
+        // The snapshot's locked operation folds the two successes in: the breaker is still.
+        assert_eq!(breaker.snapshot().calls, 2);
+        let failed = std::sync::Arc::new(AtomicBool::new(false));
+
+        let failing = {
+            let breaker = breaker.clone();
+            let failed = failed.clone();
+            thread::spawn(move || {
+                // First a yield, so that loom preempts before this thread's first load
+                // (tokio-rs/loom#392).
+                thread::yield_now();
+                breaker.call(|| Err::<(), ()>(())).expect_err("a failure");
+                failed.store(true, Ordering::Release);
+            })
+        };
+        let healthy = {
+            let breaker = breaker.clone();
+            let failed = failed.clone();
+            thread::spawn(move || {
+                thread::yield_now();
+                breaker
+                    .call(|| {
+                        while !failed.load(Ordering::Acquire) {
+                            thread::yield_now();
+                        }
+                        Ok::<(), ()>(())
+                    })
+                    .expect("closed: one failure does not trip");
+            })
+        };
+        failing.join().unwrap();
+        healthy.join().unwrap();
+
+        let snapshot = breaker.snapshot();
+        assert_eq!(
+            (
+                snapshot.calls,
+                snapshot.failures,
+                snapshot.consecutive_failures
+            ),
+            (2, 1, 0),
+            "the success after the failure was not counted after it"
+        );
+        assert_eq!(breaker.state(), State::Closed);
+    });
+}
+
 /// DESIGN §2 "Recovering": admission during the ramp is a counter, not a coin, and never
 /// exceeds the fraction in force. At the ramp's start the fraction is the initial one (here
 /// 0.5, and the clock does not move), so of the four calls two threads make at once, exactly
