@@ -17,10 +17,11 @@
 //!   changes nothing and is linearized at the load. A call through [`Breaker::call`] admitted
 //!   on a closed, still word compares the word it loads at the end with the one it was
 //!   admitted on: equal, its success is linearized at that load (under a still word of its
-//!   generation a success changes nothing); otherwise it is finished like any other. A fast one adds to its thread's counter
-//!   (see `shards.rs`), which every locked operation drains first, under the lock. A paced one
-//!   of a thread that owns a tally cell stores to that cell instead, and every locked operation
-//!   folds what the cells gained (see `tally.rs`, which says what that gives up).
+//!   generation a success changes nothing); otherwise it is finished like any other. A fast
+//!   success adds to its thread's counter (see `shards.rs`), which every locked operation
+//!   drains first, under the lock. A paced one of a thread that owns a tally cell stores to
+//!   that cell instead, and every locked operation folds what the cells gained (see
+//!   `tally.rs`, which says what that gives up).
 //! - Everything else takes the lock, whose acquire/release orders the machine itself.
 //! - No `SeqCst` is needed: the only cross-variable relations are word → `until` and word →
 //!   `fast_until`, covered above.
@@ -340,7 +341,7 @@ impl Breaker {
     fn quick_ticket(&self, word: Word) -> Quick {
         let s = &*self.shared;
         if word.is_closed_still() {
-            // The healthy path: one load, one test.
+            // The healthy path of a permit: one test of the word.
             return Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0));
         }
         match word.state() {
@@ -417,7 +418,7 @@ impl Breaker {
     #[inline(never)]
     fn ticket_slow(&self) -> Ticket {
         let s = &*self.shared;
-        let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+        let word = self.word();
         // The refusal while open first, in a function small enough to need few registers:
         // one coarse clock read and a load.
         if word.state() == State::Open && !s.settings.shadow {
@@ -487,7 +488,7 @@ impl Breaker {
         #[cfg(not(feature = "metrics"))]
         if outcome == Outcome::Success && (ticket.is_plain() || ticket.is_paced()) {
             if ticket.is_plain() {
-                let word = Word::from_bits(self.shared.hot.word.load(Ordering::Acquire));
+                let word = self.word();
                 if word.is_still_in(ticket.generation()) {
                     return;
                 }
@@ -529,7 +530,7 @@ impl Breaker {
         let s = &*self.shared;
         let mut seen = None;
         for _ in 0..crate::loom::SPINS {
-            let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+            let word = self.word();
             if !word.lets_success_off_lock(ticket.generation()) {
                 return false;
             }
@@ -570,7 +571,7 @@ impl Breaker {
         let Some(tally) = &s.tally else {
             return false;
         };
-        let word = Word::from_bits(s.hot.word.load(Ordering::Acquire));
+        let word = self.word();
         if !word.lets_success_off_lock(ticket.generation()) {
             return false;
         }
@@ -852,7 +853,7 @@ impl Breaker {
     /// open breaker whose break has elapsed reads `Open` here until a call enters half-open.
     /// Safe to call from an [open gate](BreakerBuilder::open_gate) of another breaker.
     pub fn peek(&self) -> (State, u32) {
-        let word = Word::from_bits(self.shared.hot.word.load(Ordering::Acquire));
+        let word = self.word();
         (word.state(), word.generation())
     }
 
@@ -1091,7 +1092,7 @@ mod tests {
         succeed(&breaker, 40);
         let tally = breaker.shared.tally.as_ref().expect("a sampled breaker");
         assert!(tally.held() > 0);
-        let word = || Word::from_bits(breaker.shared.hot.word.load(Ordering::Acquire));
+        let word = || breaker.word();
         let before = word().generation();
         breaker.reset();
         assert_ne!(word().generation(), before, "a reset starts a generation");

@@ -170,7 +170,7 @@ mod tests {
             let mut bulk = CountWindow::new(size);
             let mut single = CountWindow::new(size);
             for (n, kind) in steps {
-                // A run of `n` successes, then one mark of each kind in turn.
+                // A run of `n` successes, then one mark of the drawn kind.
                 bulk.record_successes(n);
                 for _ in 0..n {
                     single.record(OK);
