@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
 use crate::shards::cell_count;
-use crate::slot::thread_slot;
+use crate::slot::thread_cell;
 
 /// One call in this many is tracked.
 pub(crate) const SAMPLE: u64 = 8;
@@ -78,7 +78,7 @@ impl InFlight {
 
     #[inline]
     fn cell(&self) -> &Cells {
-        &self.cells[thread_slot() & (self.cells.len() - 1)]
+        &self.cells[thread_cell(self.cells.len())]
     }
 
     /// Called as a call is admitted: whether it is the sampled one (one in [`SAMPLE`] of this

@@ -70,7 +70,7 @@ impl SuccessShards {
     /// failures have slid out, and its healthy calls stop writing at all).
     #[inline]
     pub(crate) fn try_add(&self, epoch: u32, limit: u64) -> Add {
-        let cell = &self.cells[crate::slot::thread_slot() & (self.cells.len() - 1)];
+        let cell = &self.cells[crate::slot::thread_cell(self.cells.len())];
         let mut current = cell.load(Ordering::Relaxed);
         let limit = limit.min(COUNT_MASK);
         loop {

@@ -83,6 +83,14 @@ pub(crate) fn thread_slot() -> usize {
     take_slot()
 }
 
+/// The calling thread's cell among `cells` shared cells (`cells` a power of two): its slot,
+/// masked. Live threads up to `cells` get distinct cells; an exiting thread ([`NO_SLOT`])
+/// shares the last one.
+#[inline]
+pub(crate) fn thread_cell(cells: usize) -> usize {
+    thread_slot() & (cells - 1)
+}
+
 #[cold]
 fn take_slot() -> usize {
     // Register the give-back first: a thread already tearing its locals down gets no slot, so

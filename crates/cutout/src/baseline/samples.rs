@@ -12,7 +12,7 @@ use crossbeam_utils::CachePadded;
 
 use super::histogram::{BUCKETS, bucket_of};
 use crate::shards::cell_count;
-use crate::slot::thread_slot;
+use crate::slot::thread_cell;
 
 pub(crate) struct LatencySamples {
     cells: Box<[CachePadded<Box<[AtomicU32]>>]>,
@@ -28,7 +28,7 @@ impl LatencySamples {
 
     #[inline]
     pub(crate) fn add(&self, nanos: u64) {
-        let cell = &self.cells[thread_slot() & (self.cells.len() - 1)];
+        let cell = &self.cells[thread_cell(self.cells.len())];
         cell[bucket_of(nanos)].fetch_add(1, Ordering::Relaxed);
     }
 
