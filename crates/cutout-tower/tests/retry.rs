@@ -187,14 +187,14 @@ async fn the_deadline_rule_skips_an_attempt_that_cannot_finish() {
     let mut warm = ServiceBuilder::new()
         .breaker(breaker.clone())
         .service(healthy);
-    // One call in eight is timed: 160 calls give the baseline its 20 samples.
+    // At low traffic every call is timed: 160 calls give the baseline far more than its 20.
     for _ in 0..160 {
         warm.ready().await.unwrap().call(request()).await.unwrap();
     }
-    // The baseline is a histogram quantile: close to 100 ms, not exact.
+    // The baseline is a histogram quantile: within its 10% of 100 ms, not exact.
     let normal = breaker.normal_latency().unwrap();
     assert!(
-        normal > Duration::from_millis(90) && normal <= Duration::from_millis(100),
+        normal > Duration::from_millis(90) && normal <= Duration::from_millis(110),
         "{normal:?}"
     );
 

@@ -31,14 +31,16 @@
 //! # Ok::<(), cutout::ConfigError>(())
 //! ```
 //!
-//! The hot path: a healthy call on a closed breaker whose count window is full of successes
-//! does one atomic load before the call and one after, and writes nothing shared. Other healthy
-//! calls add one to a counter of their thread's own (no lock, no contended line). An adaptive
-//! breaker times one call in eight per thread; while a thread is busy, the calls between its
-//! timed ones read no clock. Everything that changes state runs a sequential machine under a
-//! lock (see `breaker.rs`, `# Orderings`). Refusing a call while open reads the clock once:
-//! start a [`clock::CoarseClock`] where refusals are hot, and a refusal is three loads, made
-//! where the call is.
+//! The hot path: a healthy call on a closed breaker that a success cannot change (a count
+//! window full of successes, nothing timed or measured) does one atomic load before the call
+//! and one after, and writes nothing shared. Other healthy calls add one to a counter on their
+//! core's own line (no lock, no contended line), which the next locked operation folds into
+//! every consumer before it evaluates the trip rules (`cells.rs`). An adaptive breaker times
+//! every call at low traffic and one in eight per thread above it; the calls in between read
+//! no clock. Everything that changes state runs a sequential machine under a lock (see
+//! `breaker.rs`, `# Orderings`). Refusing a call while open reads the clock once: start a
+//! [`clock::CoarseClock`] where refusals are hot, and a refusal is three loads, made where the
+//! call is.
 //!
 //! # Features
 //! - `serde`: configuration files (the `config` module).
@@ -52,14 +54,18 @@
 mod backoff;
 mod baseline;
 mod breaker;
+mod cells;
 pub mod classify;
 pub mod clock;
 #[cfg(feature = "serde")]
 pub mod config;
+mod control;
 mod error;
 mod event;
+mod front;
 mod id;
 mod inflight;
+mod locked;
 mod loom;
 mod machine;
 mod observe;
@@ -68,14 +74,12 @@ mod ramp;
 mod registry;
 mod relative;
 mod settings;
-mod shards;
 mod slices;
 mod slot;
 mod snapshot;
 mod state;
 mod suggest;
 mod summed;
-mod tally;
 mod trip;
 mod window;
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::backoff::{grown_break, jittered};
 use crate::baseline::{FailureBaseline, LatencyBaseline};
+use crate::cells::SAMPLE;
 use crate::classify::Outcome;
 use crate::error::RejectReason;
 use crate::event::{OpenReason, Transition};
@@ -14,13 +15,16 @@ use crate::inflight::Marks;
 use crate::ramp::Ramp;
 use crate::settings::{HalfOpenRule, Settings};
 use crate::snapshot::Snapshot;
-use crate::state::{State, Word};
-use crate::trip::ratio_trip;
+use crate::state::{Flags, State, Word};
+use crate::trip::{Normal, ratio_trip};
 use crate::window::{Mark, Totals, Window};
 
 /// How often, at most, the fast path's latency samples are merged into the baseline (and the
 /// relative slow threshold recomputed) while the baseline is armed.
 const LATENCY_REFRESH: u64 = 1_000_000_000;
+
+/// Below this many calls in the trip window, a sampled breaker times every call.
+pub(crate) const EXACT_BELOW: u64 = 256;
 
 /// Asked before a closed breaker opens; `false` keeps it closed (see
 /// [`BreakerBuilder::open_gate`](crate::BreakerBuilder::open_gate)).
@@ -62,7 +66,8 @@ pub(crate) enum Admission {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Machine {
-    settings: Settings,
+    /// Shared with the handle, which hands them out by reference.
+    settings: std::sync::Arc<Settings>,
     state: State,
     generation: u32,
     window: Window,
@@ -81,9 +86,8 @@ pub(crate) struct Machine {
     /// The gate a trip from closed must pass, if any, and how many trips it kept closed.
     gate: Option<Gate>,
     suppressed_opens: u64,
-    /// The time of the last locked operation: fast successes counted since then fall in its
-    /// bucket (the fast flag ends at the next bucket boundary; a paced success of a sampled
-    /// breaker may land there a little after it, see `Breaker::success_off_lock`).
+    /// The time of the last locked operation: successes counted off the lock since then fall
+    /// in its bucket (see [`Machine::absorb`]).
     fast_since: u64,
     failure_baseline: Option<FailureBaseline>,
     latency: Option<LatencyBaseline>,
@@ -99,8 +103,6 @@ pub(crate) struct Machine {
     rebase_marks: bool,
     /// The recovery ramp, while recovering.
     ramp: Option<Ramp>,
-    /// The epoch of the success counters (see `shards.rs`): one per locked operation.
-    epoch: u32,
     /// No call is timed: no slow-call rule, absolute or relative.
     untimed: bool,
     rng: fastrand::Rng,
@@ -110,7 +112,8 @@ pub(crate) struct Machine {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Published {
     pub(crate) word: Word,
-    /// When the current break ends (meaningful while open).
+    /// When the current break ends while open; 0 in every other state (so that a refusal that
+    /// reads it after a newer publication than its word's goes to the lock).
     pub(crate) until: u64,
     /// Until when the fast flag holds (meaningful while it is set).
     pub(crate) fast_until: u64,
@@ -127,7 +130,11 @@ fn ratio(part: u64, whole: u64) -> f64 {
 }
 
 impl Machine {
-    pub(crate) fn new(settings: Settings, seed: u64, gate: Option<Gate>) -> Machine {
+    pub(crate) fn new(
+        settings: std::sync::Arc<Settings>,
+        seed: u64,
+        gate: Option<Gate>,
+    ) -> Machine {
         let state = if settings.enabled {
             State::Closed
         } else {
@@ -152,7 +159,6 @@ impl Machine {
             in_flight_due: 0,
             rebase_marks: true,
             ramp: None,
-            epoch: 0,
             untimed: settings.slow_call_threshold.is_none()
                 && settings.relative_slow_calls().is_none(),
             settings,
@@ -182,41 +188,41 @@ impl Machine {
         self.state
     }
 
-    pub(crate) fn epoch(&self) -> u32 {
-        self.epoch
-    }
-
     /// The generation: it changes with every transition.
     pub(crate) fn generation(&self) -> u32 {
         self.generation
     }
 
-    /// Starts the next epoch of the success counters; returns it.
-    pub(crate) fn next_epoch(&mut self) -> u32 {
-        self.epoch = (self.epoch + 1) & crate::state::EPOCH_MASK;
-        self.epoch
-    }
-
-    /// Folds in `n` successes counted on the fast path since the last locked operation.
-    pub(crate) fn absorb(&mut self, n: u64) {
-        if n > 0 && self.state == State::Closed {
-            // They all came after the last locked operation: any run of failures has ended.
-            self.consecutive_failures = 0;
-            self.window.record_successes(self.fast_since, n);
-            if let Some(baseline) = &mut self.failure_baseline {
-                baseline.record(self.fast_since, n, 0);
-            }
+    /// Folds in `n` successes counted off the lock since the last locked operation, then
+    /// evaluates the trip rules: a call-caused locked operation starts here.
+    ///
+    /// They land in the bucket of the last locked operation: every success of an untimed
+    /// breaker counted off the lock came before `fast_until`, so in that bucket. A sampled
+    /// breaker's untimed successes read no clock: those after a boundary (at most the seven
+    /// calls between a thread's timed ones, the next of which takes the lock past it) land in
+    /// that bucket too, early; after a pause longer than the window, those seven per thread
+    /// land in a bucket already gone, and only the failure baseline counts them.
+    pub(crate) fn absorb(&mut self, now: u64, n: u64) -> Option<Transition> {
+        if !self.absorb_counts(n) {
+            return None;
         }
+        let reason = self.trip_reason(now)?;
+        self.trip(now, reason)
     }
 
-    /// The shortest period whose boundaries decide where a success is counted: a time
-    /// window's bucket or the failure baseline's slice (`u64::MAX`: none).
-    pub(crate) fn shortest_period(&self) -> u64 {
-        let baseline = self
-            .failure_baseline
-            .as_ref()
-            .map_or(u64::MAX, FailureBaseline::period);
-        self.window.period().min(baseline)
+    /// [`Machine::absorb`] without the trip rules, for controls (a reset, an isolation): the
+    /// successes still reach the baselines. Whether anything was folded.
+    pub(crate) fn absorb_counts(&mut self, n: u64) -> bool {
+        if n == 0 || self.state != State::Closed {
+            return false;
+        }
+        // They all came after the last locked operation: any run of failures has ended.
+        self.consecutive_failures = 0;
+        self.window.record_successes(self.fast_since, n);
+        if let Some(baseline) = &mut self.failure_baseline {
+            baseline.record(self.fast_since, n, 0);
+        }
+        true
     }
 
     /// Whether latency samples should be merged now: the refresh is due, or the baseline is
@@ -225,13 +231,20 @@ impl Machine {
         self.latency.is_some() && (now >= self.latency_due || self.normal_latency.is_none())
     }
 
-    /// Merges successful durations (bucket, count) into the latency baseline.
-    pub(crate) fn merge_latency(&mut self, now: u64, counts: impl Iterator<Item = (usize, u32)>) {
+    /// Merges latency samples into the baseline: `feed` calls its argument with each
+    /// sample's histogram bucket.
+    pub(crate) fn merge_latency(&mut self, now: u64, feed: impl FnOnce(&mut dyn FnMut(usize))) {
         if let Some(latency) = &mut self.latency {
-            latency.merge(now, counts);
+            feed(&mut |bucket| latency.merge(now, std::iter::once((bucket, 1))));
             self.normal_latency = latency.normal(now);
             self.latency_due = now.saturating_add(LATENCY_REFRESH);
         }
+    }
+
+    /// Whether every call is timed and weighs one at `now`: a sampled breaker (one that
+    /// measures latency) whose trip window holds fewer than [`EXACT_BELOW`] calls.
+    fn exact(&self, now: u64) -> bool {
+        self.marks.is_some() && self.window.totals(now).calls < EXACT_BELOW
     }
 
     /// Whether calls in flight should be checked now.
@@ -241,14 +254,19 @@ impl Machine {
 
     /// Counts calls in flight for longer than the slow threshold as slow calls of the window,
     /// and opens the breaker if that trips it. `totals`: tracked calls started and finished.
+    /// A tracked call stands for one call at low traffic (where every call is tracked) and
+    /// for [`SAMPLE`] above it. The hung calls count toward `minimum_calls` one each (real
+    /// calls), and in the ratio as the calls they stand for, all slow, so the slow rate stays
+    /// at most 1.
     pub(crate) fn check_in_flight(&mut self, now: u64, totals: (u64, u64)) -> Option<Transition> {
+        let weight = if self.exact(now) { 1 } else { SAMPLE };
         let threshold = self.slow_nanos();
         let marks = self.marks.as_mut()?;
         if self.rebase_marks {
             marks.rebase(totals);
             self.rebase_marks = false;
         }
-        self.in_flight_due = now.saturating_add((threshold / 16).clamp(1_000_000, LATENCY_REFRESH));
+        self.in_flight_due = now.saturating_add((threshold / 4).clamp(1_000_000, LATENCY_REFRESH));
         if threshold == u64::MAX || self.state != State::Closed {
             return None;
         }
@@ -257,22 +275,31 @@ impl Machine {
             return None;
         }
         let totals = self.window.totals(now);
+        let estimated = hung.saturating_mul(weight);
         let with_hung = Totals {
-            calls: totals.calls + hung,
-            slow: totals.slow + hung,
+            calls: totals.calls + estimated,
+            slow: totals.slow + estimated,
             ..totals
         };
-        let reason = ratio_trip(&self.settings, with_hung, self.normal_failure_rate(now))?;
+        let reason = ratio_trip(
+            &self.settings,
+            with_hung,
+            totals.calls + hung,
+            self.normal(now, 0),
+        )?;
         self.trip(now, reason)
     }
 
-    /// Opens a closed breaker for `reason`, unless its gate keeps it closed.
+    /// Opens a closed breaker for `reason`, unless its gate keeps it closed. The gate is user
+    /// code run under the breaker's lock: a panic in it is caught and counts as a refusal, so
+    /// it can never poison the lock.
     fn trip(&mut self, now: u64, reason: OpenReason) -> Option<Transition> {
-        if let Some(Gate(gate)) = &self.gate
-            && !gate()
-        {
-            self.suppressed_opens += 1;
-            return None;
+        if let Some(Gate(gate)) = &self.gate {
+            let allowed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate()));
+            if !matches!(allowed, Ok(true)) {
+                self.suppressed_opens += 1;
+                return None;
+            }
         }
         Some(self.open(now, reason))
     }
@@ -282,9 +309,16 @@ impl Machine {
         self.normal_latency.map(Duration::from_nanos)
     }
 
-    /// The measured normal failure rate at `now`.
-    pub(crate) fn normal_failure_rate(&self, now: u64) -> Option<f64> {
-        self.failure_baseline.as_ref()?.rate_with(now, 0)
+    /// The measured normal failure rate at `now`, with `pending` successes not yet folded.
+    pub(crate) fn normal_failure_rate(&self, now: u64, pending: u64) -> Option<f64> {
+        self.normal(now, pending).map(Normal::rate)
+    }
+
+    /// The failure baseline at `now` as the trips read it, with `extra` more successes;
+    /// `None` until armed.
+    fn normal(&self, now: u64, extra: u64) -> Option<Normal> {
+        let (outcomes, failures) = self.failure_baseline.as_ref()?.counts_with(now, extra)?;
+        Some(Normal { outcomes, failures })
     }
 
     /// The slow-call threshold in force: the absolute one, tightened by the relative one.
@@ -304,10 +338,10 @@ impl Machine {
     pub(crate) fn publish(&mut self, now: u64) -> Published {
         self.fast_since = now;
         let closed = self.state == State::Closed;
-        // A quiet success records nothing, so it cannot end a run of failures; a fast one is
-        // counted, and folding it in ends the run (see `absorb`).
-        let quiet = closed && self.consecutive_failures == 0 && self.window.success_is_noop();
-        let fast = closed && !self.successes_can_trip(now);
+        // Until the latency baseline is armed every sample may be the one that arms it: each
+        // success is then merged under the lock, so that `normal_latency()` is exact.
+        let arming = self.latency.is_some() && self.normal_latency.is_none();
+        let fast = closed && !arming && !self.successes_can_trip(now);
         let mut fast_until = self.window.next_boundary(now);
         if let Some(baseline) = &self.failure_baseline {
             fast_until = fast_until.min(baseline.next_boundary(now));
@@ -318,39 +352,65 @@ impl Machine {
         if self.marks.is_some() {
             fast_until = fast_until.min(self.in_flight_due.max(now.saturating_add(1)));
         }
+        // A success would change nothing: not the window (full of successes), not the count (no
+        // failures to reset), no baseline (none kept, nothing timed), and no rule has a
+        // deadline (so nothing changes with time either).
+        let still = closed
+            && self.consecutive_failures == 0
+            && self.window.success_is_noop()
+            && self.failure_baseline.is_none()
+            && self.untimed
+            && fast_until == u64::MAX;
+        // Low traffic: time every call, each weighing one (DESIGN: estimates only where a few
+        // hundred calls per trip window make them good ones).
+        let exact = self.exact(now);
         Published {
-            word: Word::new(
-                self.state,
-                self.generation,
-                self.epoch,
-                quiet,
-                fast,
-                quiet && self.untimed && fast_until == u64::MAX,
-            ),
-            until: self.until,
+            word: Word::new(self.state, self.generation, Flags { still, fast, exact }),
+            until: if self.state == State::Open {
+                self.until
+            } else {
+                0
+            },
             fast_until,
             slow_nanos: self.slow_nanos(),
         }
     }
 
-    /// Whether some run of successes, before the window's next bucket boundary, could trip the
-    /// breaker. Successes never raise a ratio, but the one that brings the window to the
-    /// minimum calls may reveal a ratio already at its threshold; the earliest such success is
-    /// the one with the highest ratio, so testing it decides for the whole run.
+    /// Whether some run of successes landing before the next boundary could trip the
+    /// breaker (then each success takes the lock instead, and is judged as it lands).
+    ///
+    /// Successes never raise a window's ratio. The first one that could reveal a trip is the
+    /// one that brings the window to its minimum calls (or, for the relative rule, that also
+    /// arms the baseline); after it, every success lowers the window's failure and slow rates.
+    /// It also lowers the baseline's rate, but no faster than the window's, since the baseline
+    /// holds every outcome of the window and more: the relative trip only grows less likely.
+    /// A full count window is the exception: a success there pushes out its oldest call, so
+    /// its failure rate can stay put while the baseline's falls; the relative rule is then
+    /// treated as able to trip whenever the window's failures could ever meet it.
     fn successes_can_trip(&self, now: u64) -> bool {
         let totals = self.window.totals(now);
         let minimum = u64::from(self.settings.effective_minimum_calls());
         let added = minimum.saturating_sub(totals.calls).max(1);
-        let after = Totals {
+        let with = |added: u64| Totals {
             calls: (totals.calls + added).min(self.window.capacity()),
             ..totals
         };
-        // The added successes also lower the baseline rate, which can only help a relative trip.
-        let normal = self
-            .failure_baseline
-            .as_ref()
-            .and_then(|baseline| baseline.rate_with(now, added));
-        ratio_trip(&self.settings, after, normal).is_some()
+        if ratio_trip(&self.settings, with(added), totals.calls + added, None).is_some() {
+            return true;
+        }
+        let (Some(relative), Some(baseline)) =
+            (self.settings.relative_failures(), &self.failure_baseline)
+        else {
+            return false;
+        };
+        if matches!(self.window, Window::Count(_)) {
+            let most = totals.failures as f64 / totals.calls.max(minimum).max(1) as f64;
+            return totals.failures >= 2 && most >= relative.floor;
+        }
+        let arming = baseline.outcomes_to_arm(now);
+        let added = added.max(arming);
+        let normal = self.normal(now, added);
+        ratio_trip(&self.settings, with(added), totals.calls + added, normal).is_some()
     }
 
     /// The state as seen at `now`, without changing anything.
@@ -364,7 +424,12 @@ impl Machine {
         }
     }
 
-    pub(crate) fn opened_at(&self) -> Option<Duration> {
+    /// When the breaker opened, as seen at `now`: `None` once closed, including a ramp that
+    /// has run out without a call since.
+    pub(crate) fn opened_at(&self, now: u64) -> Option<Duration> {
+        if self.state_at(now) == State::Closed {
+            return None;
+        }
         self.opened_at.map(Duration::from_nanos)
     }
 
@@ -523,11 +588,8 @@ impl Machine {
         {
             return Some(OpenReason::ConsecutiveFailures(self.consecutive_failures));
         }
-        ratio_trip(
-            &self.settings,
-            self.window.totals(now),
-            self.normal_failure_rate(now),
-        )
+        let totals = self.window.totals(now);
+        ratio_trip(&self.settings, totals, totals.calls, self.normal(now, 0))
     }
 
     fn record_probe(&mut self, now: u64, outcome: Outcome, slow: u8) -> Option<Transition> {
@@ -671,44 +733,65 @@ impl Machine {
         self.forget_history();
     }
 
-    pub(crate) fn snapshot(&self, now: u64) -> Snapshot {
+    /// The state and counts at `now`, with `pending` successes counted off the lock and not
+    /// yet folded: what the next locked operation would fold, read without folding it.
+    pub(crate) fn snapshot(&self, now: u64, pending: u64) -> Snapshot {
+        let state = self.state_at(now);
         // A breaker whose break has elapsed reports half-open, and half-open starts fresh
-        // counts: the probes' (none yet).
-        let lazily_half_open = self.state == State::Open && now >= self.until;
+        // counts: the probes' (none yet). Its rates are known once as many probes as the
+        // minimum calls (or as the probes, if fewer) have finished.
+        let lazily_half_open = self.state == State::Open && state == State::HalfOpen;
+        let probes_needed = u64::from(
+            self.settings
+                .effective_minimum_calls()
+                .min(self.settings.half_open_probes),
+        );
         let (totals, minimum) = if lazily_half_open {
-            (Totals::default(), 1)
+            (Totals::default(), probes_needed)
         } else if self.showing_probes {
-            (self.probes, 1)
+            (self.probes, probes_needed)
         } else {
+            let pending = if self.state == State::Closed {
+                pending
+            } else {
+                0
+            };
             (
-                self.window.totals(now),
+                self.window
+                    .totals_with_successes(now, self.fast_since, pending),
                 u64::from(self.settings.effective_minimum_calls()),
             )
         };
-        let armed = totals.calls >= minimum && totals.calls > 0;
-        let in_break = matches!(
-            self.state,
-            State::Open | State::HalfOpen | State::Recovering
-        );
+        let armed = totals.calls >= minimum.max(1);
+        let in_break = matches!(state, State::Open | State::HalfOpen | State::Recovering);
+        let ramp = self.ramp.as_ref().filter(|_| state == State::Recovering);
         Snapshot {
-            state: self.state_at(now),
+            state,
             failure_rate: armed.then(|| ratio(totals.failures, totals.calls)),
             slow_rate: (armed && self.settings.times_calls())
                 .then(|| ratio(totals.slow, totals.calls)),
             calls: totals.calls,
             failures: totals.failures,
             slow: totals.slow,
-            consecutive_failures: self.consecutive_failures,
-            opened_at: self.opened_at(),
+            consecutive_failures: if pending > 0 && self.state == State::Closed {
+                0
+            } else {
+                self.consecutive_failures
+            },
+            opened_at: self.opened_at(now),
             current_break: in_break.then_some(self.break_served),
-            consecutive_opens: self.consecutive_opens,
+            consecutive_opens: if state == State::Closed && self.state == State::Recovering {
+                0
+            } else {
+                self.consecutive_opens
+            },
             probes_in_flight: self.probes_in_flight,
             shadow_refusals: self.shadow_refusals,
             suppressed_opens: self.suppressed_opens,
             normal_latency: self.normal_latency(),
-            normal_failure_rate: self.normal_failure_rate(now),
-            ramp_fraction: self.ramp.as_ref().map(|ramp| ramp.fraction(now)),
-            recovering_for: self.ramp.as_ref().map(|ramp| ramp.elapsed(now)),
+            normal_failure_rate: self.normal_failure_rate(now, pending),
+            ramp_fraction: ramp.map(|ramp| ramp.fraction(now)),
+            recovering_for: ramp.map(|ramp| ramp.elapsed(now)),
         }
     }
 }

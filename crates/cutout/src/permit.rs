@@ -7,7 +7,8 @@ use crate::machine::Role;
 
 /// What a permit carries, packed into one word so it moves in a register: the generation it
 /// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34),
-/// timed (bit 35) or paced (bit 36); and when its call started (0 when calls are not timed).
+/// timed (bit 35) or stands for the calls it was sampled among (bit 36); and when its call
+/// started (0 when calls are not timed).
 ///
 /// A refusal travels as a ticket too (bit 37, the reason in bits 38–39, the retry-after in
 /// `start` as [`RetryAfter`] encodes it): two registers, where a `Result` holding a
@@ -22,7 +23,7 @@ pub(crate) struct Ticket {
 const ROLE_SHIFT: u32 = 32;
 const TRACKED: u64 = 1 << 34;
 const TIMED: u64 = 1 << 35;
-const PACED: u64 = 1 << 36;
+const WEIGHTED: u64 = 1 << 36;
 const REFUSED: u64 = 1 << 37;
 const REASON_SHIFT: u32 = 38;
 
@@ -53,15 +54,6 @@ impl Ticket {
     #[inline]
     pub(crate) fn timed(self) -> bool {
         self.bits & TIMED != 0
-    }
-
-    /// An untimed ticket of a call whose thread's timed calls watch the hot path's deadlines
-    /// (see `InFlight::track`): its success need not read the clock.
-    #[inline]
-    pub(crate) fn paced(generation: u32) -> Ticket {
-        let mut ticket = Ticket::new(generation, Role::Normal, 0);
-        ticket.bits |= PACED;
-        ticket
     }
 
     /// A refusal (never handed to a permit).
@@ -97,7 +89,7 @@ impl Ticket {
         (reason, RetryAfter(self.start))
     }
 
-    /// A normal ticket, neither timed, tracked nor paced: the plain healthy call.
+    /// A normal ticket, neither timed nor tracked: the plain healthy call.
     // With `metrics`, every call is counted and no success skips the lock.
     #[cfg_attr(feature = "metrics", allow(dead_code))]
     #[inline]
@@ -105,10 +97,11 @@ impl Ticket {
         self.bits >> ROLE_SHIFT == 0
     }
 
-    /// Whether this is a [`Ticket::paced`] one.
+    /// Whether the call stands for the calls it was sampled among (a tracked or timed call
+    /// of a sampled breaker above low traffic), not for itself alone.
     #[inline]
-    pub(crate) fn is_paced(self) -> bool {
-        self.bits & PACED != 0
+    pub(crate) fn weighted(self) -> bool {
+        self.bits & WEIGHTED != 0
     }
 
     #[inline]
@@ -137,10 +130,12 @@ impl Ticket {
         self.bits & TRACKED != 0
     }
 
+    /// Marks the call tracked in flight, `weighted` as [`Ticket::weighted`] says.
     #[inline]
-    pub(crate) fn set_tracked(&mut self, tracked: bool) {
-        if tracked {
-            self.bits |= TRACKED;
+    pub(crate) fn set_tracked(&mut self, weighted: bool) {
+        self.bits |= TRACKED;
+        if weighted {
+            self.bits |= WEIGHTED;
         }
     }
 
@@ -182,7 +177,12 @@ macro_rules! permit_methods {
 ///
 /// Record the outcome with [`Permit::record`] (or `success` / `failure` / `ignored`).
 /// Dropping a permit without recording (a cancelled future, an early return, a panic) records
-/// nothing and gives a half-open probe slot back: no slot can leak.
+/// nothing and gives a half-open probe slot back. A permit that is never dropped
+/// (`mem::forget`, a leaked task) holds its probe slot until `max_wait_in_half_open` runs out
+/// (60 s by default), when the next call re-opens the breaker. With the wait turned off
+/// (`None`), a forgotten probe permit holds its slot until something else ends the half-open
+/// state: another probe's counted failure re-opens it, or `reset`, `isolate` or `disable`;
+/// with one probe slot, nothing else will.
 #[must_use = "a permit records nothing unless its outcome is recorded"]
 #[derive(Debug)]
 pub struct Permit<'a> {
@@ -272,7 +272,7 @@ mod tests {
         for reason in reasons {
             for left in lefts {
                 let ticket = Ticket::refused(reason, RetryAfter::new(left));
-                assert!(ticket.is_refused() && !ticket.is_plain() && !ticket.is_paced());
+                assert!(ticket.is_refused() && !ticket.is_plain() && !ticket.weighted());
                 let (back, after) = ticket.refusal();
                 assert_eq!(back, reason);
                 let expected = left.map(|d| d.min(Duration::from_nanos(u64::MAX - 1)));
@@ -280,6 +280,9 @@ mod tests {
             }
         }
         assert!(!Ticket::new(7, Role::Normal, 0).is_refused());
-        assert!(!Ticket::paced(7).is_refused() && Ticket::paced(7).is_paced());
+        let mut tracked = Ticket::timed_from(7, Role::Normal, 1);
+        tracked.set_tracked(true);
+        assert!(!tracked.is_refused() && tracked.tracked() && tracked.weighted());
+        assert!(!tracked.is_plain());
     }
 }

@@ -84,9 +84,18 @@ impl Recovery {
         self.initial
     }
 
-    /// The ramp's length after a break of `served`.
+    /// The ramp's length after a break of `served`: `fraction` × `served`, clamped to
+    /// `[min, max]`. Never panics: a fraction that is not a positive number gives `min`, an
+    /// overflow gives `max`, and a `max` below `min` is raised to `min` (settings validation
+    /// rejects all three; this keeps an unvalidated `Recovery` total).
     pub fn length_after(&self, served: Duration) -> Duration {
-        served.mul_f64(self.fraction).clamp(self.min, self.max)
+        let max = self.max.max(self.min);
+        let length = if self.fraction > 0.0 {
+            Duration::try_from_secs_f64(served.as_secs_f64() * self.fraction).unwrap_or(max)
+        } else {
+            self.min
+        };
+        length.clamp(self.min, max)
     }
 }
 

@@ -243,7 +243,7 @@ impl Settings {
         Some(
             failures
                 .window
-                .unwrap_or_else(|| (span * 10).max(scaled(span, failures.multiple))),
+                .unwrap_or_else(|| span.saturating_mul(10).max(scaled(span, failures.multiple))),
         )
     }
 
@@ -252,10 +252,10 @@ impl Settings {
     pub fn latency_baseline_window(&self) -> Option<Duration> {
         let slow = self.slow_calls?;
         let span = self.trip_span();
-        Some(
-            slow.window
-                .unwrap_or_else(|| (span * 10).max(scaled(span, 2.0 / slow.quantile))),
-        )
+        Some(slow.window.unwrap_or_else(|| {
+            span.saturating_mul(10)
+                .max(scaled(span, 2.0 / slow.quantile))
+        }))
     }
 
     /// Whether calls must be timed (a slow-call threshold or the latency baseline).

@@ -1,10 +1,9 @@
 //! Thread slots: small indices that live threads hold one each, given back when a thread exits.
 //!
-//! A breaker's per-thread cells are picked by slot. Slots are handed out lowest first and reused
-//! after their thread exits, so as many live threads as a breaker has cells land on distinct
-//! cells, whatever threads came and went before (a pool that replaces its workers does not drift
-//! onto shared cells). And a slot belongs to one live thread at a time, so a cell whose index is
-//! the slot itself has a single writer ([`crate::tally`] relies on it).
+//! A breaker's per-core lines are picked by slot (`cells.rs`). Slots are handed out lowest first
+//! and reused after their thread exits, so as many live threads as a breaker has lines land on
+//! distinct lines, whatever threads came and went before (a pool that replaces its workers does
+//! not drift onto shared lines).
 //!
 //! # Orderings
 //! The free list is behind a mutex: a slot given back (its thread's last writes before it) happens
@@ -81,14 +80,6 @@ pub(crate) fn thread_slot() -> usize {
         return slot;
     }
     take_slot()
-}
-
-/// The calling thread's cell among `cells` shared cells (`cells` a power of two): its slot,
-/// masked. Live threads up to `cells` get distinct cells; an exiting thread ([`NO_SLOT`])
-/// shares the last one.
-#[inline]
-pub(crate) fn thread_cell(cells: usize) -> usize {
-    thread_slot() & (cells - 1)
 }
 
 #[cold]

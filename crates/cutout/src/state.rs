@@ -1,23 +1,24 @@
 //! The breaker's states and the packed state word the hot path reads.
 //!
-//! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *quiet* flag, bit 4 the *fast*
-//! flag, bit 5 the *still* flag, bits 6–31 the epoch, bits 32–63 the generation. It is written only under the
+//! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *still* flag, bit 4 the *fast*
+//! flag, bit 5 the *exact* flag, bits 32–63 the generation. It is written only under the
 //! breaker's lock, after every locked operation, and read without a lock on every call. The
-//! generation changes with every transition; the epoch with every locked operation (it tags
-//! the success counters, see `shards.rs`).
+//! generation changes with every transition.
 //!
-//! *Quiet* means: the breaker is closed and a fast, successful call would change nothing it
-//! records (no consecutive failures to reset, a count window full of successes). A call that
-//! sees the flag with its own generation finishes without any shared write.
+//! The flags are what the machine tells the hot path about the consumers of a success (the trip
+//! window, the consecutive-failure count, the failure baseline, the latency baseline and the
+//! trip rules), each computed from the machine's state when it publishes:
 //!
-//! *Still* means: quiet, and staying quiet until the next locked operation whatever the time
-//! (no bucket or slice boundary, no refresh due), on a breaker that times no call. The
-//! healthy path then needs nothing but the word: admission tests the state and the flag with
-//! one mask, and the success compares the generation too.
-//!
-//! *Fast* means: the breaker is closed, no consecutive failure needs resetting, and no run of
-//! successes can trip it before the window's next bucket boundary. A success then only adds
-//! one to its thread's success counter (see `shards.rs`).
+//! - *Still*: a success would change no consumer at all, whenever it lands, until the next
+//!   locked operation. Closed, no consecutive failures, a count window full of successes, no
+//!   failure baseline, and no call timed (so no latency sample and no deadline). The healthy
+//!   call then needs nothing but the word.
+//! - *Fast*: closed, the latency baseline (if any) armed, and no run of successes landing
+//!   before `fast_until` can trip the breaker (see `Machine::successes_can_trip`). A success may then be counted in its thread's cell
+//!   (`cells.rs`), which the next locked operation folds into every consumer and follows with
+//!   the trip rules.
+//! - *Exact*: every call is timed and weighs one (a sampled breaker at low traffic; see
+//!   `Machine::publish`).
 
 use std::fmt;
 
@@ -134,51 +135,35 @@ impl fmt::Display for State {
 }
 
 const STATE_MASK: u64 = 0b111;
-const QUIET: u64 = 0b1000;
+const STILL: u64 = 0b1000;
 const FAST: u64 = 0b1_0000;
-const STILL: u64 = 0b10_0000;
-const EPOCH_SHIFT: u32 = 6;
-/// The epoch's 26 bits: it wraps after 67 million locked operations, far beyond how long a
-/// call could sit between reading the word and adding to its counter.
-pub(crate) const EPOCH_MASK: u32 = (1 << 26) - 1;
-#[cfg_attr(feature = "metrics", allow(dead_code))]
-const GENERATION_MASK: u64 = !0 << 32;
+const EXACT: u64 = 0b10_0000;
 const GENERATION_SHIFT: u32 = 32;
 
 /// The decoded state word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Word(u64);
 
+/// The flags of a [`Word`] (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Flags {
+    pub(crate) still: bool,
+    pub(crate) fast: bool,
+    pub(crate) exact: bool,
+}
+
 impl Word {
-    pub(crate) const fn new(
-        state: State,
-        generation: u32,
-        epoch: u32,
-        quiet: bool,
-        fast: bool,
-        still: bool,
-    ) -> Word {
-        let quiet = if quiet { QUIET } else { 0 };
-        let fast = if fast { FAST } else { 0 };
-        let still = if still { STILL } else { 0 };
-        let epoch = ((epoch & EPOCH_MASK) as u64) << EPOCH_SHIFT;
-        Word(
-            state.code() | quiet | fast | still | epoch | ((generation as u64) << GENERATION_SHIFT),
-        )
+    pub(crate) const fn new(state: State, generation: u32, flags: Flags) -> Word {
+        let still = if flags.still { STILL } else { 0 };
+        let fast = if flags.fast { FAST } else { 0 };
+        let exact = if flags.exact { EXACT } else { 0 };
+        Word(state.code() | still | fast | exact | ((generation as u64) << GENERATION_SHIFT))
     }
 
     /// Closed and still: one mask and compare (Closed's code is 0).
     #[inline]
     pub(crate) const fn is_closed_still(self) -> bool {
         self.0 & (STATE_MASK | STILL) == STILL
-    }
-
-    /// Still, with generation `generation`.
-    // With `metrics`, every call is counted and no success skips the lock.
-    #[cfg_attr(feature = "metrics", allow(dead_code))]
-    #[inline]
-    pub(crate) const fn is_still_in(self, generation: u32) -> bool {
-        (self.0 ^ ((generation as u64) << GENERATION_SHIFT)) & (GENERATION_MASK | STILL) == STILL
     }
 
     pub(crate) const fn from_bits(bits: u64) -> Word {
@@ -197,22 +182,17 @@ impl Word {
         (self.0 >> GENERATION_SHIFT) as u32
     }
 
-    pub(crate) const fn is_quiet(self) -> bool {
-        self.0 & QUIET != 0
-    }
-
-    pub(crate) const fn is_fast(self) -> bool {
-        self.0 & FAST != 0
-    }
-
-    pub(crate) const fn epoch(self) -> u32 {
-        ((self.0 >> EPOCH_SHIFT) as u32) & EPOCH_MASK
-    }
-
-    /// Whether a success of a call admitted in `generation` may be counted without the lock
-    /// under this word: still that generation, and quiet (nothing to count) or fast.
+    /// Whether a success of a call admitted in `generation` may be counted in its thread's
+    /// cell under this word: the same generation, and fast.
+    #[inline]
     pub(crate) const fn lets_success_off_lock(self, generation: u32) -> bool {
-        self.generation() == generation && (self.is_quiet() || self.is_fast())
+        self.generation() == generation && self.0 & FAST != 0
+    }
+
+    /// Whether every call is timed and weighs one.
+    #[inline]
+    pub(crate) const fn is_exact(self) -> bool {
+        self.0 & EXACT != 0
     }
 }
 
@@ -224,19 +204,22 @@ mod tests {
     fn word_round_trips_every_state_and_generation_edge() {
         for state in State::ALL {
             for generation in [0, 1, u32::MAX] {
-                for flags in 0..8u8 {
-                    let (quiet, fast, still) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
-                    for epoch in [0, 1, EPOCH_MASK] {
-                        let word = Word::new(state, generation, epoch, quiet, fast, still);
-                        let word = Word::from_bits(word.bits());
-                        assert_eq!(word.state(), state);
-                        assert_eq!(word.generation(), generation);
-                        assert_eq!(word.epoch(), epoch);
-                        assert_eq!((word.is_quiet(), word.is_fast()), (quiet, fast));
-                        assert_eq!(word.is_closed_still(), still && state == State::Closed);
-                        assert_eq!(word.is_still_in(generation), still);
-                        assert!(!word.is_still_in(generation.wrapping_add(1)));
-                    }
+                for bits in 0..8u8 {
+                    let flags = Flags {
+                        still: bits & 1 != 0,
+                        fast: bits & 2 != 0,
+                        exact: bits & 4 != 0,
+                    };
+                    let word = Word::from_bits(Word::new(state, generation, flags).bits());
+                    assert_eq!(word.state(), state);
+                    assert_eq!(word.generation(), generation);
+                    assert_eq!(word.is_exact(), flags.exact);
+                    assert_eq!(
+                        word.is_closed_still(),
+                        flags.still && state == State::Closed
+                    );
+                    assert_eq!(word.lets_success_off_lock(generation), flags.fast);
+                    assert!(!word.lets_success_off_lock(generation.wrapping_add(1)));
                 }
             }
         }

@@ -7,19 +7,33 @@ use std::ops::Add;
 
 use crate::slices::{Reset, Slices};
 
+/// Counts kept per slice: added to and summed in a type of their own, so that a slice may
+/// keep narrower fields than a sum over many of them needs.
+pub(crate) trait Counts: Reset + Copy {
+    /// What adds are given in and sums are kept in.
+    type Sum: Copy + Default + Add<Output = Self::Sum> + std::fmt::Debug;
+
+    /// Adds `n` (saturating where a field is narrower than its sum's); returns what was
+    /// added, so that a kept sum stays the sum of the slices.
+    fn add(&mut self, n: Self::Sum) -> Self::Sum;
+
+    /// These counts as a sum.
+    fn widen(self) -> Self::Sum;
+}
+
 /// [`Slices`] of counts, with the sum of the slices live at one period cached.
 ///
 /// The cache holds the sum for the period of the last read. A later period recomputes it once
 /// (slices drop out as periods pass); an add to a period the cache covers keeps it exact,
 /// and an add to a later period drops it.
 #[derive(Debug, Clone)]
-pub(crate) struct SummedSlices<T: Copy> {
+pub(crate) struct SummedSlices<T: Counts> {
     slices: Slices<T>,
     /// The period index and the live sum at it.
-    cache: Cell<Option<(u64, T)>>,
+    cache: Cell<Option<(u64, T::Sum)>>,
 }
 
-impl<T: Reset + Copy + Add<Output = T>> SummedSlices<T> {
+impl<T: Counts> SummedSlices<T> {
     /// `len` slices covering `span` nanoseconds (see [`Slices::new`]).
     pub(crate) fn new(span: u64, len: usize) -> SummedSlices<T> {
         SummedSlices {
@@ -28,19 +42,20 @@ impl<T: Reset + Copy + Add<Output = T>> SummedSlices<T> {
         }
     }
 
-    /// Adds `counts` to the slice of `at`; a late add for a period gone by is dropped, as
-    /// [`Slices::at`] does.
-    pub(crate) fn add(&mut self, at: u64, counts: T) {
+    /// Adds `counts` to the slice of `at`; a late add for a period the ring no longer holds is
+    /// dropped, as [`Slices::at`] does.
+    pub(crate) fn add(&mut self, at: u64, counts: T::Sum) {
         let index = self.slices.index(at);
-        let Some(slot) = self.slices.at(at) else {
+        let Some(slot) = self.slices.at_index(index) else {
             return;
         };
-        *slot = *slot + counts;
+        let added = slot.add(counts);
         match self.cache.get() {
-            // The slice is live at the cached period: the sum moves with it. (Had `at` emptied
-            // its slot first, the period it held was too old to be in the sum.)
+            // The slice is live at the cached period: the sum moves with it. (The periods `at`
+            // may have opened pushed out only periods `len` or more before it: too old to be
+            // in the sum.)
             Some((cached, sum)) if index <= cached && self.slices.live_at(index, cached) => {
-                self.cache.set(Some((cached, sum + counts)));
+                self.cache.set(Some((cached, sum + added)));
             }
             Some((cached, _)) if index > cached => self.cache.set(None),
             _ => {}
@@ -48,7 +63,7 @@ impl<T: Reset + Copy + Add<Output = T>> SummedSlices<T> {
     }
 
     /// The sum of the slices live at `now`.
-    pub(crate) fn sum(&self, now: u64) -> T {
+    pub(crate) fn sum(&self, now: u64) -> T::Sum {
         let index = self.slices.index(now);
         if let Some((cached, sum)) = self.cache.get()
             && cached == index
@@ -58,15 +73,22 @@ impl<T: Reset + Copy + Add<Output = T>> SummedSlices<T> {
         let sum = self
             .slices
             .live(now)
-            .fold(T::default(), |sum, value| sum + *value);
+            .fold(T::Sum::default(), |sum, value| sum + value.widen());
         self.cache.set(Some((index, sum)));
         sum
+    }
+
+    /// Whether counts added at `at` would land and count in the sum at `now`.
+    pub(crate) fn holds(&self, at: u64, now: u64) -> bool {
+        self.slices
+            .holds(self.slices.index(at), self.slices.index(now))
     }
 
     pub(crate) fn next_boundary(&self, now: u64) -> u64 {
         self.slices.next_boundary(now)
     }
 
+    #[cfg(test)]
     pub(crate) fn period(&self) -> u64 {
         self.slices.period()
     }
@@ -93,26 +115,39 @@ mod tests {
         }
     }
 
-    /// Sums of slices kept by hand: every value with its time, summed over the live periods.
+    impl Counts for u64 {
+        type Sum = u64;
+
+        fn add(&mut self, n: u64) -> u64 {
+            *self += n;
+            n
+        }
+
+        fn widen(self) -> u64 {
+            self
+        }
+    }
+
+    /// Sums of slices kept by hand: every value with its time, summed over the live periods
+    /// the ring still holds.
     fn reference(adds: &[(u64, u64)], period: u64, len: u64, now: u64) -> u64 {
         let current = now / period;
-        let oldest = current.saturating_sub(len - 1);
-        // A late add (its slot already holds a newer period) was dropped; the rest count if
-        // their period is live and their slot has not been reused since.
-        let mut newest_per_slot = std::collections::HashMap::new();
+        // The ring holds the `len` periods up to the newest written: an add for a period
+        // before them was dropped, and one kept drops out once a write `len` periods later
+        // pushes it out.
+        let mut newest = 0;
         let mut kept = Vec::new();
         for &(at, value) in adds {
             let index = at / period;
-            let newest = newest_per_slot.entry(index % len).or_insert(index);
-            if index < *newest {
+            if index + len <= newest {
                 continue;
             }
-            *newest = index;
+            newest = newest.max(index);
             kept.push((index, value));
         }
         kept.iter()
             .filter(|(index, _)| {
-                *index >= oldest && *index <= current && newest_per_slot[&(index % len)] == *index
+                *index + len > newest && *index + len > current && *index <= current
             })
             .map(|(_, value)| value)
             .sum()

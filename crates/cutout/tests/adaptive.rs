@@ -111,9 +111,9 @@ fn a_brownout_of_slow_successes_trips_within_one_trip_window() {
 
 #[test]
 fn normal_latency_and_rate_stay_none_until_armed() {
-    // One call in eight is timed (calls 0, 8, 16, … on a thread): the 20th sample is call 152.
+    // At low traffic every call is timed: the 20th sample is the 20th call.
     let sim = Sim::new(adaptive().consecutive_failures(None));
-    sim.healthy(152, 20 * MS, 100 * MS);
+    sim.healthy(19, 20 * MS, 100 * MS);
     assert_eq!(sim.breaker.normal_latency(), None, "19 samples");
     sim.healthy(1, 20 * MS, 100 * MS);
     assert!(sim.breaker.normal_latency().is_some(), "20 samples");
@@ -205,13 +205,20 @@ fn the_first_errors_of_the_day_do_not_trip_on_a_zero_baseline() {
             State::Closed,
             "one failure is not a rate"
         );
-        sim.call(5 * MS, Outcome::Failure, 100 * MS);
+        // Five more within the window: six failures where the baseline saw none in ten
+        // times as many calls is more than chance, but 2% is below a floor of 5%.
+        for _ in 0..5 {
+            sim.call(5 * MS, Outcome::Failure, 100 * MS);
+            for _ in 0..2 {
+                sim.call(5 * MS, Outcome::Success, 100 * MS);
+            }
+        }
         sim.breaker.state()
     };
     assert_eq!(
         run(0.05),
         State::Closed,
-        "2 errors in ~300 calls is below the 5% floor"
+        "6 errors in ~300 calls is below the 5% floor"
     );
     assert_eq!(
         run(0.001),

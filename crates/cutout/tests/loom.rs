@@ -27,7 +27,14 @@ const BREAK: Duration = Duration::from_secs(10);
 
 /// Runs `f` under loom, with a preemption bound of 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise.
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_with_branches(1_000, f);
+}
+
+/// [`model`], with room for `branches` atomic operations in one execution (a model that warms
+/// a breaker up with hundreds of calls before its threads start needs more than the default).
+fn model_with_branches(branches: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
+    builder.max_branches = branches;
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(2);
     }
@@ -425,7 +432,7 @@ fn dropped_probe_permits_give_their_slot_back_limit_two() {
     dropped_probes_give_slots_back(2);
 }
 
-/// Healthy successes are counted off the lock while no success can trip (`shards.rs`). A
+/// Healthy successes are counted off the lock while no success can trip (`cells.rs`). A
 /// success and a failure racing each other to the ratio threshold: in either sequential order
 /// the second of them trips the breaker (the call that brings the window to `minimum_calls` can
 /// trip it, even a success — DESIGN §2), so after both the breaker must be open, once.
@@ -480,10 +487,11 @@ fn a_still_call_ending_after_another_threads_failure_counts_after_it() {
                 .window(cutout::TripWindow::Count(2))
                 .adaptive(false),
         );
-        for _ in 0..2 {
+        // The first two count in this thread's cell; the third finds it holding the window's
+        // size and takes the lock, which folds them in: the breaker is still.
+        for _ in 0..3 {
             breaker.call(|| Ok::<(), ()>(())).expect("closed");
         }
-        // The snapshot's locked operation folds the two successes in: the breaker is still.
         assert_eq!(breaker.snapshot().calls, 2);
         let failed = std::sync::Arc::new(AtomicBool::new(false));
 
@@ -560,5 +568,133 @@ fn ramp_admission_never_exceeds_its_bound() {
             .collect();
         let admitted: usize = threads.into_iter().map(|t| t.join().unwrap().len()).sum();
         assert_eq!(admitted, 2, "four calls at a fraction of 0.5");
+    });
+}
+
+/// Settings for the models of counting off the lock: a count window of 100 judged on its
+/// failure ratio only, not adaptive, so that only the cells and the trip rules are at play.
+fn ratio_breaker(minimum: u32) -> (Breaker, ManualClock, Seen) {
+    build(
+        base()
+            .consecutive_failures(None)
+            .failure_ratio(Some(0.5))
+            .minimum_calls(minimum)
+            .window(cutout::TripWindow::Count(100))
+            .adaptive(false),
+    )
+}
+
+/// DESIGN §2 "Counting off the lock": the trip rules are evaluated after every fold. A window
+/// of 9 failures and 9 successes (minimum 20) lets successes off the lock: no run of them can
+/// trip it. A success (counted in its cell) races a failure (under the lock, which makes the
+/// next success able to trip: 10 of 19 fail). In either order the window ends at 10 failures
+/// of 20, at the threshold: whichever call comes second trips it. When the success lands in
+/// its cell after the failure's fold, no one has judged it yet; the next call to take the lock
+/// (a success, which after the failure cannot go off the lock) must fold it and trip before
+/// counting itself, or the trip is lost (21 calls, 47.6%).
+#[test]
+fn a_success_counted_after_a_fold_is_judged_by_the_next_fold() {
+    model(|| {
+        let (breaker, _clock, seen) = ratio_breaker(20);
+        for i in 0..18 {
+            let _ = breaker.call(|| if i % 2 == 0 { Err(()) } else { Ok(()) });
+        }
+        let success = breaker.try_acquire_owned().expect("closed");
+        let failure = breaker.try_acquire_owned().expect("closed");
+        let a = thread::spawn(move || {
+            thread::yield_now();
+            success.success();
+        });
+        let b = thread::spawn(move || {
+            thread::yield_now();
+            failure.failure();
+        });
+        a.join().unwrap();
+        b.join().unwrap();
+        let _ = breaker.call(|| Ok::<(), ()>(()));
+        assert_eq!(breaker.state(), State::Open, "a lost trip");
+        assert_eq!(opened_count(&seen), 1);
+    });
+}
+
+/// A success that read a fast word of one generation and lands after a reset has started the
+/// next never counts in it (cells are tagged with their generation: there is no epoch to wrap),
+/// and every success of the threads is counted once in the window or dropped with its
+/// generation.
+#[test]
+fn a_success_racing_a_reset_never_counts_after_it() {
+    model(|| {
+        let (breaker, _clock, _seen) = ratio_breaker(20);
+        let early = breaker.try_acquire_owned().expect("closed");
+        let a = thread::spawn(move || {
+            thread::yield_now();
+            early.success();
+        });
+        let resetting = breaker.clone();
+        let b = thread::spawn(move || {
+            thread::yield_now();
+            resetting.reset();
+        });
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(breaker.snapshot().calls, 0, "a success of before the reset");
+        breaker.call(|| Ok::<(), ()>(())).expect("closed");
+        assert_eq!(breaker.snapshot().calls, 1);
+    });
+}
+
+/// Successes of one thread counted off the lock while another records a failure under it:
+/// each outcome is in the window exactly once, whatever the interleaving, and a read in the
+/// middle sees no more than had started.
+#[test]
+fn successes_off_the_lock_racing_a_failure_count_once() {
+    racing_successes_count_once(|| ratio_breaker(100), 0);
+}
+
+/// The same on the default settings past low traffic, the path busy production breakers take:
+/// a time window, adaptive, seven calls in eight untimed (their successes read no clock, see
+/// `front.rs`), the eighth timed and its latency sample left in its line.
+#[test]
+fn successes_of_a_sampled_breaker_racing_a_failure_count_once() {
+    racing_successes_count_once(
+        || {
+            build(
+                Settings::builder()
+                    .jitter(Jitter::None)
+                    .max_wait_in_half_open(None),
+            )
+        },
+        300,
+    );
+}
+
+fn racing_successes_count_once(make: fn() -> (Breaker, ManualClock, Seen), warm: u64) {
+    model_with_branches(10_000, move || {
+        let (breaker, _clock, _seen) = make();
+        for _ in 0..warm {
+            breaker.call(|| Ok::<(), ()>(())).expect("closed");
+        }
+        let threads: Vec<_> = (0..2)
+            .map(|i| {
+                let breaker = breaker.clone();
+                thread::spawn(move || {
+                    thread::yield_now();
+                    if i == 0 {
+                        breaker.call(|| Ok::<(), ()>(())).expect("closed");
+                        breaker.call(|| Ok::<(), ()>(())).expect("closed");
+                    } else {
+                        breaker.call(|| Err::<(), ()>(())).expect_err("a failure");
+                    }
+                })
+            })
+            .collect();
+        let seen = breaker.snapshot().calls;
+        assert!(seen <= warm + 3, "{seen} calls seen of {}", warm + 3);
+        for t in threads {
+            t.join().unwrap();
+        }
+        let snapshot = breaker.snapshot();
+        assert_eq!((snapshot.calls, snapshot.failures), (warm + 3, 1));
+        assert_eq!(breaker.state(), State::Closed);
     });
 }

@@ -416,9 +416,9 @@ fn operator_controls_racing_calls_on_the_system_clock_leak_nothing() {
     );
 }
 
-/// Default settings on the system clock: busy threads' untimed successes are paced and counted
-/// on their threads' own cells (or the shared success cells), while another thread's snapshots
-/// fold them in under the lock in the middle of it. Every success is in the window once.
+/// Default settings on the system clock: busy threads' untimed successes are counted in their
+/// lines (`cells.rs`), while another thread's snapshots read them in the middle of it. Every
+/// success is in the window once.
 #[test]
 fn busy_default_breakers_count_every_success_once_on_the_system_clock() {
     let calls = env("CUTOUT_STRESS_CALLS", 40_000);
@@ -465,4 +465,67 @@ fn busy_default_breakers_count_every_success_once_on_the_system_clock() {
     assert_eq!(snapshot.state, State::Closed);
     assert_eq!(snapshot.calls, calls, "every success counted once");
     assert_eq!(breaker.snapshot().calls, calls, "and not again");
+}
+
+/// Failures mixed into the off-lock success path on 2 threads, on the system clock with the
+/// default settings but for the consecutive rule (a 1% failure rate, below every other rule):
+/// every outcome is in the trip window exactly once and in the failure baseline exactly once,
+/// while a third thread's snapshots read the cells in the middle of it.
+#[test]
+fn failures_mixed_into_successes_off_the_lock_are_each_counted_once() {
+    let calls = env("CUTOUT_STRESS_CALLS", 40_000);
+    let settings = Settings::builder()
+        .consecutive_failures(None)
+        .build()
+        .unwrap();
+    let breaker = Breaker::new("stress-mixed", settings);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (breaker, done) = (breaker.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut last = 0;
+            while !done.load(Ordering::Relaxed) {
+                let calls = breaker.snapshot().calls;
+                assert!(calls >= last, "a read went back from {last} to {calls}");
+                last = calls;
+                std::thread::yield_now();
+            }
+        })
+    };
+    let per_thread = calls / 2;
+    let started = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            let breaker = &breaker;
+            scope.spawn(move || {
+                for i in 0..per_thread {
+                    let fail = i % 100 == 99;
+                    let _ = breaker.call(|| if fail { Err(()) } else { Ok(()) });
+                }
+            });
+        }
+    });
+    done.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the calls must all sit in the 30 s window"
+    );
+    let snapshot = breaker.snapshot();
+    println!("{snapshot:?}");
+    let failures = 2 * (per_thread / 100);
+    assert_eq!(snapshot.state, State::Closed);
+    assert_eq!(
+        (snapshot.calls, snapshot.failures),
+        (2 * per_thread, failures)
+    );
+    assert_eq!(
+        breaker.normal_failure_rate(),
+        Some(failures as f64 / (2 * per_thread) as f64),
+        "every outcome in the failure baseline once"
+    );
+    assert!(
+        breaker.normal_latency().is_some(),
+        "samples reached the latency baseline"
+    );
 }

@@ -1,6 +1,9 @@
 //! The latency baseline: a quantile of successful durations, in time slices of histograms.
+//!
+//! Memory: [`LATENCY_SLICES`] histograms of 420 bytes (see [`super::histogram`]), one
+//! allocation of 1,680 bytes whatever the window.
 
-use super::SLICES;
+use super::LATENCY_SLICES;
 use super::histogram::Histogram;
 use crate::slices::Slices;
 
@@ -17,7 +20,7 @@ impl LatencyBaseline {
     pub(crate) fn new(window: u64, quantile: f64) -> LatencyBaseline {
         LatencyBaseline {
             quantile,
-            slices: Slices::new(window, SLICES),
+            slices: Slices::new(window, LATENCY_SLICES),
         }
     }
 
@@ -44,7 +47,7 @@ impl LatencyBaseline {
         if samples < MIN_SAMPLES {
             return None;
         }
-        Histogram::quantile(live, self.quantile)
+        Histogram::quantile_of(live, samples, self.quantile)
     }
 }
 
@@ -67,12 +70,33 @@ mod tests {
             [(super::super::histogram::bucket_of(20 * MS), 1)].into_iter(),
         );
         let normal = baseline.normal(SEC).unwrap() as f64;
-        assert!((normal / (20 * MS) as f64 - 1.0).abs() < 0.125, "{normal}");
+        assert!((normal / (20 * MS) as f64 - 1.0).abs() <= 0.1, "{normal}");
         // A brownout moves the median only once it is more than half the window.
         for _ in 0..19 {
             baseline.record(2 * SEC, 600 * MS);
         }
         assert!(baseline.normal(2 * SEC).unwrap() < 25 * MS);
         assert_eq!(baseline.normal(400 * SEC), None, "everything dropped out");
+    }
+
+    #[test]
+    fn slices_drop_out_whole() {
+        // 4 slices of 75 s: the samples of the first 75 s count until 5 minutes.
+        let mut baseline = LatencyBaseline::new(300 * SEC, 0.5);
+        for _ in 0..30 {
+            baseline.record(74 * SEC, 20 * MS);
+        }
+        for _ in 0..20 {
+            baseline.record(75 * SEC, 2 * MS);
+        }
+        let median = baseline.normal(299 * SEC).unwrap() as f64;
+        assert!((median / (20 * MS) as f64 - 1.0).abs() <= 0.1, "{median}");
+        let normal = baseline.normal(300 * SEC).unwrap() as f64;
+        assert!((normal / (2 * MS) as f64 - 1.0).abs() <= 0.1, "{normal}");
+        assert_eq!(
+            baseline.normal(375 * SEC),
+            None,
+            "the second slice is gone too"
+        );
     }
 }

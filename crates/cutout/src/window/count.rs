@@ -63,6 +63,29 @@ impl CountWindow {
         }
     }
 
+    /// The totals as if `n` more successes had been recorded, changing nothing: the window
+    /// fills, then the `n` oldest calls slide out.
+    pub(crate) fn totals_after_successes(&self, n: u64) -> Totals {
+        let free = (self.size - self.ring.len()) as u64;
+        let pushed = usize::try_from(n.saturating_sub(free)).unwrap_or(usize::MAX);
+        let mut totals = self.totals();
+        totals.calls = (totals.calls + n).min(self.size as u64);
+        if pushed >= self.size {
+            return Totals {
+                calls: self.size as u64,
+                ..Totals::default()
+            };
+        }
+        // The oldest call is at `head` (0 until the ring is full); calls pushed out beyond the
+        // ring's are among the new successes.
+        for i in 0..pushed.min(self.ring.len()) {
+            let old = self.ring[(self.head + i) % self.size];
+            totals.failures -= u64::from(old & FAILURE != 0);
+            totals.slow -= u64::from(old >> 1);
+        }
+        totals
+    }
+
     pub(crate) fn capacity(&self) -> u64 {
         self.size as u64
     }
@@ -171,6 +194,13 @@ mod tests {
             let mut single = CountWindow::new(size);
             for (n, kind) in steps {
                 // A run of `n` successes, then one mark of the drawn kind.
+                proptest::prop_assert_eq!(bulk.totals_after_successes(n), {
+                    let mut ahead = bulk.clone();
+                    for _ in 0..n {
+                        ahead.record(OK);
+                    }
+                    ahead.totals()
+                });
                 bulk.record_successes(n);
                 for _ in 0..n {
                     single.record(OK);

@@ -7,18 +7,13 @@ use crate::settings::TripWindow;
 pub(crate) use count::CountWindow;
 pub(crate) use time::TimeWindow;
 
-/// Counts of a window at one moment.
+/// Counts of a window at one moment (a time window keeps narrower ones per bucket, see
+/// `time.rs`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Totals {
     pub(crate) calls: u64,
     pub(crate) failures: u64,
     pub(crate) slow: u64,
-}
-
-impl crate::slices::Reset for Totals {
-    fn reset(&mut self) {
-        *self = Totals::default();
-    }
 }
 
 impl std::ops::Add for Totals {
@@ -29,6 +24,16 @@ impl std::ops::Add for Totals {
             calls: self.calls + other.calls,
             failures: self.failures + other.failures,
             slow: self.slow + other.slow,
+        }
+    }
+}
+
+impl Totals {
+    /// With slow calls no more than calls.
+    fn capped(self) -> Totals {
+        Totals {
+            slow: self.slow.min(self.calls),
+            ..self
         }
     }
 }
@@ -89,19 +94,30 @@ impl Window {
         }
     }
 
-    /// The length of a bucket, in nanoseconds (`u64::MAX` for a count window).
-    pub(crate) fn period(&self) -> u64 {
-        match self {
-            Window::Count(_) => u64::MAX,
-            Window::Time(window) => window.period(),
-        }
-    }
-
+    /// The counts at `now`. A slow sample may stand for more calls than it is (see `Mark`):
+    /// the estimate of slow calls never exceeds the calls the window holds.
     pub(crate) fn totals(&self, now: u64) -> Totals {
         match self {
             Window::Count(window) => window.totals(),
             Window::Time(window) => window.totals(now),
         }
+        .capped()
+    }
+
+    /// The counts at `now` as if `n` more successes had landed at `at`, changing nothing (for
+    /// reads of successes not yet folded).
+    pub(crate) fn totals_with_successes(&self, now: u64, at: u64, n: u64) -> Totals {
+        match self {
+            Window::Count(window) => window.totals_after_successes(n),
+            Window::Time(window) => {
+                let mut totals = window.totals(now);
+                if window.holds(at, now) {
+                    totals.calls += n;
+                }
+                totals
+            }
+        }
+        .capped()
     }
 
     pub(crate) fn clear(&mut self) {

@@ -3,13 +3,64 @@
 use std::time::Duration;
 
 use super::{Mark, Totals};
-use crate::summed::SummedSlices;
+use crate::summed::{Counts, SummedSlices};
 
 /// The calls of the last `span`, in one bucket per second of the span (at least 10, at most
-/// 60 buckets). Memory is fixed at construction.
+/// 60 buckets). Memory is fixed at construction: 16 bytes a bucket (480 for the default 30 s).
 #[derive(Debug, Clone)]
 pub(crate) struct TimeWindow {
-    buckets: SummedSlices<Totals>,
+    buckets: SummedSlices<Bucket>,
+}
+
+/// One bucket's counts, 16 bytes: calls in a `u64`, failures and slow calls in `u32`s,
+/// saturating. Sums over the window are [`Totals`] of `u64`s.
+///
+/// Calls are a `u64` because successes arrive in bulk from the fast path: a 60 s bucket (a
+/// 1-hour window's) on a many-core machine can see more than 2^32 of them, and a saturated call
+/// count would raise the failure and slow ratios, and could trip a healthy breaker. Failures and
+/// slow calls come one locked operation each (a slow sampled call adds the calls it stands
+/// for): 2^32 in a 60 s bucket is 72 million a second, more than a lock passes; only windows of
+/// days, whose buckets last many minutes, could get there, in a sustained outage. If one does
+/// saturate, its ratio reads low: the breaker trips later, never falsely.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Bucket {
+    calls: u64,
+    failures: u32,
+    slow: u32,
+}
+
+impl crate::slices::Reset for Bucket {
+    fn reset(&mut self) {
+        *self = Bucket::default();
+    }
+}
+
+/// `field + n`, saturating at `u32::MAX`; returns what was added.
+fn add_u32(field: &mut u32, n: u64) -> u64 {
+    let before = *field;
+    *field = field.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+    u64::from(*field - before)
+}
+
+impl Counts for Bucket {
+    type Sum = Totals;
+
+    fn add(&mut self, n: Totals) -> Totals {
+        self.calls += n.calls;
+        Totals {
+            calls: n.calls,
+            failures: add_u32(&mut self.failures, n.failures),
+            slow: add_u32(&mut self.slow, n.slow),
+        }
+    }
+
+    fn widen(self) -> Totals {
+        Totals {
+            calls: self.calls,
+            failures: u64::from(self.failures),
+            slow: u64::from(self.slow),
+        }
+    }
 }
 
 impl TimeWindow {
@@ -42,13 +93,14 @@ impl TimeWindow {
         );
     }
 
-    pub(crate) fn next_boundary(&self, now: u64) -> u64 {
-        self.buckets.next_boundary(now)
+    /// Whether calls recorded at `at` would land and count in the totals at `now`: their
+    /// bucket is still in the window then, and a later write has not pushed it out.
+    pub(crate) fn holds(&self, at: u64, now: u64) -> bool {
+        self.buckets.holds(at, now)
     }
 
-    /// The length of a bucket, in nanoseconds.
-    pub(crate) fn period(&self) -> u64 {
-        self.buckets.period()
+    pub(crate) fn next_boundary(&self, now: u64) -> u64 {
+        self.buckets.next_boundary(now)
     }
 
     pub(crate) fn totals(&self, now: u64) -> Totals {
@@ -102,6 +154,54 @@ mod tests {
                 slow: 0
             }
         );
+    }
+
+    #[test]
+    fn a_bucket_is_16_bytes_and_saturates_low() {
+        assert_eq!(std::mem::size_of::<Bucket>(), 16);
+        let many = Totals {
+            calls: 1 << 40,
+            failures: u64::from(u32::MAX) - 1,
+            slow: 0,
+        };
+        let mut window = TimeWindow::new(Duration::from_secs(30));
+        window.buckets.add(0, many);
+        assert_eq!(window.totals(0), many, "read: the sum is kept from here");
+        window.record(0, FAIL);
+        window.record(0, FAIL);
+        let kept = window.totals(0);
+        // The same adds with no read between: a fresh sum.
+        let mut fresh = TimeWindow::new(Duration::from_secs(30));
+        fresh.buckets.add(0, many);
+        fresh.record(0, FAIL);
+        fresh.record(0, FAIL);
+        assert_eq!(fresh.totals(0), kept, "the saturated failure is in neither");
+        assert_eq!(
+            kept,
+            Totals {
+                calls: (1 << 40) + 2,
+                failures: u64::from(u32::MAX),
+                slow: 0,
+            }
+        );
+        // Sums over buckets are u64.
+        window.record(SEC, FAIL);
+        assert_eq!(window.totals(SEC).failures, u64::from(u32::MAX) + 1);
+    }
+
+    #[test]
+    fn a_window_idle_past_its_span_starts_empty() {
+        let mut window = TimeWindow::new(Duration::from_secs(30));
+        window.record(5 * SEC, FAIL);
+        let later = 5 * SEC + 3_600 * SEC;
+        assert_eq!(window.totals(later), Totals::default());
+        window.record(later, OK);
+        assert_eq!(window.totals(later).calls, 1);
+        assert!(!window.holds(5 * SEC, later));
+        window.record(5 * SEC, FAIL); // late by an hour: dropped
+        assert_eq!(window.totals(later).failures, 0);
+        assert!(window.holds(later - SEC, later) && window.holds(later, later + 29 * SEC));
+        assert!(!window.holds(later, later + 30 * SEC), "gone by then");
     }
 
     #[test]

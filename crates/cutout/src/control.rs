@@ -1,0 +1,141 @@
+//! The reads and controls of a [`Breaker`]: none of them runs a trip rule or raises an event,
+//! and the reads change nothing (see `locked.rs`).
+
+use std::time::Duration;
+
+use crate::Breaker;
+use crate::breaker::Listener;
+use crate::event::Event;
+use crate::machine::Machine;
+use crate::snapshot::Snapshot;
+use crate::state::State;
+
+impl Breaker {
+    /// Calls `listener` on every transition, on the thread of the call that caused it, after
+    /// the state changed and with no lock held (the listener list's included): a listener may
+    /// subscribe, or call this breaker. A panic in a listener is caught and ignored.
+    pub fn subscribe(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
+        let mut listeners = self
+            .shared
+            .listeners
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut list: Vec<Listener> = listeners.iter().cloned().collect();
+        list.push(std::sync::Arc::new(listener));
+        *listeners = std::sync::Arc::from(list);
+    }
+
+    /// The state now. Changes nothing and takes no probe slot: an open breaker whose break has
+    /// elapsed reports [`State::HalfOpen`] (the next call will be a probe).
+    pub fn state(&self) -> State {
+        let now = self.shared.hot.clock.recent();
+        self.read(|m, _| m.state_at(now))
+    }
+
+    /// The state and generation as last published for the hot path: one atomic load, no lock,
+    /// no side effect. The generation changes with every transition, so `(state, generation)`
+    /// tells whether anything happened since an earlier peek. Unlike [`Breaker::state`], an
+    /// open breaker whose break has elapsed reads `Open` here until a call enters half-open.
+    /// Safe to call from an [open gate](BreakerBuilder::open_gate) of another breaker.
+    pub fn peek(&self) -> (State, u32) {
+        let word = self.word();
+        (word.state(), word.generation())
+    }
+
+    /// The health a health check should report: healthy when closed, degraded while half-open
+    /// or recovering, unhealthy when open or isolated.
+    pub fn health(&self) -> crate::Health {
+        self.state().health()
+    }
+
+    /// When the breaker opened, on its clock; `None` while closed or disabled.
+    pub fn opened_at(&self) -> Option<Duration> {
+        let now = self.shared.hot.clock.recent();
+        self.read(|m, _| m.opened_at(now))
+    }
+
+    /// What is left of the break being served; `None` unless open.
+    pub fn break_remaining(&self) -> Option<Duration> {
+        let now = self.shared.hot.clock.recent();
+        self.read(|m, _| m.break_remaining(now))
+    }
+
+    /// The state and counts, read consistently: successes counted off the lock and not yet
+    /// folded are included, as the next locked operation will count them. Changes nothing.
+    pub fn snapshot(&self) -> Snapshot {
+        let now = self.shared.hot.clock.recent();
+        self.read(|m, pending| m.snapshot(now, pending))
+    }
+
+    /// What a successful call normally takes, as this breaker measures it: the configured
+    /// quantile (default the median) of successful durations over the baseline window.
+    /// `None` until 20 timed successes have been merged, and while the breaker is not adaptive;
+    /// the relative slow-call trip is not armed until then either. At low traffic (a trip
+    /// window of fewer than 256 calls) every call is timed; above it, without an absolute
+    /// slow-call threshold, one call in eight per thread. As the breaker uses it: samples are
+    /// merged at every locked operation until armed, then at least once a second.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, Settings, clock::ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder("search")
+    ///     .settings(Settings::builder().adaptive(true).build()?)
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// for _ in 0..160 {
+    ///     let permit = breaker.try_acquire().unwrap();
+    ///     clock.advance(Duration::from_millis(20));
+    ///     permit.success();
+    /// }
+    /// let normal = breaker.normal_latency().unwrap();
+    /// assert!(normal > Duration::from_millis(18) && normal < Duration::from_millis(22));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn normal_latency(&self) -> Option<Duration> {
+        self.read(|m, _| m.normal_latency())
+    }
+
+    /// How often calls normally fail, as this breaker measures it: counted failures over
+    /// counted outcomes (while closed) over the baseline window. `None` until 100 outcomes
+    /// have landed, and while the breaker is not adaptive; the relative failure trip is not
+    /// armed until then either.
+    ///
+    /// ```
+    /// use cutout::{Breaker, Settings, clock::ManualClock};
+    ///
+    /// let breaker = Breaker::builder("search")
+    ///     .settings(Settings::builder().adaptive(true).consecutive_failures(None).build()?)
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// for i in 0..100 {
+    ///     let _ = breaker.call(|| if i % 25 == 0 { Err(()) } else { Ok(()) });
+    /// }
+    /// assert_eq!(breaker.normal_failure_rate(), Some(0.04));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn normal_failure_rate(&self) -> Option<f64> {
+        let now = self.shared.hot.clock.recent();
+        self.read(|m, pending| m.normal_failure_rate(now, pending))
+    }
+
+    /// Forces the breaker open until [`Breaker::reset`]. Raises no event.
+    pub fn isolate(&self) {
+        let now = self.shared.hot.clock.recent();
+        self.control(now, |m| m.isolate(now));
+    }
+
+    /// Lets every call through and records nothing until [`Breaker::reset`]. Raises no event.
+    pub fn disable(&self) {
+        let now = self.shared.hot.clock.recent();
+        self.control(now, Machine::disable);
+    }
+
+    /// Back to closed (or disabled, if configured so) with an empty window and no break
+    /// growth. Calls in flight from before are not counted. Raises no event.
+    pub fn reset(&self) {
+        let now = self.shared.hot.clock.recent();
+        self.control(now, Machine::reset);
+    }
+}

@@ -1,0 +1,338 @@
+//! The hot path of a [`Breaker`]: admitting a call and finishing it, off the lock wherever the
+//! published word allows (see `breaker.rs` for the orderings, `cells.rs` for the one place
+//! outcomes are counted off the lock, `state.rs` for what each flag promises).
+//!
+//! A success skips the lock in two ways only:
+//! - under a *still* word it records nothing: no consumer would change;
+//! - under a *fast* word it adds one to its thread's cell, which the next locked operation
+//!   folds into the window, the consecutive-failure count and the failure baseline before it
+//!   evaluates the trip rules; a timed one also leaves its latency sample in its line.
+//!
+//! Everything else (failures, slow calls, probes, ramp calls, successes a word does not let
+//! off, and admissions that need the machine) takes the lock.
+
+use crate::Breaker;
+use crate::breaker::Timing;
+use crate::cells::SAMPLE;
+use crate::classify::Outcome;
+use crate::error::{RejectReason, Rejected, RetryAfter};
+use crate::loom::Ordering;
+use crate::machine::{Admission, Role};
+use crate::permit::Ticket;
+use crate::state::{State, Word};
+
+/// What the inlined quick path of admission decided.
+enum Quick {
+    Admit(Ticket),
+    /// A [`Ticket::refused`].
+    Refuse(Ticket),
+    /// Undecided: [`Breaker::ticket_slow`] decides.
+    Slow,
+}
+
+impl Breaker {
+    /// Admission: a ticket, or the refusal made a [`Rejected`] (built here, once, in the
+    /// caller's `Result`).
+    #[inline(always)]
+    pub(crate) fn ticket(&self) -> Result<Ticket, Rejected> {
+        self.ticket_at(self.word())
+    }
+
+    /// [`Breaker::ticket`] with the word already read.
+    #[inline(always)]
+    pub(crate) fn ticket_at(&self, word: Word) -> Result<Ticket, Rejected> {
+        // Matched apart, so that the admitted ticket of the quick path is never tested for a
+        // refusal.
+        let refused = match self.quick_ticket(word) {
+            Quick::Admit(ticket) => return Ok(ticket),
+            Quick::Refuse(ticket) => ticket,
+            Quick::Slow => match self.ticket_slow() {
+                ticket if ticket.is_refused() => ticket,
+                ticket => return Ok(ticket),
+            },
+        };
+        let (reason, retry_after) = refused.refusal();
+        Err(Rejected::new(reason, retry_after, self.shared.id.clone()))
+    }
+
+    /// The admissions and refusals that need nothing but the word (and, on a sampled breaker,
+    /// the line's turn; while open, the coarse clock): [`Quick::Slow`] sends the call to
+    /// [`Breaker::ticket_slow`]. Small enough to inline, so that the ticket travels in
+    /// registers rather than inside a `Result` as large as a [`Rejected`].
+    #[inline(always)]
+    fn quick_ticket(&self, word: Word) -> Quick {
+        let s = &*self.shared;
+        if word.is_closed_still() {
+            return Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0));
+        }
+        match word.state() {
+            State::Closed => match s.hot.timing {
+                Timing::None => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
+                // A sampled breaker above low traffic: seven calls in eight are not timed.
+                Timing::Sampled if !word.is_exact() && !s.hot.cells.turn() => {
+                    Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0))
+                }
+                _ => Quick::Slow,
+            },
+            // With a coarse clock running, a refusal is two more loads: the coarse time and
+            // the break's end. Without one, or once the break has ended, the slow path reads
+            // the clock itself.
+            State::Open if s.hot.quick_refusals => match crate::clock::coarse_time() {
+                0 => Quick::Slow,
+                now => self
+                    .refusal_while_open(now)
+                    .map_or(Quick::Slow, Quick::Refuse),
+            },
+            _ => Quick::Slow,
+        }
+    }
+
+    /// The refusal of a call at `now` while open, unless the break has ended. Reads the
+    /// break's end after the caller read an open word (see the orderings in `breaker.rs`).
+    #[inline(always)]
+    fn refusal_while_open(&self, now: u64) -> Option<Ticket> {
+        let until = self.shared.hot.until.load(Ordering::Relaxed);
+        (now < until).then(|| {
+            self.refuse(
+                RejectReason::Open,
+                RetryAfter::from_nanos(Some(until - now)),
+            )
+        })
+    }
+
+    /// Whether a timed call admitted while closed is tracked in flight, and whether it stands
+    /// for the [`SAMPLE`] calls it was chosen among (above low traffic) or for itself.
+    fn tracking(&self, word: Word) -> (bool, bool) {
+        let s = &*self.shared;
+        match s.hot.timing {
+            _ if !s.hot.adaptive_slow => (false, false),
+            // Admitted here only when timed: the sampled call, or every call at low traffic.
+            Timing::Sampled => (true, !word.is_exact()),
+            _ if word.is_exact() => (true, false),
+            _ => (s.hot.cells.turn(), true),
+        }
+    }
+
+    /// A timed call admitted while closed.
+    fn closed_timed(&self, word: Word) -> Ticket {
+        let s = &*self.shared;
+        let (track, weighted) = self.tracking(word);
+        let start = s.hot.clock.now();
+        if start >= s.hot.fast_until.load(Ordering::Relaxed) {
+            // Timed calls keep the deadlines of the hot path (bucket boundaries, the latency
+            // refresh, the check of calls in flight): past one, the lock is taken.
+            return self.admit_locked(start, track, weighted);
+        }
+        self.normal_ticket(word.generation(), start, track, weighted)
+    }
+
+    /// A timed ticket for a call admitted while closed.
+    fn normal_ticket(&self, generation: u32, start: u64, track: bool, weighted: bool) -> Ticket {
+        let mut ticket = Ticket::timed_from(generation, Role::Normal, start);
+        if track {
+            self.shared.hot.cells.track();
+            ticket.set_tracked(weighted);
+        }
+        ticket
+    }
+
+    /// Every other admission: timed calls, and every state but closed. A refusal comes back
+    /// as a [`Ticket::refused`].
+    #[inline(never)]
+    fn ticket_slow(&self) -> Ticket {
+        let s = &*self.shared;
+        let word = self.word();
+        // The refusal while open first, in a function small enough to need few registers:
+        // one coarse clock read and a load.
+        if word.state() == State::Open && !s.hot.shadow {
+            let now = s.hot.clock.recent();
+            return self
+                .refusal_while_open(now)
+                .unwrap_or_else(|| self.admit_locked(now, false, false));
+        }
+        self.ticket_other(word)
+    }
+
+    /// [`Breaker::ticket_slow`] in every state but open.
+    #[inline(never)]
+    fn ticket_other(&self, word: Word) -> Ticket {
+        let s = &*self.shared;
+        match word.state() {
+            // A timed call (its turn already taken), or a breaker that closed since the quick
+            // path looked.
+            State::Closed => match s.hot.timing {
+                Timing::None => Ticket::new(word.generation(), Role::Normal, 0),
+                _ => self.closed_timed(word),
+            },
+            State::Disabled => Ticket::uncounted(),
+            State::Isolated if !s.hot.shadow => {
+                self.refuse(RejectReason::Isolated, RetryAfter::from_nanos(None))
+            }
+            _ => self.admit_locked(s.hot.clock.recent(), false, false),
+        }
+    }
+
+    #[inline]
+    fn refuse(&self, reason: RejectReason, retry_after: RetryAfter) -> Ticket {
+        #[cfg(feature = "metrics")]
+        self.shared.metrics.rejection(reason);
+        Ticket::refused(reason, retry_after)
+    }
+
+    #[cold]
+    fn admit_locked(&self, now: u64, track: bool, weighted: bool) -> Ticket {
+        let admission = self.operate(now, None, |m| m.admit(now));
+        let s = &*self.shared;
+        match admission {
+            Admission::Admit { generation, role } => match (role, s.hot.timing) {
+                (Role::Uncounted, _) | (_, Timing::None) => Ticket::new(generation, role, 0),
+                // A call admitted while closed is timed as its mode says.
+                (Role::Normal, Timing::Sampled) if !track => Ticket::new(generation, role, 0),
+                (Role::Normal, _) => {
+                    self.normal_ticket(generation, s.hot.clock.now(), track, weighted)
+                }
+                // Probes and ramp calls decide: always timed, each for itself.
+                (Role::Probe | Role::Ramp, _) => {
+                    Ticket::timed_from(generation, role, s.hot.clock.now())
+                }
+            },
+            Admission::Refuse {
+                reason,
+                retry_after,
+            } => self.refuse(reason, RetryAfter::new(retry_after)),
+        }
+    }
+
+    /// Records the outcome of a ticket's call.
+    #[inline]
+    pub(crate) fn finish(&self, ticket: Ticket, outcome: Outcome) {
+        // The healthy path, small enough to inline: an untimed success on a still breaker
+        // writes nothing; on a fast one it adds one to its thread's cell.
+        #[cfg(not(feature = "metrics"))]
+        if outcome == Outcome::Success && ticket.is_plain() {
+            // Under a still word a success changes nothing, whichever generation admitted it.
+            if self.word().is_closed_still() || self.success_off_lock(ticket, None) {
+                return;
+            }
+            self.finish_locked(ticket, outcome, 0, self.shared.hot.clock.recent(), None);
+            return;
+        }
+        self.finish_slow(ticket, outcome);
+    }
+
+    /// Counts a fast (not slow) success of a normal call in its thread's cell, if the
+    /// published word allows: `false` when it must take the lock.
+    ///
+    /// The fast flag lapses at `fast_until` (the next bucket boundary, baseline slice or
+    /// deadline). A timed call checks it against its end time `end`; an untimed call of an
+    /// untimed breaker with [`Clock::recent`](crate::clock::Clock::recent). An untimed call
+    /// of a sampled breaker reads no clock: its thread's timed calls (one in eight) check the
+    /// deadline and take the lock past it, and `Machine::absorb` says where the successes in
+    /// between land.
+    #[inline(never)]
+    fn success_off_lock(&self, ticket: Ticket, end: Option<u64>) -> bool {
+        let s = &*self.shared;
+        let word = self.word();
+        if !word.lets_success_off_lock(ticket.generation()) {
+            return false;
+        }
+        let until = s.hot.fast_until.load(Ordering::Relaxed);
+        if until != u64::MAX {
+            let in_time = match end {
+                Some(end) => end < until,
+                None => s.hot.timing == Timing::Sampled || s.hot.clock.recent() < until,
+            };
+            if !in_time {
+                return false;
+            }
+        }
+        s.hot
+            .cells
+            .add_success(ticket.generation(), s.hot.fast_limit)
+    }
+
+    /// Every other outcome: timed calls, failures, probes, and successes that must be counted.
+    #[inline(never)]
+    fn finish_slow(&self, ticket: Ticket, outcome: Outcome) {
+        let s = &*self.shared;
+        if ticket.role() == Role::Uncounted {
+            return;
+        }
+        #[cfg(feature = "metrics")]
+        s.metrics.call(outcome);
+        if ticket.tracked() {
+            s.hot.cells.untrack();
+        }
+        let end = ticket.timed().then(|| s.hot.clock.now());
+        let duration = end.map(|end| end.saturating_sub(ticket.start));
+        let slow = match duration {
+            Some(d) if d > s.hot.slow_nanos.load(Ordering::Relaxed) => {
+                // A sampled call stands for the calls it was chosen among.
+                if s.hot.timing == Timing::Sampled && ticket.weighted() {
+                    SAMPLE as u8
+                } else {
+                    1
+                }
+            }
+            _ => 0,
+        };
+        // Every success measures the dependency, whatever its generation. A sample that finds
+        // its line's lanes full goes to the lock, which merges them all.
+        let mut sample = None;
+        if let (Outcome::Success, true, Some(duration)) = (outcome, s.hot.adaptive_slow, duration) {
+            let bucket = crate::baseline::histogram::bucket_of(duration);
+            if !s.hot.cells.add_sample(bucket) {
+                sample = Some(bucket);
+            }
+        }
+        if ticket.role() == Role::Normal && sample.is_none() {
+            match outcome {
+                // Ignored touches nothing while closed.
+                Outcome::Ignored => return,
+                Outcome::Success if slow == 0 && self.success_off_lock(ticket, end) => return,
+                _ => {}
+            }
+        }
+        let now = end.unwrap_or_else(|| s.hot.clock.recent());
+        self.finish_locked(ticket, outcome, slow, now, sample);
+    }
+
+    #[cold]
+    fn finish_locked(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        slow: u8,
+        now: u64,
+        sample: Option<usize>,
+    ) {
+        self.operate(now, sample, |m| {
+            let transition = m.record(now, ticket.generation(), ticket.role(), outcome, slow);
+            ((), transition)
+        });
+    }
+
+    /// Gives back a probe slot of a ticket that finished without an outcome.
+    #[inline]
+    pub(crate) fn release(&self, ticket: Ticket) {
+        // A dropped permit of a healthy call does nothing at all: only tracked calls and probes
+        // have anything to give back.
+        if ticket.tracked() || ticket.role() == Role::Probe {
+            self.release_slow(ticket);
+        }
+    }
+
+    #[cold]
+    fn release_slow(&self, ticket: Ticket) {
+        if ticket.tracked() {
+            self.shared.hot.cells.untrack();
+        }
+        if ticket.role() == Role::Probe {
+            let now = self.shared.hot.clock.recent();
+            self.operate(now, None, |m| {
+                m.release(ticket.generation(), ticket.role());
+                ((), None)
+            });
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The three ways a [`Breaker`] reaches its machine under the lock, and the events that leave
+//! it afterwards.
+//!
+//! - [`Breaker::operate`], for what a call causes (an admission that needs the machine, an
+//!   outcome, a probe slot given back): it folds what calls counted off the lock and
+//!   evaluates the trip rules, merges latency samples when due, checks the calls in flight
+//!   when due, then does the call's own step, and raises the transitions any of these made.
+//! - [`Breaker::control`], for `reset`, `isolate` and `disable`: the folded successes still
+//!   reach the baselines, but no trip rule runs and no event is raised (no call caused it).
+//! - [`Breaker::read`], for every read: it changes nothing, and sees the successes waiting in
+//!   the cells as the next fold would count them.
+//!
+//! Each of the first two publishes the hot path's values before it lets go of the lock (see the
+//! orderings in `breaker.rs`). Listeners run after it, on a copy of the listener list taken
+//! under that list's lock and released before the first one runs: a listener may subscribe, or
+//! call its breaker.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
+use crate::Breaker;
+use crate::event::{Event, Transition};
+use crate::loom::{Ordering, lock};
+use crate::machine::Machine;
+
+impl Breaker {
+    /// A locked operation caused by a call at `now`. `sample`: a latency sample that found its
+    /// line full (merged with every waiting one). `f` returns its result and the transition it
+    /// made, if any.
+    pub(crate) fn operate<R>(
+        &self,
+        now: u64,
+        sample: Option<usize>,
+        f: impl FnOnce(&mut Machine) -> (R, Option<Transition>),
+    ) -> R {
+        let s = &*self.shared;
+        let mut machine = lock(&s.machine);
+        #[cfg(feature = "metrics")]
+        let state_before = machine.state();
+        let generation = machine.generation();
+        let folded = machine.absorb(now, s.hot.cells.fold(generation));
+        let full = sample.is_some() || s.hot.cells.samples_full();
+        if s.hot.adaptive_slow && (full || machine.wants_latency(now)) {
+            self.merge_samples(&mut machine, now, sample);
+        }
+        let hung = if s.hot.adaptive_slow && machine.wants_in_flight(now) {
+            machine.check_in_flight(now, s.hot.cells.tracked())
+        } else {
+            None
+        };
+        let (result, own) = f(&mut machine);
+        self.publish(&mut machine, generation, now);
+        #[cfg(feature = "metrics")]
+        if machine.state() != state_before {
+            // Under the lock, so gauge updates land in the order of the transitions.
+            s.metrics.set_state(machine.state());
+        }
+        drop(machine);
+        for transition in [folded, hung, own].into_iter().flatten() {
+            self.emit(transition, now);
+        }
+        result
+    }
+
+    /// A control at `now` (`reset`, `isolate`, `disable`): no trip rule runs, no event.
+    pub(crate) fn control(&self, now: u64, f: impl FnOnce(&mut Machine)) {
+        let s = &*self.shared;
+        let mut machine = lock(&s.machine);
+        #[cfg(feature = "metrics")]
+        let state_before = machine.state();
+        let generation = machine.generation();
+        machine.absorb_counts(s.hot.cells.fold(generation));
+        if s.hot.adaptive_slow {
+            self.merge_samples(&mut machine, now, None);
+        }
+        f(&mut machine);
+        self.publish(&mut machine, generation, now);
+        #[cfg(feature = "metrics")]
+        if machine.state() != state_before {
+            s.metrics.set_state(machine.state());
+        }
+    }
+
+    /// A read: `f` gets the machine and the successes waiting in the cells, and may change
+    /// neither.
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Machine, u64) -> R) -> R {
+        let s = &*self.shared;
+        let machine = lock(&s.machine);
+        let pending = s.hot.cells.pending(machine.generation());
+        f(&machine, pending)
+    }
+
+    fn merge_samples(&self, machine: &mut Machine, now: u64, extra: Option<usize>) {
+        let cells = &self.shared.hot.cells;
+        machine.merge_latency(now, |add| {
+            cells.drain_samples(&mut *add);
+            if let Some(bucket) = extra {
+                add(bucket);
+            }
+        });
+    }
+
+    /// Publishes the hot path's values; a generation that changed since `generation` (the one
+    /// the cells were folded in) retags the cells, dropping what the old one counted since.
+    fn publish(&self, machine: &mut Machine, generation: u32, now: u64) {
+        let s = &*self.shared;
+        if machine.generation() != generation {
+            s.hot.cells.fold(machine.generation());
+        }
+        let published = machine.publish(now);
+        s.hot.until.store(published.until, Ordering::Relaxed);
+        s.hot
+            .fast_until
+            .store(published.fast_until, Ordering::Relaxed);
+        s.hot
+            .slow_nanos
+            .store(published.slow_nanos, Ordering::Relaxed);
+        s.hot.word.store(published.word.bits(), Ordering::Release);
+    }
+
+    /// Raises `transition` to the listeners, with no lock held.
+    fn emit(&self, transition: Transition, now: u64) {
+        let event = Event {
+            breaker: self.shared.id.clone(),
+            at: Duration::from_nanos(now),
+            transition,
+        };
+        #[cfg(feature = "tracing")]
+        crate::observe::trace(&event);
+        #[cfg(feature = "metrics")]
+        self.shared
+            .metrics
+            .transition(transition.from(), transition.to());
+        let listeners = std::sync::Arc::clone(
+            &self
+                .shared
+                .listeners
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        for listener in listeners.iter() {
+            // A panicking listener must not take the breaker or the caller down with it; the
+            // state changed before any listener ran.
+            let _ = catch_unwind(AssertUnwindSafe(|| listener(&event)));
+        }
+    }
+}
