@@ -1,17 +1,20 @@
-//! The cases: which subjects each one measures, how many calls, and what must hold.
+//! The cases: which subjects each one measures, how often the timed loop reads the clock, and
+//! what must hold.
 
 use crate::subjects::lock_floor::{Counting, LockFloor};
 use crate::subjects::{cutout, failsafe, floor, recloser, tower};
 use crate::{Bench, Runner};
 
-/// Calls per thread per measurement for cutout and the floors (about 1–10 ms each).
-pub const FAST_ITERS: u64 = 4_000_000;
-/// Calls per thread per measurement for failsafe and recloser.
-pub const PEER_ITERS: u64 = 1_000_000;
-/// Calls per thread per measurement for tower-resilience (a boxed future and a tokio mutex
-/// per call): 20 ms on 1 thread, but 1–2 s on 2 threads, where each contended call waits on a
-/// tokio timer. At 250,000 its 2-thread rows took most of a 9-minute run.
-pub const TOWER_ITERS: u64 = 50_000;
+/// The largest batch of calls between two clock reads in a timed loop (see
+/// [`crate::Length::For`]) for every subject but tower-resilience: no limit in practice, the
+/// batch settles where it takes about [`crate::BATCH_TIME`].
+pub const MAX_BATCH: u64 = 1 << 24;
+/// The largest batch for tower-resilience: its calls take 0.2–0.5 µs on 1 thread, but on 2,
+/// where a contended call waits on a tokio mutex or a 1 ms timer, from 0.4 to 100 µs on average
+/// over a loop, so a batch sized on fast calls could run tens of milliseconds past the loop's
+/// end. 64 calls are 15–30 µs on 1 thread (a clock read is 0.1–0.2% of that) and at most a few
+/// milliseconds on 2.
+pub const TOWER_MAX_BATCH: u64 = 64;
 
 /// The coarse clocks a coarse row runs under, each ticking every millisecond: cutout's
 /// `CoarseClock` (for `SystemClock::recent`) and quanta's upkeep thread (for the `quanta
@@ -52,8 +55,8 @@ pub enum Expect {
 pub struct Row {
     /// The library and, where it matters, its configuration.
     pub name: &'static str,
-    /// Calls per thread per measurement.
-    pub iters: u64,
+    /// The largest batch of calls between two clock reads in a timed loop.
+    pub max_batch: u64,
     /// Whether the coarse clocks run while this row is measured (see [`CoarseClocks`]).
     pub coarse: bool,
     /// Builds (and warms up, or trips) the subject.
@@ -72,27 +75,27 @@ pub struct Case {
     pub rows: Vec<Row>,
 }
 
-fn row(name: &'static str, iters: u64, make: fn() -> Box<dyn Runner>) -> Row {
+fn row(name: &'static str, max_batch: u64, make: fn() -> Box<dyn Runner>) -> Row {
     Row {
         name,
-        iters,
+        max_batch,
         coarse: false,
         make,
     }
 }
 
-fn coarse(name: &'static str, iters: u64, make: fn() -> Box<dyn Runner>) -> Row {
+fn coarse(name: &'static str, max_batch: u64, make: fn() -> Box<dyn Runner>) -> Row {
     Row {
         coarse: true,
-        ..row(name, iters, make)
+        ..row(name, max_batch, make)
     }
 }
 
 /// Every case, in table order.
 pub fn all() -> Vec<Case> {
-    const F: u64 = FAST_ITERS;
-    const P: u64 = PEER_ITERS;
-    const T: u64 = TOWER_ITERS;
+    const F: u64 = MAX_BATCH;
+    const P: u64 = MAX_BATCH;
+    const T: u64 = TOWER_MAX_BATCH;
     vec![
         Case {
             id: "floor",
