@@ -197,6 +197,14 @@ fn the_shipped_scenarios_read_cleanly() {
     names.sort();
     assert_eq!(
         names,
-        ["brownout", "capacity-recovery", "noisy", "outage-fleet"]
+        [
+            "brownout",
+            "capacity-recovery",
+            "healthy-0.1rps",
+            "healthy-10rps",
+            "healthy-1rps",
+            "noisy",
+            "outage-fleet"
+        ]
     );
 }
