@@ -37,16 +37,16 @@ use std::future::Future;
 use crossbeam_utils::CachePadded;
 
 use crate::BreakerId;
-use crate::cells::Cells;
 use crate::classify::{Classify, DefaultClassifier, Outcome};
 use crate::clock::{Clock, TimeSource};
 use crate::error::{Error, Rejected};
 use crate::event::Event;
+use crate::front::cells::Cells;
+use crate::front::word::Word;
 use crate::loom::{Arc, AtomicU64, Mutex, RwLock};
 use crate::machine::{Gate, Machine, Role};
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::settings::Settings;
-use crate::state::Word;
 
 /// Listeners and custom clocks sit outside the modelled protocol, so they use std's `Arc`
 /// (loom's cannot hold unsized values).
@@ -87,7 +87,7 @@ pub(crate) enum Timing {
     /// Every call: an absolute slow-call threshold is set.
     All,
     /// Only the relative slow-call rule needs durations: every call at low traffic, one in
-    /// [`SAMPLE`](crate::cells::SAMPLE) per line above it (probes and ramp calls always). A
+    /// [`SAMPLE`](crate::front::cells::SAMPLE) per line above it (probes and ramp calls always). A
     /// sample measures the baseline and stands for the calls it was chosen among.
     Sampled,
 }
@@ -131,7 +131,8 @@ pub struct BreakerBuilder {
 
 impl BreakerBuilder {
     /// A gate every trip from closed must pass: when `gate` answers `false`, the breaker stays
-    /// closed (the trip is counted in [`Snapshot::suppressed_opens`]) and the next counted
+    /// closed (the trip is counted in
+    /// [`Snapshot::suppressed_opens`](crate::Snapshot::suppressed_opens)) and the next counted
     /// outcome is judged again. Re-opening from half-open or from a ramp is not gated.
     ///
     /// For caps across a fleet of breakers, such as "at most 3 of these 500 per-host breakers

@@ -153,7 +153,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{ConfigError, ErrorCode};
-use crate::ramp::Recovery;
+use crate::machine::ramp::Recovery;
 use crate::relative::{Failures, SlowCalls};
 use crate::settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, TripWindow};
 use crate::{Breaker, Registry, RegistryError};

@@ -36,7 +36,7 @@ impl Breaker {
     /// no side effect. The generation changes with every transition, so `(state, generation)`
     /// tells whether anything happened since an earlier peek. Unlike [`Breaker::state`], an
     /// open breaker whose break has elapsed reads `Open` here until a call enters half-open.
-    /// Safe to call from an [open gate](BreakerBuilder::open_gate) of another breaker.
+    /// Safe to call from an [open gate](crate::BreakerBuilder::open_gate) of another breaker.
     pub fn peek(&self) -> (State, u32) {
         let word = self.word();
         (word.state(), word.generation())

@@ -51,10 +51,7 @@
 
 #![forbid(unsafe_code)]
 
-mod backoff;
-mod baseline;
 mod breaker;
-mod cells;
 pub mod classify;
 pub mod clock;
 #[cfg(feature = "serde")]
@@ -64,32 +61,25 @@ mod error;
 mod event;
 mod front;
 mod id;
-mod inflight;
 mod locked;
 mod loom;
 mod machine;
 mod observe;
 mod permit;
-mod ramp;
 mod registry;
 mod relative;
 mod settings;
-mod slices;
-mod slot;
 mod snapshot;
 mod state;
 mod suggest;
-mod summed;
-mod trip;
-mod window;
 
 pub use breaker::{Breaker, BreakerBuilder};
 pub use classify::{ErrorClass, Outcome};
 pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
 pub use event::{Event, OpenReason, Transition};
 pub use id::BreakerId;
+pub use machine::ramp::Recovery;
 pub use permit::{OwnedPermit, Permit};
-pub use ramp::Recovery;
 pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use relative::{Failures, SlowCalls};
 pub use settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow};

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{ConfigError, ErrorCode};
-use crate::ramp::Recovery;
+use crate::machine::ramp::Recovery;
 use crate::relative::{Failures, SlowCalls};
 
 /// The trip span a count window stands for when sizing a default baseline window.

@@ -3,7 +3,7 @@
 //! Memory: [`FAILURE_SLICES`] slices of two `u64` counts, 160 bytes in one allocation.
 
 use super::FAILURE_SLICES;
-use crate::summed::SummedSlices;
+use crate::machine::summed::SummedSlices;
 
 /// Outcomes needed before the rate is known.
 pub(crate) const MIN_OUTCOMES: u64 = 100;
@@ -14,7 +14,7 @@ struct Counts {
     failures: u64,
 }
 
-impl crate::slices::Reset for Counts {
+impl crate::machine::slices::Reset for Counts {
     fn reset(&mut self) {
         *self = Counts::default();
     }
@@ -34,7 +34,7 @@ impl std::ops::Add for Counts {
 /// A slice keeps its counts as they are summed: 16 bytes, now that a slice carries no tag.
 /// (Narrower fields would save nothing: a `u64` of outcomes, which fast successes add by the
 /// thousand, pads a `u32` of failures to 16 bytes.)
-impl crate::summed::Counts for Counts {
+impl crate::machine::summed::Counts for Counts {
     type Sum = Counts;
 
     fn add(&mut self, n: Counts) -> Counts {

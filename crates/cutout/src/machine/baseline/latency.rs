@@ -5,7 +5,7 @@
 
 use super::LATENCY_SLICES;
 use super::histogram::Histogram;
-use crate::slices::Slices;
+use crate::machine::slices::Slices;
 
 /// Successful samples needed before the normal latency is known.
 pub(crate) const MIN_SAMPLES: u64 = 20;

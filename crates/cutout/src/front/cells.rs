@@ -31,8 +31,8 @@
 //! lower). `turn` is a plain load and store: two threads sharing a line may lose a turn, which
 //! only shifts which call is sampled.
 
+use crate::front::slot::thread_slot;
 use crate::loom::{AtomicU64, Ordering};
-use crate::slot::thread_slot;
 
 /// One call in this many is timed on a sampled breaker above low traffic.
 pub(crate) const SAMPLE: u64 = 8;

@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::ops::Add;
 
-use crate::slices::{Reset, Slices};
+use crate::machine::slices::{Reset, Slices};
 
 /// Counts kept per slice: added to and summed in a type of their own, so that a slice may
 /// keep narrower fields than a sum over many of them needs.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{Mark, Totals};
-use crate::summed::{Counts, SummedSlices};
+use crate::machine::summed::{Counts, SummedSlices};
 
 /// The calls of the last `span`, in one bucket per second of the span (at least 10, at most
 /// 60 buckets). Memory is fixed at construction: 16 bytes a bucket (480 for the default 30 s).
@@ -29,7 +29,7 @@ struct Bucket {
     slow: u32,
 }
 
-impl crate::slices::Reset for Bucket {
+impl crate::machine::slices::Reset for Bucket {
     fn reset(&mut self) {
         *self = Bucket::default();
     }

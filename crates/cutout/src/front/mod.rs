@@ -11,15 +11,20 @@
 //! Everything else (failures, slow calls, probes, ramp calls, successes a word does not let
 //! off, and admissions that need the machine) takes the lock.
 
+pub(crate) mod cells;
+pub(crate) mod slot;
+pub(crate) mod word;
+
 use crate::Breaker;
 use crate::breaker::Timing;
-use crate::cells::SAMPLE;
 use crate::classify::Outcome;
 use crate::error::{RejectReason, Rejected, RetryAfter};
+use crate::front::cells::SAMPLE;
+use crate::front::word::Word;
 use crate::loom::Ordering;
 use crate::machine::{Admission, Role};
 use crate::permit::Ticket;
-use crate::state::{State, Word};
+use crate::state::State;
 
 /// What the inlined quick path of admission decided.
 enum Quick {
@@ -280,7 +285,7 @@ impl Breaker {
         // its line's lanes full goes to the lock, which merges them all.
         let mut sample = None;
         if let (Outcome::Success, true, Some(duration)) = (outcome, s.hot.adaptive_slow, duration) {
-            let bucket = crate::baseline::histogram::bucket_of(duration);
+            let bucket = crate::machine::baseline::histogram::bucket_of(duration);
             if !s.hot.cells.add_sample(bucket) {
                 sample = Some(bucket);
             }

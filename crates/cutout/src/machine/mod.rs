@@ -3,21 +3,31 @@
 //! [`Machine`] holds no atomics and reads no clock. The breaker runs it under its lock and
 //! publishes its [`Word`] for the hot path; the property tests run a reference model beside it.
 
+pub(crate) mod backoff;
+pub(crate) mod baseline;
+pub(crate) mod inflight;
+pub(crate) mod ramp;
+pub(crate) mod slices;
+pub(crate) mod summed;
+pub(crate) mod trip;
+pub(crate) mod window;
+
 use std::time::Duration;
 
-use crate::backoff::{grown_break, jittered};
-use crate::baseline::{FailureBaseline, LatencyBaseline};
-use crate::cells::SAMPLE;
 use crate::classify::Outcome;
 use crate::error::RejectReason;
 use crate::event::{OpenReason, Transition};
-use crate::inflight::Marks;
-use crate::ramp::Ramp;
+use crate::front::cells::SAMPLE;
+use crate::front::word::{Flags, Word};
+use crate::machine::backoff::{grown_break, jittered};
+use crate::machine::baseline::{FailureBaseline, LatencyBaseline};
+use crate::machine::inflight::Marks;
+use crate::machine::ramp::Ramp;
+use crate::machine::trip::{Normal, ratio_trip};
+use crate::machine::window::{Mark, Totals, Window};
 use crate::settings::{HalfOpenRule, Settings};
 use crate::snapshot::Snapshot;
-use crate::state::{Flags, State, Word};
-use crate::trip::{Normal, ratio_trip};
-use crate::window::{Mark, Totals, Window};
+use crate::state::State;
 
 /// How often, at most, the fast path's latency samples are merged into the baseline (and the
 /// relative slow threshold recomputed) while the baseline is armed.

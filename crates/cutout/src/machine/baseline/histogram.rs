@@ -85,7 +85,7 @@ impl Default for Histogram {
     }
 }
 
-impl crate::slices::Reset for Histogram {
+impl crate::machine::slices::Reset for Histogram {
     /// Empties the counts in place.
     fn reset(&mut self) {
         self.counts.fill(0);

@@ -3,7 +3,7 @@
 //! dependency, so only adaptive breakers (with relative slow calls) watch calls in flight.
 //!
 //! Tracked calls (every timed call of an adaptive breaker: all of them at low traffic, one in
-//! [`SAMPLE`](crate::cells::SAMPLE) above it) add one to their line's *started* count when
+//! [`SAMPLE`](crate::front::cells::SAMPLE) above it) add one to their line's *started* count when
 //! admitted and one to its *finished* count when their permit is recorded or dropped (see
 //! `cells.rs`). Under the lock, the breaker notes the started total now and then ([`Marks`]);
 //! at time `now`, the tracked calls started before `now − threshold` number at least

@@ -2,8 +2,8 @@
 //! rate, and slow calls. (The consecutive-failure trip needs no window: see `machine.rs`.)
 
 use crate::event::OpenReason;
+use crate::machine::window::Totals;
 use crate::settings::Settings;
-use crate::window::Totals;
 
 /// How unlikely, under the baseline, the window's failures must be before the relative rule
 /// calls them more than chance.

@@ -1,0 +1,115 @@
+//! The packed state word the hot path reads.
+//!
+//! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *still* flag, bit 4 the *fast*
+//! flag, bit 5 the *exact* flag, bits 32–63 the generation. It is written only under the
+//! breaker's lock, after every locked operation, and read without a lock on every call. The
+//! generation changes with every transition.
+//!
+//! The flags are what the machine tells the hot path about the consumers of a success (the trip
+//! window, the consecutive-failure count, the failure baseline, the latency baseline and the
+//! trip rules), each computed from the machine's state when it publishes:
+//!
+//! - *Still*: a success would change no consumer at all, whenever it lands, until the next
+//!   locked operation. Closed, no consecutive failures, a count window full of successes, no
+//!   failure baseline, and no call timed (so no latency sample and no deadline). The healthy
+//!   call then needs nothing but the word.
+//! - *Fast*: closed, the latency baseline (if any) armed, and no run of successes landing
+//!   before `fast_until` can trip the breaker (see `Machine::successes_can_trip`). A success
+//!   may then be counted in its thread's cell (`cells.rs`), which the next locked operation
+//!   folds into every consumer and follows with the trip rules.
+//! - *Exact*: every call is timed and weighs one (a sampled breaker at low traffic; see
+//!   `Machine::publish`).
+
+use crate::state::State;
+
+const STATE_MASK: u64 = 0b111;
+const STILL: u64 = 0b1000;
+const FAST: u64 = 0b1_0000;
+const EXACT: u64 = 0b10_0000;
+const GENERATION_SHIFT: u32 = 32;
+
+/// The decoded state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word(u64);
+
+/// The flags of a [`Word`] (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Flags {
+    pub(crate) still: bool,
+    pub(crate) fast: bool,
+    pub(crate) exact: bool,
+}
+
+impl Word {
+    pub(crate) const fn new(state: State, generation: u32, flags: Flags) -> Word {
+        let still = if flags.still { STILL } else { 0 };
+        let fast = if flags.fast { FAST } else { 0 };
+        let exact = if flags.exact { EXACT } else { 0 };
+        Word(state.code() | still | fast | exact | ((generation as u64) << GENERATION_SHIFT))
+    }
+
+    /// Closed and still: one mask and compare (Closed's code is 0).
+    #[inline]
+    pub(crate) const fn is_closed_still(self) -> bool {
+        self.0 & (STATE_MASK | STILL) == STILL
+    }
+
+    pub(crate) const fn from_bits(bits: u64) -> Word {
+        Word(bits)
+    }
+
+    pub(crate) const fn bits(self) -> u64 {
+        self.0
+    }
+
+    pub(crate) const fn state(self) -> State {
+        State::from_code(self.0 & STATE_MASK)
+    }
+
+    pub(crate) const fn generation(self) -> u32 {
+        (self.0 >> GENERATION_SHIFT) as u32
+    }
+
+    /// Whether a success of a call admitted in `generation` may be counted in its thread's
+    /// cell under this word: the same generation, and fast.
+    #[inline]
+    pub(crate) const fn lets_success_off_lock(self, generation: u32) -> bool {
+        self.generation() == generation && self.0 & FAST != 0
+    }
+
+    /// Whether every call is timed and weighs one.
+    #[inline]
+    pub(crate) const fn is_exact(self) -> bool {
+        self.0 & EXACT != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_round_trips_every_state_and_generation_edge() {
+        for state in State::ALL {
+            for generation in [0, 1, u32::MAX] {
+                for bits in 0..8u8 {
+                    let flags = Flags {
+                        still: bits & 1 != 0,
+                        fast: bits & 2 != 0,
+                        exact: bits & 4 != 0,
+                    };
+                    let word = Word::from_bits(Word::new(state, generation, flags).bits());
+                    assert_eq!(word.state(), state);
+                    assert_eq!(word.generation(), generation);
+                    assert_eq!(word.is_exact(), flags.exact);
+                    assert_eq!(
+                        word.is_closed_still(),
+                        flags.still && state == State::Closed
+                    );
+                    assert_eq!(word.lets_success_off_lock(generation), flags.fast);
+                    assert!(!word.lets_success_off_lock(generation.wrapping_add(1)));
+                }
+            }
+        }
+    }
+}
