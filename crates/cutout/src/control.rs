@@ -70,9 +70,9 @@ impl Breaker {
     /// What a successful call normally takes, as this breaker measures it: the configured
     /// quantile (default the median) of successful durations over the baseline window.
     /// `None` until 20 timed successes have been merged, and while the breaker is not adaptive;
-    /// the relative slow-call trip is not armed until then either. At low traffic (a trip
-    /// window of fewer than 256 calls) every call is timed; above it, without an absolute
-    /// slow-call threshold, one call in eight per thread. As the breaker uses it: samples are
+    /// the relative slow-call trip is not armed until then either. Below 8,192 calls per trip
+    /// window every call is timed; above it, without an absolute slow-call threshold, one
+    /// call in eight, drawn at random. As the breaker uses it: samples are
     /// merged at every locked operation until armed, then at least once a second.
     ///
     /// ```

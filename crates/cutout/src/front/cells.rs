@@ -6,7 +6,8 @@
 //!   generation they belong to (high 32 bits; the count in the low 32). An add that finds
 //!   another generation's tag is refused, so a success never counts in a generation it was not
 //!   admitted in.
-//! - `turn`: the line's calls, for choosing which one in [`SAMPLE`] is timed.
+//! - `turn`: a pseudo-random sequence of the line's own, for choosing which calls are timed:
+//!   each one with a chance of one in [`SAMPLE`].
 //! - `started` / `finished`: tracked calls (see `inflight.rs`), for calls hung in flight.
 //! - `samples`: up to [`LANES`] latency samples (a histogram bucket each) waiting for the lock.
 //!
@@ -28,8 +29,8 @@
 //! The same holds for each sample lane (a compare-exchange to fill it, a swap to drain its word)
 //! and for `started` / `finished` (monotonic sums read under the lock: a start or finish that
 //! lands after a read is seen by the next one, and a late finish only makes the hung estimate
-//! lower). `turn` is a plain load and store: two threads sharing a line may lose a turn, which
-//! only shifts which call is sampled.
+//! lower). `turn` is a plain load and store: two threads sharing a line may draw the same
+//! number, which only shifts which call is sampled.
 
 use crate::front::slot::thread_slot;
 use crate::loom::{AtomicU64, Ordering};
@@ -53,10 +54,11 @@ struct Line {
 }
 
 impl Line {
-    fn new(generation: u32) -> Line {
+    fn new(index: usize, generation: u32) -> Line {
         Line {
             successes: AtomicU64::new(join(generation, 0)),
-            turn: AtomicU64::new(0),
+            // Any state but 0 (xorshift's fixed point); lines start apart.
+            turn: AtomicU64::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
             started: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             samples: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -94,7 +96,9 @@ impl Cells {
 
     fn with_lines(lines: usize, generation: u32) -> Cells {
         Cells {
-            lines: (0..lines.max(1)).map(|_| Line::new(generation)).collect(),
+            lines: (0..lines.max(1))
+                .map(|index| Line::new(index, generation))
+                .collect(),
         }
     }
 
@@ -160,14 +164,19 @@ impl Cells {
             .sum()
     }
 
-    /// Called as a call is admitted on a sampled breaker: whether it is the one in [`SAMPLE`]
-    /// of this line's calls that is timed.
+    /// Called as a call is admitted on a sampled breaker: whether it is timed, with a chance
+    /// of one in [`SAMPLE`]. A draw (xorshift), not a count: a caller whose calls come in a
+    /// cycle (eight kinds of request in turn, one of them slow) would otherwise have the same
+    /// kind sampled every time, and the estimate of slow calls would be all or nothing.
     #[inline]
     pub(crate) fn turn(&self) -> bool {
         let turn = &self.line().turn;
-        let n = turn.load(Ordering::Relaxed);
-        turn.store(n.wrapping_add(1), Ordering::Relaxed);
-        n.is_multiple_of(SAMPLE)
+        let mut x = turn.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        turn.store(x, Ordering::Relaxed);
+        x >> (64 - SAMPLE.trailing_zeros()) == 0
     }
 
     /// Counts a tracked call as started.
@@ -308,9 +317,24 @@ mod tests {
     }
 
     #[test]
-    fn one_call_in_eight_is_timed_per_line() {
+    fn about_one_call_in_eight_is_timed_and_not_in_a_cycle() {
         let cells = Cells::with_lines(2, 0);
-        assert_eq!((0..64).filter(|_| cells.turn()).count(), 8);
+        let draws: Vec<bool> = (0..80_000).map(|_| cells.turn()).collect();
+        let timed = draws.iter().filter(|&&t| t).count();
+        assert!((9_000..11_000).contains(&timed), "{timed} of 80,000");
+        // Calls in a cycle of eight: each position is timed about as often as the others.
+        for position in 0..8 {
+            let here = draws
+                .iter()
+                .skip(position)
+                .step_by(8)
+                .filter(|&&t| t)
+                .count();
+            assert!(
+                (1_000..1_500).contains(&here),
+                "position {position}: {here}"
+            );
+        }
     }
 
     #[test]
