@@ -124,7 +124,7 @@ impl Ticket {
         }
     }
 
-    /// Whether the call counts among the tracked calls in flight (see `inflight.rs`).
+    /// Whether the call counts among the tracked calls in flight (see `machine/inflight.rs`).
     #[inline]
     pub(crate) fn tracked(self) -> bool {
         self.bits & TRACKED != 0

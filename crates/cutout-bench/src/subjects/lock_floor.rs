@@ -6,10 +6,10 @@
 //! all a breaker must do to order each failure against the other threads' successes (what a
 //! count window and the consecutive rule are defined by), with nothing else: no window, no
 //! clock, no events. Two ways of counting a success:
-//! - [`Counting::Swapped`]: an atomic add that a failure's swap can make fail (the shape of
-//!   cutout's success shards, which refuse a success that raced a locked operation);
+//! - [`Counting::Swapped`]: an atomic add on the thread's own line, which a failure swaps
+//!   (the shape of cutout's per-core cells, `front/cells.rs`);
 //! - [`Counting::Stored`]: a plain store of the thread's own count, which a failure only reads
-//!   (the shape of cutout's tally of paced successes).
+//!   (a shape cutout gave up: exact counts with it need a fence on every success).
 //!
 //! # Orderings
 //! The word is published with `Release` under the lock and read with `Acquire`, as cutout's

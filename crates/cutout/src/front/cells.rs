@@ -2,13 +2,13 @@
 //! did since the last locked operation, folded into the machine by the next one.
 //!
 //! A line holds four things, one cache line in all:
-//! - `successes`: successes counted under a fast word (see `state.rs`), tagged with the
+//! - `successes`: successes counted under a fast word (see `word.rs`), tagged with the
 //!   generation they belong to (high 32 bits; the count in the low 32). An add that finds
 //!   another generation's tag is refused, so a success never counts in a generation it was not
 //!   admitted in.
 //! - `turn`: a pseudo-random sequence of the line's own, for choosing which calls are timed:
 //!   each one with a chance of one in [`SAMPLE`].
-//! - `started` / `finished`: tracked calls (see `inflight.rs`), for calls hung in flight.
+//! - `started` / `finished`: tracked calls (see `machine/inflight.rs`), for calls hung in flight.
 //! - `samples`: up to [`LANES`] latency samples (a histogram bucket each) waiting for the lock.
 //!
 //! # The invariant

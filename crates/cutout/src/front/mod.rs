@@ -1,6 +1,6 @@
 //! The hot path of a [`Breaker`]: admitting a call and finishing it, off the lock wherever the
 //! published word allows (see `breaker.rs` for the orderings, `cells.rs` for the one place
-//! outcomes are counted off the lock, `state.rs` for what each flag promises).
+//! outcomes are counted off the lock, `word.rs` for what each flag promises).
 //!
 //! A success skips the lock in two ways only:
 //! - under a *still* word it records nothing: no consumer would change;
@@ -231,7 +231,7 @@ impl Breaker {
     /// The fast flag lapses at `fast_until` (the next bucket boundary, baseline slice or
     /// deadline). A timed call checks it against its end time `end`; an untimed call of an
     /// untimed breaker with [`Clock::recent`](crate::clock::Clock::recent). An untimed call
-    /// of a sampled breaker reads no clock: its thread's timed calls (one in eight) check the
+    /// of a sampled breaker reads no clock: its thread's timed calls (one in eight, at random) check the
     /// deadline and take the lock past it, and `Machine::absorb` says where the successes in
     /// between land.
     #[inline(never)]

@@ -1,5 +1,5 @@
 //! Trip conditions over a window: absolute ratios, failures relative to the measured normal
-//! rate, and slow calls. (The consecutive-failure trip needs no window: see `machine.rs`.)
+//! rate, and slow calls. (The consecutive-failure trip needs no window: see `machine/mod.rs`.)
 
 use crate::event::OpenReason;
 use crate::machine::window::Totals;
