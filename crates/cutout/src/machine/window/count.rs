@@ -114,18 +114,9 @@ impl CountWindow {
 mod tests {
     use super::*;
 
-    const OK: Mark = Mark {
-        failure: false,
-        slow: 0,
-    };
-    const FAIL: Mark = Mark {
-        failure: true,
-        slow: 0,
-    };
-    const SLOW_OK: Mark = Mark {
-        failure: false,
-        slow: 1,
-    };
+    const OK: Mark = Mark::OK;
+    const FAIL: Mark = Mark::FAIL;
+    const SLOW_OK: Mark = Mark::SLOW_OK;
 
     #[test]
     fn slides_over_the_last_n_calls() {

@@ -47,6 +47,23 @@ pub(crate) struct Mark {
     pub(crate) slow: u8,
 }
 
+/// The marks the windows' tests record.
+#[cfg(test)]
+impl Mark {
+    pub(crate) const OK: Mark = Mark {
+        failure: false,
+        slow: 0,
+    };
+    pub(crate) const FAIL: Mark = Mark {
+        failure: true,
+        slow: 0,
+    };
+    pub(crate) const SLOW_OK: Mark = Mark {
+        failure: false,
+        slow: 1,
+    };
+}
+
 /// A trip window of either kind.
 #[derive(Debug, Clone)]
 pub(crate) enum Window {

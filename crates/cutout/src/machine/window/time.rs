@@ -117,14 +117,8 @@ mod tests {
     use super::*;
 
     const SEC: u64 = 1_000_000_000;
-    const FAIL: Mark = Mark {
-        failure: true,
-        slow: 0,
-    };
-    const OK: Mark = Mark {
-        failure: false,
-        slow: 0,
-    };
+    const FAIL: Mark = Mark::FAIL;
+    const OK: Mark = Mark::OK;
 
     #[test]
     fn buckets_drop_out_as_time_passes() {
