@@ -98,8 +98,9 @@ pub(crate) struct Shared {
     pub(crate) settings: std::sync::Arc<Settings>,
     /// Not padded: nothing the hot path reads shares its line (that is all in `hot`).
     pub(crate) machine: Mutex<Machine>,
-    /// Copied out before any listener runs, so that none runs under this lock.
-    pub(crate) listeners: RwLock<std::sync::Arc<[Listener]>>,
+    /// Copied out before any listener runs, so that none runs under this lock; `None` until the
+    /// first subscription (so that a breaker nobody listens to allocates no list).
+    pub(crate) listeners: RwLock<Option<std::sync::Arc<[Listener]>>>,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: crate::observe::Metrics,
 }
@@ -231,7 +232,7 @@ impl BreakerBuilder {
                 id: self.id,
                 settings,
                 machine: Mutex::new(machine),
-                listeners: RwLock::new(std::sync::Arc::from(Vec::new())),
+                listeners: RwLock::new(None),
             }),
         }
     }

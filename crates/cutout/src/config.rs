@@ -126,7 +126,7 @@
 //!
 //! | code | meaning | example message |
 //! |---|---|---|
-//! | `CUT-CFG-001` | a ratio is outside (0, 1] (`recovery-fraction`: (0, 10]; `recovery-initial-fraction`: (0, 1)) | `CUT-CFG-001: invalid failure-ratio = "150%" in [instances.payments]: allowed a ratio in (0, 1]` |
+//! | `CUT-CFG-001` | a ratio is outside (0, 1] (`recovery-fraction`: (0, 10]; `recovery-initial-fraction`: [0.001, 1)) | `CUT-CFG-001: invalid failure-ratio = "150%" in [instances.payments]: allowed a ratio in (0, 1]` |
 //! | `CUT-CFG-002` | a count is below 1 | `CUT-CFG-002: invalid minimum-calls = -3 in [defaults]: allowed a whole number of at least 1` |
 //! | `CUT-CFG-003` | a duration that must be positive is zero | `CUT-CFG-003: invalid break-duration = "0s" in [configs.fast]: allowed a duration above zero` |
 //! | `CUT-CFG-004` | the maximum break is shorter than the first break | `CUT-CFG-004: invalid max-break-duration = "10s" in [instances.ledger]: break-duration = "30s"; allowed a duration at least break-duration` |

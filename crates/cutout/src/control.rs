@@ -20,9 +20,9 @@ impl Breaker {
             .listeners
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut list: Vec<Listener> = listeners.iter().cloned().collect();
+        let mut list: Vec<Listener> = listeners.iter().flat_map(|l| l.iter().cloned()).collect();
         list.push(std::sync::Arc::new(listener));
-        *listeners = std::sync::Arc::from(list);
+        *listeners = Some(std::sync::Arc::from(list));
     }
 
     /// The state now. Changes nothing and takes no probe slot: an open breaker whose break has
@@ -117,7 +117,7 @@ impl Breaker {
     /// ```
     pub fn normal_failure_rate(&self) -> Option<f64> {
         let now = self.shared.hot.clock.recent();
-        self.read(|m, pending| m.normal_failure_rate(now, pending))
+        self.read(|m, pending| m.normal_failure_rate(now, pending.0))
     }
 
     /// Forces the breaker open until [`Breaker::reset`]. Raises no event.

@@ -81,9 +81,9 @@ impl Breaker {
         }
     }
 
-    /// A read: `f` gets the machine and the successes waiting in the cells, and may change
-    /// neither.
-    pub(crate) fn read<R>(&self, f: impl FnOnce(&Machine, u64) -> R) -> R {
+    /// A read: `f` gets the machine and the successes waiting in the cells (how many, and how
+    /// many of them timed), and may change neither.
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Machine, (u64, u64)) -> R) -> R {
         let s = &*self.shared;
         let machine = lock(&s.machine);
         let pending = s.hot.cells.pending(machine.generation());
@@ -131,13 +131,15 @@ impl Breaker {
         self.shared
             .metrics
             .transition(transition.from(), transition.to());
-        let listeners = std::sync::Arc::clone(
-            &self
-                .shared
-                .listeners
-                .read()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        );
+        let Some(listeners) = self
+            .shared
+            .listeners
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+        else {
+            return;
+        };
         for listener in listeners.iter() {
             // A panicking listener must not take the breaker or the caller down with it; the
             // state changed before any listener ran.

@@ -6,9 +6,8 @@ use crate::error::{RejectReason, RetryAfter};
 use crate::machine::Role;
 
 /// What a permit carries, packed into one word so it moves in a register: the generation it
-/// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34),
-/// timed (bit 35) or stands for the calls it was sampled among (bit 36); and when its call
-/// started (0 when calls are not timed).
+/// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34)
+/// or timed (bit 35); and when its call started (0 when calls are not timed).
 ///
 /// A refusal travels as a ticket too (bit 37, the reason in bits 38–39, the retry-after in
 /// `start` as [`RetryAfter`] encodes it): two registers, where a `Result` holding a
@@ -23,7 +22,6 @@ pub(crate) struct Ticket {
 const ROLE_SHIFT: u32 = 32;
 const TRACKED: u64 = 1 << 34;
 const TIMED: u64 = 1 << 35;
-const WEIGHTED: u64 = 1 << 36;
 const REFUSED: u64 = 1 << 37;
 const REASON_SHIFT: u32 = 38;
 
@@ -97,13 +95,6 @@ impl Ticket {
         self.bits >> ROLE_SHIFT == 0
     }
 
-    /// Whether the call stands for the calls it was sampled among (a tracked or timed call
-    /// of a sampled breaker above low traffic), not for itself alone.
-    #[inline]
-    pub(crate) fn weighted(self) -> bool {
-        self.bits & WEIGHTED != 0
-    }
-
     #[inline]
     pub(crate) fn uncounted() -> Ticket {
         Ticket::new(0, Role::Uncounted, 0)
@@ -130,13 +121,10 @@ impl Ticket {
         self.bits & TRACKED != 0
     }
 
-    /// Marks the call tracked in flight, `weighted` as [`Ticket::weighted`] says.
+    /// Marks the call tracked in flight.
     #[inline]
-    pub(crate) fn set_tracked(&mut self, weighted: bool) {
+    pub(crate) fn set_tracked(&mut self) {
         self.bits |= TRACKED;
-        if weighted {
-            self.bits |= WEIGHTED;
-        }
     }
 
     /// Takes the ticket out, leaving one whose drop does nothing.
@@ -272,7 +260,7 @@ mod tests {
         for reason in reasons {
             for left in lefts {
                 let ticket = Ticket::refused(reason, RetryAfter::new(left));
-                assert!(ticket.is_refused() && !ticket.is_plain() && !ticket.weighted());
+                assert!(ticket.is_refused() && !ticket.is_plain() && !ticket.tracked());
                 let (back, after) = ticket.refusal();
                 assert_eq!(back, reason);
                 let expected = left.map(|d| d.min(Duration::from_nanos(u64::MAX - 1)));
@@ -281,8 +269,8 @@ mod tests {
         }
         assert!(!Ticket::new(7, Role::Normal, 0).is_refused());
         let mut tracked = Ticket::timed_from(7, Role::Normal, 1);
-        tracked.set_tracked(true);
-        assert!(!tracked.is_refused() && tracked.tracked() && tracked.weighted());
+        tracked.set_tracked();
+        assert!(!tracked.is_refused() && tracked.tracked() && tracked.timed());
         assert!(!tracked.is_plain());
     }
 }

@@ -328,12 +328,15 @@ impl Settings {
                 "a fraction of the break in (0, 10]",
             ));
         }
-        if !(recovery.initial > 0.0 && recovery.initial < 1.0) {
+        // At least a thousandth: the fraction a ramp earns grows only with the calls it
+        // admits, and a ramp admitting one call in a million would hold a healthy dependency
+        // at nothing for hours.
+        if !(recovery.initial >= 0.001 && recovery.initial < 1.0) {
             return Err(ConfigError::new(
                 ErrorCode::RatioOutOfRange,
                 "recovery-initial-fraction",
                 recovery.initial,
-                "a fraction in (0, 1)",
+                "a fraction in [0.001, 1)",
             ));
         }
         positive("recovery-min-duration", recovery.min)?;

@@ -1469,7 +1469,7 @@ fn recovery_errors_name_the_other_bound_and_where_it_came_from() {
     assert_eq!(
         error.to_string(),
         "CUT-CFG-001: invalid recovery-initial-fraction = \"100%\" in [instances.a]: allowed a \
-         fraction in (0, 1)"
+         fraction in [0.001, 1)"
     );
     let error = load_err("[defaults]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"0s\"");
     assert_eq!(

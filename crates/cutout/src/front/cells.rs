@@ -3,9 +3,9 @@
 //!
 //! A line holds four things, one cache line in all:
 //! - `successes`: successes counted under a fast word (see `word.rs`), tagged with the
-//!   generation they belong to (high 32 bits; the count in the low 32). An add that finds
-//!   another generation's tag is refused, so a success never counts in a generation it was not
-//!   admitted in.
+//!   generation they belong to (bits 32–63), with how many of them were timed (bits 16–31)
+//!   and how many in all (bits 0–15). An add that finds another generation's tag is refused,
+//!   so a success never counts in a generation it was not admitted in.
 //! - `turn`: a pseudo-random sequence of the line's own, for choosing which calls are timed:
 //!   each one with a chance of one in [`SAMPLE`].
 //! - `started` / `finished`: tracked calls (see `machine/inflight.rs`), for calls hung in flight.
@@ -66,12 +66,21 @@ impl Line {
     }
 }
 
+/// The most successes a line holds between folds (its thread then takes the lock).
+const MOST: u32 = u16::MAX as u32;
+const TIMED_ONE: u64 = 1 << 16;
+
 fn join(generation: u32, count: u32) -> u64 {
     (u64::from(generation) << 32) | u64::from(count)
 }
 
 fn split(bits: u64) -> (u32, u32) {
     ((bits >> 32) as u32, bits as u32)
+}
+
+/// A line's count as (successes, timed ones).
+fn counts(count: u32) -> (u64, u64) {
+    (u64::from(count & 0xffff), u64::from(count >> 16))
 }
 
 /// How many lines a breaker gets: one a core, at least 2 and at most 64.
@@ -112,21 +121,23 @@ impl Cells {
         &self.lines[index]
     }
 
-    /// Counts a success of `generation` on this thread's line, unless the line holds another
-    /// generation's successes (a locked operation moved it on) or `limit` of them already:
-    /// `false` then, and the caller takes the lock.
+    /// Counts a success of `generation` (`timed` or not) on this thread's line, unless the line
+    /// holds another generation's successes (a locked operation moved it on) or `limit` of
+    /// them already (at most 65,535): `false` then, and the caller takes the lock.
     #[inline]
-    pub(crate) fn add_success(&self, generation: u32, limit: u32) -> bool {
+    pub(crate) fn add_success(&self, generation: u32, limit: u32, timed: bool) -> bool {
         let cell = &self.line().successes;
+        let add = 1 + if timed { TIMED_ONE } else { 0 };
+        let limit = u64::from(limit.min(MOST));
         let mut current = cell.load(Ordering::Relaxed);
         loop {
             let (tag, count) = split(current);
-            if tag != generation || count >= limit {
+            if tag != generation || counts(count).0 >= limit {
                 return false;
             }
             match cell.compare_exchange_weak(
                 current,
-                current + 1,
+                current + add,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
@@ -136,32 +147,30 @@ impl Cells {
         }
     }
 
-    /// Takes every line's successes of `generation` (the machine's) and tags every line with
-    /// it; successes of any other generation are dropped. Under the breaker's lock.
-    pub(crate) fn fold(&self, generation: u32) -> u64 {
-        self.lines
-            .iter()
-            .map(|line| {
-                let (tag, count) =
-                    split(line.successes.swap(join(generation, 0), Ordering::Relaxed));
-                if tag == generation {
-                    u64::from(count)
-                } else {
-                    0
-                }
-            })
-            .sum()
+    /// Takes every line's successes of `generation` (the machine's), as (successes, timed
+    /// ones), and tags every line with it; successes of any other generation are dropped.
+    /// Under the breaker's lock.
+    pub(crate) fn fold(&self, generation: u32) -> (u64, u64) {
+        self.sum(generation, |line| {
+            line.successes.swap(join(generation, 0), Ordering::Relaxed)
+        })
     }
 
     /// The successes of `generation` waiting to be folded, changing nothing (for reads).
-    pub(crate) fn pending(&self, generation: u32) -> u64 {
+    pub(crate) fn pending(&self, generation: u32) -> (u64, u64) {
+        self.sum(generation, |line| line.successes.load(Ordering::Relaxed))
+    }
+
+    fn sum(&self, generation: u32, read: impl Fn(&Line) -> u64) -> (u64, u64) {
         self.lines
             .iter()
-            .map(|line| match split(line.successes.load(Ordering::Relaxed)) {
-                (tag, count) if tag == generation => u64::from(count),
-                _ => 0,
+            .fold((0, 0), |(all, timed), line| match split(read(line)) {
+                (tag, count) if tag == generation => {
+                    let (n, t) = counts(count);
+                    (all + n, timed + t)
+                }
+                _ => (all, timed),
             })
-            .sum()
     }
 
     /// Called as a call is admitted on a sampled breaker: whether it is timed, with a chance
@@ -269,33 +278,33 @@ mod tests {
     fn a_fold_takes_each_success_of_its_generation_once() {
         let cells = Cells::with_lines(2, 3);
         for _ in 0..5 {
-            assert!(cells.add_success(3, u32::MAX));
+            assert!(cells.add_success(3, u32::MAX, false));
         }
-        assert_eq!(cells.pending(3), 5);
-        assert_eq!(cells.pending(3), 5, "a read takes nothing");
-        assert_eq!(cells.fold(3), 5);
-        assert_eq!(cells.fold(3), 0, "nothing new");
-        assert!(cells.add_success(3, 2));
-        assert!(cells.add_success(3, 2));
-        assert!(!cells.add_success(3, 2), "the line holds its limit");
-        assert_eq!(cells.fold(3), 2);
+        assert_eq!(cells.pending(3), (5, 0));
+        assert_eq!(cells.pending(3), (5, 0), "a read takes nothing");
+        assert_eq!(cells.fold(3), (5, 0));
+        assert_eq!(cells.fold(3), (0, 0), "nothing new");
+        assert!(cells.add_success(3, 2, true));
+        assert!(cells.add_success(3, 2, true));
+        assert!(!cells.add_success(3, 2, true), "the line holds its limit");
+        assert_eq!(cells.fold(3), (2, 2), "both timed");
     }
 
     #[test]
     fn a_success_of_an_older_generation_never_lands_after_a_transition() {
         let cells = Cells::with_lines(2, 0);
-        assert!(cells.add_success(0, u32::MAX));
+        assert!(cells.add_success(0, u32::MAX, false));
         // A transition's operation folds (taking generation 0) and retags every line.
-        assert_eq!(cells.fold(0), 1);
-        assert_eq!(cells.fold(1), 0);
+        assert_eq!(cells.fold(0), (1, 0));
+        assert_eq!(cells.fold(1), (0, 0));
         // A success that read generation 0 before it lands afterwards, however many locked
         // operations have passed: refused (there is no epoch to wrap).
         for _ in 0..1_000 {
             cells.fold(1);
         }
-        assert!(!cells.add_success(0, u32::MAX));
-        assert!(cells.add_success(1, u32::MAX));
-        assert_eq!(cells.fold(1), 1);
+        assert!(!cells.add_success(0, u32::MAX, false));
+        assert!(cells.add_success(1, u32::MAX, false));
+        assert_eq!(cells.fold(1), (1, 0));
     }
 
     #[test]
@@ -345,7 +354,7 @@ mod tests {
                 let cells = std::sync::Arc::clone(&cells);
                 std::thread::spawn(move || {
                     (0..10_000)
-                        .filter(|_| cells.add_success(0, u32::MAX))
+                        .filter(|i| cells.add_success(0, u32::MAX, i % 2 == 0))
                         .count()
                 })
             })
@@ -355,6 +364,6 @@ mod tests {
             added, 40_000,
             "threads sharing a line retry, so none is lost"
         );
-        assert_eq!(cells.fold(0), 40_000);
+        assert_eq!(cells.fold(0), (40_000, 20_000));
     }
 }

@@ -19,7 +19,6 @@ use crate::Breaker;
 use crate::breaker::Timing;
 use crate::classify::Outcome;
 use crate::error::{RejectReason, Rejected, RetryAfter};
-use crate::front::cells::SAMPLE;
 use crate::front::word::Word;
 use crate::loom::Ordering;
 use crate::machine::{Admission, Role};
@@ -105,38 +104,25 @@ impl Breaker {
         })
     }
 
-    /// Whether a timed call admitted while closed is tracked in flight, and whether it stands
-    /// for the [`SAMPLE`] calls it was chosen among (above low traffic) or for itself.
-    fn tracking(&self, word: Word) -> (bool, bool) {
-        let s = &*self.shared;
-        match s.hot.timing {
-            _ if !s.hot.adaptive_slow => (false, false),
-            // Admitted here only when timed: the sampled call, or every call at low traffic.
-            Timing::Sampled => (true, !word.is_exact()),
-            _ if word.is_exact() => (true, false),
-            _ => (s.hot.cells.turn(), true),
-        }
-    }
-
     /// A timed call admitted while closed.
     fn closed_timed(&self, word: Word) -> Ticket {
         let s = &*self.shared;
-        let (track, weighted) = self.tracking(word);
         let start = s.hot.clock.now();
         if start >= s.hot.fast_until.load(Ordering::Relaxed) {
             // Timed calls keep the deadlines of the hot path (bucket boundaries, the latency
             // refresh, the check of calls in flight): past one, the lock is taken.
-            return self.admit_locked(start, track, weighted);
+            return self.admit_locked(start, true);
         }
-        self.normal_ticket(word.generation(), start, track, weighted)
+        self.normal_ticket(word.generation(), start)
     }
 
-    /// A timed ticket for a call admitted while closed.
-    fn normal_ticket(&self, generation: u32, start: u64, track: bool, weighted: bool) -> Ticket {
+    /// A timed ticket for a call admitted while closed: tracked in flight on an adaptive
+    /// breaker (every timed call is, so a hung one is a slow timed call).
+    fn normal_ticket(&self, generation: u32, start: u64) -> Ticket {
         let mut ticket = Ticket::timed_from(generation, Role::Normal, start);
-        if track {
+        if self.shared.hot.adaptive_slow {
             self.shared.hot.cells.track();
-            ticket.set_tracked(weighted);
+            ticket.set_tracked();
         }
         ticket
     }
@@ -153,7 +139,7 @@ impl Breaker {
             let now = s.hot.clock.recent();
             return self
                 .refusal_while_open(now)
-                .unwrap_or_else(|| self.admit_locked(now, false, false));
+                .unwrap_or_else(|| self.admit_locked(now, false));
         }
         self.ticket_other(word)
     }
@@ -173,7 +159,7 @@ impl Breaker {
             State::Isolated if !s.hot.shadow => {
                 self.refuse(RejectReason::Isolated, RetryAfter::from_nanos(None))
             }
-            _ => self.admit_locked(s.hot.clock.recent(), false, false),
+            _ => self.admit_locked(s.hot.clock.recent(), false),
         }
     }
 
@@ -184,18 +170,17 @@ impl Breaker {
         Ticket::refused(reason, retry_after)
     }
 
+    /// An admission by the machine; `timed`: a closed call is timed (its turn drawn already).
     #[cold]
-    fn admit_locked(&self, now: u64, track: bool, weighted: bool) -> Ticket {
+    fn admit_locked(&self, now: u64, timed: bool) -> Ticket {
         let admission = self.operate(now, None, |m| m.admit(now));
         let s = &*self.shared;
         match admission {
             Admission::Admit { generation, role } => match (role, s.hot.timing) {
                 (Role::Uncounted, _) | (_, Timing::None) => Ticket::new(generation, role, 0),
                 // A call admitted while closed is timed as its mode says.
-                (Role::Normal, Timing::Sampled) if !track => Ticket::new(generation, role, 0),
-                (Role::Normal, _) => {
-                    self.normal_ticket(generation, s.hot.clock.now(), track, weighted)
-                }
+                (Role::Normal, Timing::Sampled) if !timed => Ticket::new(generation, role, 0),
+                (Role::Normal, _) => self.normal_ticket(generation, s.hot.clock.now()),
                 // Probes and ramp calls decide: always timed, each for itself.
                 (Role::Probe | Role::Ramp, _) => {
                     Ticket::timed_from(generation, role, s.hot.clock.now())
@@ -219,7 +204,7 @@ impl Breaker {
             if self.word().is_closed_still() || self.success_off_lock(ticket, None) {
                 return;
             }
-            self.finish_locked(ticket, outcome, 0, self.shared.hot.clock.recent(), None);
+            self.finish_locked(ticket, outcome, None, self.shared.hot.clock.recent(), None);
             return;
         }
         self.finish_slow(ticket, outcome);
@@ -229,11 +214,11 @@ impl Breaker {
     /// published word allows: `false` when it must take the lock.
     ///
     /// The fast flag lapses at `fast_until` (the next bucket boundary, baseline slice or
-    /// deadline). A timed call checks it against its end time `end`; an untimed call of an
-    /// untimed breaker with [`Clock::recent`](crate::clock::Clock::recent). An untimed call
-    /// of a sampled breaker reads no clock: its thread's timed calls (one in eight, at random) check the
-    /// deadline and take the lock past it, and `Machine::absorb` says where the successes in
-    /// between land.
+    /// deadline). A timed call checks it against its end time `end`, an untimed one with
+    /// [`Clock::recent`](crate::clock::Clock::recent) (one load with a
+    /// [`CoarseClock`](crate::clock::CoarseClock) running). So every success counted in a
+    /// cell came before `fast_until`: in the bucket of the locked operation that published
+    /// the word.
     #[inline(never)]
     fn success_off_lock(&self, ticket: Ticket, end: Option<u64>) -> bool {
         let s = &*self.shared;
@@ -245,7 +230,7 @@ impl Breaker {
         if until != u64::MAX {
             let in_time = match end {
                 Some(end) => end < until,
-                None => s.hot.timing == Timing::Sampled || s.hot.clock.recent() < until,
+                None => s.hot.clock.recent() < until,
             };
             if !in_time {
                 return false;
@@ -253,7 +238,7 @@ impl Breaker {
         }
         s.hot
             .cells
-            .add_success(ticket.generation(), s.hot.fast_limit)
+            .add_success(ticket.generation(), s.hot.fast_limit, end.is_some())
     }
 
     /// Every other outcome: timed calls, failures, probes, and successes that must be counted.
@@ -270,17 +255,8 @@ impl Breaker {
         }
         let end = ticket.timed().then(|| s.hot.clock.now());
         let duration = end.map(|end| end.saturating_sub(ticket.start));
-        let slow = match duration {
-            Some(d) if d > s.hot.slow_nanos.load(Ordering::Relaxed) => {
-                // A sampled call stands for the calls it was chosen among.
-                if s.hot.timing == Timing::Sampled && ticket.weighted() {
-                    SAMPLE as u8
-                } else {
-                    1
-                }
-            }
-            _ => 0,
-        };
+        // Untimed, or whether slow.
+        let timed = duration.map(|d| d > s.hot.slow_nanos.load(Ordering::Relaxed));
         // Every success measures the dependency, whatever its generation. A sample that finds
         // its line's lanes full goes to the lock, which merges them all.
         let mut sample = None;
@@ -294,25 +270,28 @@ impl Breaker {
             match outcome {
                 // Ignored touches nothing while closed.
                 Outcome::Ignored => return,
-                Outcome::Success if slow == 0 && self.success_off_lock(ticket, end) => return,
+                Outcome::Success if timed != Some(true) && self.success_off_lock(ticket, end) => {
+                    return;
+                }
                 _ => {}
             }
         }
         let now = end.unwrap_or_else(|| s.hot.clock.recent());
-        self.finish_locked(ticket, outcome, slow, now, sample);
+        self.finish_locked(ticket, outcome, timed, now, sample);
     }
 
+    /// `timed`: `None` for an untimed call, otherwise whether it was slow.
     #[cold]
     fn finish_locked(
         &self,
         ticket: Ticket,
         outcome: Outcome,
-        slow: u8,
+        timed: Option<bool>,
         now: u64,
         sample: Option<usize>,
     ) {
         self.operate(now, sample, |m| {
-            let transition = m.record(now, ticket.generation(), ticket.role(), outcome, slow);
+            let transition = m.record(now, ticket.generation(), ticket.role(), outcome, timed);
             ((), transition)
         });
     }

@@ -12,9 +12,9 @@
 //! weighed (see `Machine::check_in_flight`). No per-call allocation and no scan of calls in
 //! flight: two counter adds per tracked call, a bounded ring under the lock.
 
-/// Marks kept, spaced by a quarter of the threshold: they reach back four thresholds. A call
-/// counts as hung once it has run between one and one and a quarter thresholds.
-const MARKS: usize = 16;
+/// Marks kept, spaced by a third of the threshold: they reach back four thresholds. A call
+/// counts as hung once it has run between one and one and a third thresholds.
+const MARKS: usize = 12;
 
 /// The locked half: when the started total was what, and the totals at the last transition.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ impl Marks {
         (started, finished): (u64, u64),
         threshold: u64,
     ) -> u64 {
-        let spacing = (threshold / 4).max(1);
+        let spacing = (threshold / 3).max(1);
         if self
             .marks
             .back()

@@ -17,13 +17,12 @@ use std::time::Duration;
 use crate::classify::Outcome;
 use crate::error::RejectReason;
 use crate::event::{OpenReason, Transition};
-use crate::front::cells::SAMPLE;
 use crate::front::word::{Flags, Word};
 use crate::machine::backoff::{grown_break, jittered};
 use crate::machine::baseline::{FailureBaseline, LatencyBaseline};
 use crate::machine::inflight::Marks;
 use crate::machine::ramp::Ramp;
-use crate::machine::trip::{Normal, ratio_trip};
+use crate::machine::trip::{Baselines, Share, ratio_trip};
 use crate::machine::window::{Mark, Totals, Window};
 use crate::settings::{HalfOpenRule, Settings};
 use crate::snapshot::Snapshot;
@@ -107,6 +106,9 @@ pub(crate) struct Machine {
     latency: Option<LatencyBaseline>,
     /// The normal latency as of the last merge of samples.
     normal_latency: Option<u64>,
+    /// Of the latency baseline's samples, how many are above the slow threshold in force, as
+    /// of the last merge (`None` until armed).
+    normal_slow: Option<Share>,
     /// When the samples should next be merged.
     latency_due: u64,
     /// Calls in flight: marks of the tracked-started total (adaptive breakers only).
@@ -168,6 +170,7 @@ impl Machine {
             failure_baseline,
             latency,
             normal_latency: None,
+            normal_slow: None,
             latency_due: 0,
             marks: settings.relative_slow_calls().map(|_| Marks::new()),
             in_flight_due: 0,
@@ -207,17 +210,14 @@ impl Machine {
         self.generation
     }
 
-    /// Folds in `n` successes counted off the lock since the last locked operation, then
-    /// evaluates the trip rules: a call-caused locked operation starts here.
+    /// Folds in the successes counted off the lock since the last locked operation (how many,
+    /// and how many of them timed), then evaluates the trip rules: a call-caused locked
+    /// operation starts here.
     ///
-    /// They land in the bucket of the last locked operation: every success of an untimed
-    /// breaker counted off the lock came before `fast_until`, so in that bucket. A sampled
-    /// breaker's untimed successes read no clock: those after a boundary (at most the seven
-    /// calls between a thread's timed ones, the next of which takes the lock past it) land in
-    /// that bucket too, early; after a pause longer than the window, those seven per thread
-    /// land in a bucket already gone, and only the failure baseline counts them.
-    pub(crate) fn absorb(&mut self, now: u64, n: u64) -> Option<Transition> {
-        if !self.absorb_counts(n) {
+    /// They land in the bucket of the last locked operation: every success counted off the
+    /// lock came before `fast_until`, the next boundary after it, so in that bucket.
+    pub(crate) fn absorb(&mut self, now: u64, successes: (u64, u64)) -> Option<Transition> {
+        if !self.absorb_counts(successes) {
             return None;
         }
         let reason = self.trip_reason(now)?;
@@ -226,13 +226,13 @@ impl Machine {
 
     /// [`Machine::absorb`] without the trip rules, for controls (a reset, an isolation): the
     /// successes still reach the baselines. Whether anything was folded.
-    pub(crate) fn absorb_counts(&mut self, n: u64) -> bool {
+    pub(crate) fn absorb_counts(&mut self, (n, timed): (u64, u64)) -> bool {
         if n == 0 || self.state != State::Closed {
             return false;
         }
         // They all came after the last locked operation: any run of failures has ended.
         self.consecutive_failures = 0;
-        self.window.record_successes(self.fast_since, n);
+        self.window.record_successes(self.fast_since, n, timed);
         if let Some(baseline) = &mut self.failure_baseline {
             baseline.record(self.fast_since, n, 0);
         }
@@ -253,10 +253,19 @@ impl Machine {
             self.normal_latency = latency.normal(now);
             self.latency_due = now.saturating_add(LATENCY_REFRESH);
         }
+        let threshold = self.slow_nanos();
+        self.normal_slow = self.latency.as_ref().and_then(|latency| {
+            self.normal_latency?;
+            let (samples, above) = latency.share_above(now, threshold);
+            Some(Share {
+                of: samples,
+                part: above,
+            })
+        });
     }
 
-    /// Whether every call is timed and weighs one at `now`: a sampled breaker (one that
-    /// measures latency) whose trip window holds fewer than [`EXACT_BELOW`] calls.
+    /// Whether every call is timed at `now`: a sampled breaker (one that measures latency)
+    /// whose trip window holds fewer than [`EXACT_BELOW`] calls.
     fn exact(&self, now: u64) -> bool {
         self.marks.is_some() && self.window.totals(now).calls < EXACT_BELOW
     }
@@ -268,19 +277,17 @@ impl Machine {
 
     /// Counts calls in flight for longer than the slow threshold as slow calls of the window,
     /// and opens the breaker if that trips it. `totals`: tracked calls started and finished.
-    /// A tracked call stands for one call at low traffic (where every call is tracked) and
-    /// for [`SAMPLE`] above it. The hung calls count toward `minimum_calls` one each (real
-    /// calls), and in the ratio as the calls they stand for, all slow, so the slow rate stays
-    /// at most 1.
+    /// Every timed call is tracked, so a hung one is a timed call that is slow already: it
+    /// joins the window's calls, its timed calls and its slow ones, as any slow call would,
+    /// and no estimate weighs it.
     pub(crate) fn check_in_flight(&mut self, now: u64, totals: (u64, u64)) -> Option<Transition> {
-        let weight = if self.exact(now) { 1 } else { SAMPLE };
         let threshold = self.slow_nanos();
         let marks = self.marks.as_mut()?;
         if self.rebase_marks {
             marks.rebase(totals);
             self.rebase_marks = false;
         }
-        self.in_flight_due = now.saturating_add((threshold / 4).clamp(1_000_000, LATENCY_REFRESH));
+        self.in_flight_due = now.saturating_add((threshold / 3).clamp(1_000_000, LATENCY_REFRESH));
         if threshold == u64::MAX || self.state != State::Closed {
             return None;
         }
@@ -289,18 +296,13 @@ impl Machine {
             return None;
         }
         let totals = self.window.totals(now);
-        let estimated = hung.saturating_mul(weight);
         let with_hung = Totals {
-            calls: totals.calls + estimated,
-            slow: totals.slow + estimated,
+            calls: totals.calls + hung,
+            slow: totals.slow + hung,
+            timed: totals.timed + hung,
             ..totals
         };
-        let reason = ratio_trip(
-            &self.settings,
-            with_hung,
-            totals.calls + hung,
-            self.normal(now, 0),
-        )?;
+        let reason = ratio_trip(&self.settings, with_hung, self.baselines(now, 0))?;
         self.trip(now, reason)
     }
 
@@ -325,14 +327,26 @@ impl Machine {
 
     /// The measured normal failure rate at `now`, with `pending` successes not yet folded.
     pub(crate) fn normal_failure_rate(&self, now: u64, pending: u64) -> Option<f64> {
-        self.normal(now, pending).map(Normal::rate)
+        self.normal(now, pending).map(Share::rate)
     }
 
     /// The failure baseline at `now` as the trips read it, with `extra` more successes;
     /// `None` until armed.
-    fn normal(&self, now: u64, extra: u64) -> Option<Normal> {
+    fn normal(&self, now: u64, extra: u64) -> Option<Share> {
         let (outcomes, failures) = self.failure_baseline.as_ref()?.counts_with(now, extra)?;
-        Some(Normal { outcomes, failures })
+        Some(Share {
+            of: outcomes,
+            part: failures,
+        })
+    }
+
+    /// What the trips compare the window with at `now` (the failure baseline with `extra`
+    /// more successes).
+    fn baselines(&self, now: u64, extra: u64) -> Baselines {
+        Baselines {
+            failures: self.normal(now, extra),
+            slow: self.normal_slow,
+        }
     }
 
     /// The slow-call threshold in force: the absolute one, tightened by the relative one.
@@ -405,11 +419,18 @@ impl Machine {
         let totals = self.window.totals(now);
         let minimum = u64::from(self.settings.effective_minimum_calls());
         let added = minimum.saturating_sub(totals.calls).max(1);
+        // The successes counted as untimed: they leave the slow share as it is, where timed
+        // ones would lower it. And no chance test: it could only make a trip less likely.
         let with = |added: u64| Totals {
             calls: (totals.calls + added).min(self.window.capacity()),
             ..totals
         };
-        if ratio_trip(&self.settings, with(added), totals.calls + added, None).is_some() {
+        if ratio_trip(&self.settings, with(added), Baselines::default()).is_some() {
+            return true;
+        }
+        // A sampled count window: a success pushes out its oldest call, which may be timed
+        // and fast, and raise the slow share of what is left.
+        if matches!(self.window, Window::Count(_)) && !self.exact(now) && totals.slow > 0 {
             return true;
         }
         let (Some(relative), Some(baseline)) =
@@ -423,8 +444,7 @@ impl Machine {
         }
         let arming = baseline.outcomes_to_arm(now);
         let added = added.max(arming);
-        let normal = self.normal(now, added);
-        ratio_trip(&self.settings, with(added), totals.calls + added, normal).is_some()
+        ratio_trip(&self.settings, with(added), self.baselines(now, added)).is_some()
     }
 
     /// The state as seen at `now`, without changing anything.
@@ -524,14 +544,15 @@ impl Machine {
         }
     }
 
-    /// Records a finished call. `slow` says whether it ran longer than the slow threshold.
+    /// Records a finished call. `timed`: `None` for a call that was not timed, otherwise
+    /// whether it ran longer than the slow threshold.
     pub(crate) fn record(
         &mut self,
         now: u64,
         generation: u32,
         role: Role,
         outcome: Outcome,
-        slow: u8,
+        timed: Option<bool>,
     ) -> Option<Transition> {
         if role == Role::Uncounted || generation != self.generation {
             // Uncounted calls record nothing; an outcome from an older generation (a call that
@@ -544,21 +565,26 @@ impl Machine {
                 None
             }
             (_, _, Outcome::Ignored) => None,
-            (State::Closed, Role::Normal, _) => self.record_closed(now, outcome, slow),
-            (State::HalfOpen, Role::Probe, _) => self.record_probe(now, outcome, slow),
-            (State::Recovering, Role::Ramp, _) => self.record_ramp(now, outcome, slow),
+            (State::Closed, Role::Normal, _) => self.record_closed(now, outcome, timed),
+            (State::HalfOpen, Role::Probe, _) => self.record_probe(now, outcome, timed),
+            (State::Recovering, Role::Ramp, _) => self.record_ramp(now, outcome, timed),
             _ => None,
         }
     }
 
-    fn record_ramp(&mut self, now: u64, outcome: Outcome, slow: u8) -> Option<Transition> {
-        let mark = self.count(outcome);
+    fn record_ramp(
+        &mut self,
+        now: u64,
+        outcome: Outcome,
+        timed: Option<bool>,
+    ) -> Option<Transition> {
+        let mark = self.count(outcome, timed);
         if mark.failure {
             return Some(self.open(now, OpenReason::RampFailed));
         }
         let streak = self.settings.probe_successes;
         if let Some(ramp) = &mut self.ramp {
-            ramp.succeeded(slow > 0, streak);
+            ramp.succeeded(mark.slow, streak);
         }
         self.finish_ramp(now);
         None
@@ -573,21 +599,28 @@ impl Machine {
         }
     }
 
-    fn count(&mut self, outcome: Outcome) -> Mark {
+    /// Counts a counted outcome in the consecutive-failure run; its mark for a window.
+    fn count(&mut self, outcome: Outcome, timed: Option<bool>) -> Mark {
         let failure = outcome == Outcome::Failure;
         if failure {
             self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         } else {
             self.consecutive_failures = 0;
         }
-        Mark { failure, slow: 0 }
+        Mark {
+            failure,
+            slow: timed == Some(true),
+            timed: timed.is_some(),
+        }
     }
 
-    fn record_closed(&mut self, now: u64, outcome: Outcome, slow: u8) -> Option<Transition> {
-        let mark = Mark {
-            slow,
-            ..self.count(outcome)
-        };
+    fn record_closed(
+        &mut self,
+        now: u64,
+        outcome: Outcome,
+        timed: Option<bool>,
+    ) -> Option<Transition> {
+        let mark = self.count(outcome, timed);
         self.window.record(now, mark);
         if let Some(baseline) = &mut self.failure_baseline {
             baseline.record(now, 1, u64::from(mark.failure));
@@ -602,25 +635,31 @@ impl Machine {
         {
             return Some(OpenReason::ConsecutiveFailures(self.consecutive_failures));
         }
-        let totals = self.window.totals(now);
-        ratio_trip(&self.settings, totals, totals.calls, self.normal(now, 0))
+        ratio_trip(
+            &self.settings,
+            self.window.totals(now),
+            self.baselines(now, 0),
+        )
     }
 
-    fn record_probe(&mut self, now: u64, outcome: Outcome, slow: u8) -> Option<Transition> {
-        let mark = Mark {
-            slow,
-            ..self.count(outcome)
-        };
+    fn record_probe(
+        &mut self,
+        now: u64,
+        outcome: Outcome,
+        timed: Option<bool>,
+    ) -> Option<Transition> {
+        let mark = self.count(outcome, timed);
         self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
         self.probes.calls += 1;
         self.probes.failures += u64::from(mark.failure);
         self.probes.slow += u64::from(mark.slow);
+        self.probes.timed += u64::from(mark.timed);
         match self.settings.half_open_rule {
             HalfOpenRule::Consecutive => {
                 if mark.failure {
                     return Some(self.open(now, OpenReason::ProbeFailed));
                 }
-                if slow > 0 {
+                if mark.slow {
                     return Some(self.open(now, OpenReason::ProbeSlow));
                 }
                 self.probe_successes += 1;
@@ -633,7 +672,7 @@ impl Machine {
                 let failure_limit = self.settings.failure_ratio.unwrap_or(0.5);
                 let failing = ratio(self.probes.failures, self.probes.calls) >= failure_limit;
                 let slowing = self.probes.slow > 0
-                    && ratio(self.probes.slow, self.probes.calls) >= self.settings.slow_call_ratio;
+                    && self.probes.slow_share() >= self.settings.slow_call_ratio;
                 Some(if failing || slowing {
                     self.open(now, OpenReason::ProbeRates)
                 } else {
@@ -747,9 +786,13 @@ impl Machine {
         self.forget_history();
     }
 
-    /// The state and counts at `now`, with `pending` successes counted off the lock and not
-    /// yet folded: what the next locked operation would fold, read without folding it.
-    pub(crate) fn snapshot(&self, now: u64, pending: u64) -> Snapshot {
+    /// The state and counts at `now`, with `pending` successes (how many, and how many of
+    /// them timed) counted off the lock and not yet folded: what the next locked operation
+    /// would fold, read without folding it. Slow calls are the window's slow share of its
+    /// calls (estimated where only a sample is timed).
+    pub(crate) fn snapshot(&self, now: u64, pending: (u64, u64)) -> Snapshot {
+        let closed = self.state == State::Closed;
+        let pending = if closed { pending } else { (0, 0) };
         let state = self.state_at(now);
         // A breaker whose break has elapsed reports half-open, and half-open starts fresh
         // counts: the probes' (none yet). Its rates are known once as many probes as the
@@ -765,11 +808,6 @@ impl Machine {
         } else if self.showing_probes {
             (self.probes, probes_needed)
         } else {
-            let pending = if self.state == State::Closed {
-                pending
-            } else {
-                0
-            };
             (
                 self.window
                     .totals_with_successes(now, self.fast_since, pending),
@@ -782,12 +820,11 @@ impl Machine {
         Snapshot {
             state,
             failure_rate: armed.then(|| ratio(totals.failures, totals.calls)),
-            slow_rate: (armed && self.settings.times_calls())
-                .then(|| ratio(totals.slow, totals.calls)),
+            slow_rate: (armed && self.settings.times_calls()).then(|| totals.slow_share()),
             calls: totals.calls,
             failures: totals.failures,
-            slow: totals.slow,
-            consecutive_failures: if pending > 0 && self.state == State::Closed {
+            slow: totals.estimated_slow(),
+            consecutive_failures: if pending.0 > 0 {
                 0
             } else {
                 self.consecutive_failures
@@ -803,7 +840,7 @@ impl Machine {
             shadow_refusals: self.shadow_refusals,
             suppressed_opens: self.suppressed_opens,
             normal_latency: self.normal_latency(),
-            normal_failure_rate: self.normal_failure_rate(now, pending),
+            normal_failure_rate: self.normal_failure_rate(now, pending.0),
             ramp_fraction: ramp.map(|ramp| ramp.fraction(now)),
             recovering_for: ramp.map(|ramp| ramp.elapsed(now)),
         }

@@ -58,7 +58,7 @@ impl Recovery {
     }
 
     /// The fraction admitted when the ramp starts, and the floor a slow call halves it to,
-    /// in (0, 1) (default 0.1).
+    /// in [0.001, 1) (default 0.1).
     pub fn initial_fraction(mut self, initial: f64) -> Recovery {
         self.initial = initial;
         self
@@ -141,7 +141,9 @@ impl Ramp {
     /// Whether this call is admitted.
     pub(crate) fn admit(&mut self, now: u64) -> bool {
         const WHOLE: u64 = 1_000_000;
-        self.credit += (self.fraction(now) * WHOLE as f64).round() as u64;
+        // At least a millionth: a fraction too small to count would otherwise refuse every
+        // call for good (the initial fraction may be any number above 0).
+        self.credit += ((self.fraction(now) * WHOLE as f64).round() as u64).max(1);
         if self.credit >= WHOLE {
             self.credit -= WHOLE;
             true

@@ -1,124 +1,211 @@
 //! Trip conditions over a window: absolute ratios, failures relative to the measured normal
 //! rate, and slow calls. (The consecutive-failure trip needs no window: see `machine/mod.rs`.)
+//!
+//! An adaptive breaker also asks of its relative rules that the window be more than chance:
+//! that seeing this many failures (or slow calls) in this many calls would be unlikely at the
+//! rate the baseline measured. Without it, a short window at low traffic trips on ordinary
+//! noise: at 1 call a second, 0.1% errors and a 30 s window, two failures in one window come
+//! about every ten pod-hours; a dependency whose cache misses a fifth of its calls sees half
+//! of a 30-call window slow about every three pod-hours.
 
 use crate::event::OpenReason;
 use crate::machine::window::Totals;
 use crate::settings::Settings;
 
-/// How unlikely, under the baseline, the window's failures must be before the relative rule
-/// calls them more than chance.
-const CHANCE: f64 = 1e-4;
+/// How unlikely, at the baseline's failure rate, the window's failures must be. A failure is
+/// judged each time one lands, which at a healthy rate is rarely.
+const FAILURE_CHANCE: f64 = 1e-4;
+
+/// How unlikely, at the baseline's share of slow calls, the window's slow calls must be.
+/// Smaller than for failures: slow calls of a healthy dependency are common (a few in a
+/// hundred above three times the median), and each one is judged as it lands.
+const SLOW_CHANCE: f64 = 1e-7;
 
 fn ratio(part: u64, whole: u64) -> f64 {
     part as f64 / whole as f64
 }
 
-/// The failure baseline as a trip reads it: outcomes and failures over its window (armed).
+/// A baseline as a trip reads it: `part` of `of` (failures of outcomes, or slow samples of
+/// samples) over its window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Normal {
-    pub(crate) outcomes: u64,
-    pub(crate) failures: u64,
+pub(crate) struct Share {
+    pub(crate) of: u64,
+    pub(crate) part: u64,
 }
 
-impl Normal {
+impl Share {
     pub(crate) fn rate(self) -> f64 {
-        ratio(self.failures, self.outcomes)
+        ratio(self.part, self.of)
+    }
+
+    /// The rate outside the `part` of `of` that the window itself holds, counted with one
+    /// more of each (a baseline that has seen none yet still allows for some).
+    fn rate_outside(self, of: u64, part: u64) -> f64 {
+        let outside = self.of.saturating_sub(of);
+        let part = self.part.saturating_sub(part);
+        (part + 1) as f64 / (outside + 2) as f64
     }
 }
 
-/// Whether `totals` open the breaker, given the failure baseline (`None` while unarmed).
-/// `real_calls` is how many calls the window holds for `minimum_calls`: `totals.calls` except
-/// where an estimate of calls in flight is added. Ratios are evaluated only once the window
-/// holds the minimum calls; thresholds are inclusive, except the relative one, which must be
-/// exceeded.
+/// What a window is compared with: the failure baseline (armed) and, for an adaptive
+/// breaker's slow calls, the share of the latency baseline's samples above the slow threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Baselines {
+    pub(crate) failures: Option<Share>,
+    pub(crate) slow: Option<Share>,
+}
+
+/// Whether `totals` open the breaker. Ratios are evaluated only once the window holds the
+/// minimum calls; thresholds are inclusive, except the relative one, which must be exceeded.
+/// The slow rule reads the slow share of the timed calls (all calls, or a random sample).
 pub(crate) fn ratio_trip(
     settings: &Settings,
     totals: Totals,
-    real_calls: u64,
-    normal: Option<Normal>,
+    baselines: Baselines,
 ) -> Option<OpenReason> {
-    if totals.calls == 0 || real_calls < u64::from(settings.effective_minimum_calls()) {
+    if totals.calls == 0 || totals.calls < u64::from(settings.effective_minimum_calls()) {
         return None;
     }
     let rate = ratio(totals.failures, totals.calls);
     if settings.failure_ratio.is_some_and(|limit| rate >= limit) {
         return Some(OpenReason::FailureRatio);
     }
-    if let (Some(relative), Some(normal)) = (settings.relative_failures(), normal)
+    if let (Some(relative), Some(normal)) = (settings.relative_failures(), baselines.failures)
         && totals.failures >= 2
         && rate >= relative.floor
         && rate > relative.multiple * normal.rate()
-        && beyond_chance(totals, normal)
+        && beyond_chance(
+            totals.failures,
+            totals.calls,
+            normal.rate_outside(totals.calls, totals.failures),
+            FAILURE_CHANCE,
+        )
     {
         return Some(OpenReason::FailuresAboveNormal);
     }
-    if totals.slow > 0 && ratio(totals.slow, totals.calls) >= settings.slow_call_ratio {
+    if totals.slow > 0
+        && totals.slow_share() >= settings.slow_call_ratio
+        && baselines.slow.is_none_or(|normal| {
+            // The latency baseline holds successes only; the window's slow calls may be
+            // failures too: its timed calls are compared with the baseline's as a whole.
+            beyond_chance(
+                totals.slow,
+                totals.timed,
+                normal.rate_outside(0, 0),
+                SLOW_CHANCE,
+            )
+        })
+    {
         return Some(OpenReason::SlowCallRatio);
     }
     None
 }
 
-/// Whether the window's failures are more than chance at the baseline's rate: seeing that many
-/// in that many calls is less likely than [`CHANCE`]. The rate is the baseline's outside the
-/// window (which it includes), counted with one failure more so that a baseline that has seen
-/// none yet still allows for some; the tail is Poisson's, which for rates this small is the
-/// binomial's within a few percent. At high traffic the floor rate decides before this does;
-/// at low traffic it keeps a pair of ordinary failures in a short window from tripping (at 1
-/// call a second, a 0.1% error rate and a 30 s window, two failures in a window come about
-/// every ten pod-hours; four, about once in nine pod-years).
-fn beyond_chance(totals: Totals, normal: Normal) -> bool {
-    let outcomes = normal.outcomes.saturating_sub(totals.calls);
-    let failures = normal.failures.saturating_sub(totals.failures);
-    let expected = totals.calls as f64 * (failures + 1) as f64 / (outcomes + 1) as f64;
-    // P(X >= k) = 1 - sum_{i<k} e^-λ λ^i / i!; far in the tail it is certainly below.
-    let k = totals.failures;
-    if k as f64 > expected + 10.0 * expected.sqrt() + 30.0 {
+/// Whether `k` of `n` is more than chance at rate `p`: the binomial tail P(X ≥ k) is below
+/// `chance`. The tail is bounded from above by its first term over one minus the ratio of its
+/// first two terms (the terms fall faster than a geometric series past the mean), computed in
+/// logarithms: no underflow however large the window, and a test that never calls chance what
+/// is not.
+fn beyond_chance(k: u64, n: u64, p: f64, chance: f64) -> bool {
+    if k == 0 || k > n {
+        return false;
+    }
+    if p <= 0.0 {
         return true;
     }
-    let mut term = (-expected).exp();
-    let mut below = 0.0;
-    for i in 0..k {
-        below += term;
-        term *= expected / (i + 1) as f64;
+    if p >= 1.0 || (k as f64) <= n as f64 * p {
+        return false;
     }
-    1.0 - below < CHANCE
+    let (k, n) = (k as f64, n as f64);
+    let first = ln_choose(n, k) + k * p.ln() + (n - k) * (1.0 - p).ln();
+    let step = (n - k) / (k + 1.0) * p / (1.0 - p);
+    if step >= 1.0 {
+        return false;
+    }
+    first - (1.0 - step).ln() < chance.ln()
+}
+
+/// ln C(n, k), through ln n! by Stirling's series (exact sums below 16).
+fn ln_choose(n: f64, k: f64) -> f64 {
+    ln_factorial(n) - ln_factorial(k) - ln_factorial(n - k)
+}
+
+fn ln_factorial(n: f64) -> f64 {
+    if n < 16.0 {
+        return (2..=n as u64).map(|i| (i as f64).ln()).sum();
+    }
+    let tau = std::f64::consts::TAU;
+    n * n.ln() - n + 0.5 * (tau * n).ln() + 1.0 / (12.0 * n) - 1.0 / (360.0 * n * n * n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn totals(calls: u64, failures: u64) -> Totals {
-        Totals {
-            calls,
-            failures,
-            slow: 0,
+    #[test]
+    fn ordinary_failures_at_low_traffic_are_chance() {
+        // 1 call a second, 0.1% errors: 270 outcomes outside a 30 s window, none failed.
+        let outside = |n: u64| Share { of: 300, part: n }.rate_outside(30, n);
+        let at = |k: u64| beyond_chance(k, 30, outside(k), FAILURE_CHANCE);
+        assert!(!at(2) && !at(3));
+        assert!(at(4));
+        // 3 failures in 20 calls against one in 1,000 before them.
+        let rate = Share { of: 1_020, part: 4 }.rate_outside(20, 3);
+        assert!(beyond_chance(3, 20, rate, FAILURE_CHANCE));
+        // An outage: every call fails.
+        assert!(beyond_chance(500, 500, 0.06, FAILURE_CHANCE));
+    }
+
+    #[test]
+    fn a_large_window_far_beyond_its_rate_is_not_chance() {
+        // 1,508 failures where 1,200 were expected: 8.6 standard deviations (the Poisson
+        // tail's e^-λ underflowed here before).
+        assert!(beyond_chance(1_508, 120_000, 0.01, FAILURE_CHANCE));
+        assert!(!beyond_chance(1_230, 120_000, 0.01, FAILURE_CHANCE));
+    }
+
+    #[test]
+    fn half_a_short_window_slow_is_chance_for_a_cache_that_often_misses() {
+        // A fifth of the baseline's calls are slow (cache misses): 15 of 30 is not enough,
+        // 20 of 30 is. A dependency whose 6% slow calls turn into a brownout is found at the
+        // minimum of 20 calls, half of them slow.
+        assert!(!beyond_chance(15, 30, 0.2, SLOW_CHANCE));
+        assert!(!beyond_chance(19, 30, 0.2, SLOW_CHANCE));
+        assert!(beyond_chance(20, 30, 0.2, SLOW_CHANCE));
+        assert!(beyond_chance(10, 20, 0.056, SLOW_CHANCE));
+        assert!(beyond_chance(20, 20, 0.056, SLOW_CHANCE));
+    }
+
+    #[test]
+    fn the_tail_bound_holds_against_an_exact_sum() {
+        // Exact binomial tails by direct summation for small windows: the bound is never
+        // below them, and never more than twice them where it decides.
+        for n in [5u64, 10, 20, 30, 50] {
+            for p in [0.001, 0.01, 0.056, 0.2, 0.4] {
+                for k in 1..=n {
+                    let exact: f64 = (k..=n)
+                        .map(|i| {
+                            let (i, nf) = (i as f64, n as f64);
+                            (ln_choose(nf, i) + i * f64::ln(p) + (nf - i) * f64::ln(1.0 - p)).exp()
+                        })
+                        .sum();
+                    for chance in [1e-4, 1e-7] {
+                        if beyond_chance(k, n, p, chance) {
+                            assert!(exact < chance, "{k} of {n} at {p}: {exact}");
+                        } else if (k as f64) > n as f64 * p * 1.5 + 3.0 {
+                            assert!(exact > chance / 2.5, "{k} of {n} at {p}: {exact}");
+                        }
+                    }
+                }
+            }
         }
     }
 
     #[test]
-    fn ordinary_failures_at_low_traffic_are_chance() {
-        // 1 call a second, 0.1% errors: 270 outcomes outside a 30 s window, none failed.
-        let normal = |failures| Normal {
-            outcomes: 300,
-            failures,
-        };
-        assert!(!beyond_chance(totals(30, 2), normal(2)));
-        assert!(!beyond_chance(totals(30, 3), normal(3)));
-        assert!(beyond_chance(totals(30, 4), normal(4)));
-        // 3 failures in 20 calls against one in 1,000 before them.
-        let normal = Normal {
-            outcomes: 1_020,
-            failures: 4,
-        };
-        assert!(beyond_chance(totals(20, 3), normal));
-        // An outage: every call fails.
-        assert!(beyond_chance(
-            totals(500, 500),
-            Normal {
-                outcomes: 10_000,
-                failures: 600
-            }
-        ));
+    fn stirling_matches_exact_factorials() {
+        for n in [16u64, 17, 20, 50, 100] {
+            let exact: f64 = (2..=n).map(|i| (i as f64).ln()).sum();
+            assert!((ln_factorial(n as f64) - exact).abs() < 1e-9, "{n}");
+        }
     }
 }

@@ -143,6 +143,33 @@ impl Histogram {
         }
         None
     }
+
+    /// How many of everything in `parts` lie above `nanos`: whole buckets above it, and of the
+    /// bucket that holds it the share of its width above it (samples taken as spread evenly
+    /// over a bucket).
+    pub(crate) fn count_above<'a>(
+        parts: impl Iterator<Item = &'a Histogram> + Clone,
+        nanos: u64,
+    ) -> u64 {
+        let holder = bucket_of(nanos);
+        let (low, width) = bounds(holder);
+        let in_holder: u64 = parts.clone().map(|h| u64::from(h.counts[holder])).sum();
+        let above_in_holder = if nanos >= low + width {
+            0
+        } else {
+            let share = (low + width - nanos.max(low)) as f64 / width as f64;
+            (in_holder as f64 * share).round() as u64
+        };
+        let beyond: u64 = parts
+            .map(|h| {
+                h.counts[holder + 1..]
+                    .iter()
+                    .map(|&c| u64::from(c))
+                    .sum::<u64>()
+            })
+            .sum();
+        above_in_holder + beyond
+    }
 }
 
 #[cfg(test)]

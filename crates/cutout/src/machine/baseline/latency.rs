@@ -40,6 +40,13 @@ impl LatencyBaseline {
         }
     }
 
+    /// The samples over the window at `now`, and how many of them are above `nanos`.
+    pub(crate) fn share_above(&self, now: u64, nanos: u64) -> (u64, u64) {
+        let live = self.slices.live(now);
+        let samples: u64 = live.clone().map(Histogram::total).sum();
+        (samples, Histogram::count_above(live, nanos))
+    }
+
     /// The normal latency in nanoseconds; `None` until armed.
     pub(crate) fn normal(&self, now: u64) -> Option<u64> {
         let live = self.slices.live(now);

@@ -2,8 +2,20 @@
 
 use super::{Mark, Totals};
 
-/// A call's code in the ring: bit 0 failure, bits 1–7 its slow weight.
-const FAILURE: u8 = 0b01;
+/// A call's code in the ring: bit 0 failure, bit 1 slow, bit 2 timed.
+const FAILURE: u8 = 0b001;
+const SLOW: u8 = 0b010;
+const TIMED: u8 = 0b100;
+
+fn code(mark: Mark) -> u8 {
+    (if mark.failure { FAILURE } else { 0 })
+        | (if mark.slow { SLOW } else { 0 })
+        | (if mark.timed { TIMED } else { 0 })
+}
+
+fn bit(code: u8, flag: u8) -> u64 {
+    u64::from(code & flag != 0)
+}
 
 /// The last `size` counted calls. Memory: one byte per call, allocated up front so that no
 /// call ever allocates.
@@ -14,6 +26,7 @@ pub(crate) struct CountWindow {
     head: usize,
     failures: u64,
     slow: u64,
+    timed: u64,
 }
 
 impl CountWindow {
@@ -24,66 +37,75 @@ impl CountWindow {
             head: 0,
             failures: 0,
             slow: 0,
+            timed: 0,
         }
     }
 
     pub(crate) fn record(&mut self, mark: Mark) {
-        let code = (if mark.failure { FAILURE } else { 0 }) | (mark.slow.min(127) << 1);
+        let code = code(mark);
         if self.ring.len() < self.size {
             self.ring.push(code);
         } else {
             let old = std::mem::replace(&mut self.ring[self.head], code);
-            self.failures -= u64::from(old & FAILURE != 0);
-            self.slow -= u64::from(old >> 1);
+            self.failures -= bit(old, FAILURE);
+            self.slow -= bit(old, SLOW);
+            self.timed -= bit(old, TIMED);
             // A compare, not a `%`: a failure folds in a run of successes one by one.
             self.head += 1;
             if self.head == self.size {
                 self.head = 0;
             }
         }
-        self.failures += u64::from(mark.failure);
-        self.slow += u64::from(mark.slow.min(127));
+        self.failures += bit(code, FAILURE);
+        self.slow += bit(code, SLOW);
+        self.timed += bit(code, TIMED);
     }
 
-    /// Records `n` successes: a ring's worth or more leaves it full of successes.
-    pub(crate) fn record_successes(&mut self, n: u64) {
+    /// Records `n` successes, `timed` of them timed (recorded last): a ring's worth or more
+    /// leaves it full of successes.
+    pub(crate) fn record_successes(&mut self, n: u64, timed: u64) {
+        let timed = timed.min(n);
         if n >= self.size as u64 {
+            let timed = timed.min(self.size as u64) as usize;
             self.ring.clear();
-            self.ring.resize(self.size, 0);
+            self.ring.resize(self.size - timed, 0);
+            self.ring.resize(self.size, TIMED);
             self.head = 0;
             self.failures = 0;
             self.slow = 0;
+            self.timed = timed as u64;
             return;
         }
-        for _ in 0..n {
+        for i in 0..n {
             self.record(Mark {
                 failure: false,
-                slow: 0,
+                slow: false,
+                timed: i >= n - timed,
             });
         }
     }
 
-    /// The totals as if `n` more successes had been recorded, changing nothing: the window
-    /// fills, then the `n` oldest calls slide out.
-    pub(crate) fn totals_after_successes(&self, n: u64) -> Totals {
+    /// The totals as if `n` more successes, `timed` of them timed, had been recorded, changing
+    /// nothing: the window fills, then the `n` oldest calls slide out.
+    pub(crate) fn totals_after_successes(&self, n: u64, timed: u64) -> Totals {
+        let mut ahead = self.totals();
+        let timed = timed.min(n);
+        let kept = n.min(self.size as u64);
+        // The new successes that stay: the last `kept` of them, timed ones last.
+        let timed_kept = timed.min(kept);
         let free = (self.size - self.ring.len()) as u64;
         let pushed = usize::try_from(n.saturating_sub(free)).unwrap_or(usize::MAX);
-        let mut totals = self.totals();
-        totals.calls = (totals.calls + n).min(self.size as u64);
-        if pushed >= self.size {
-            return Totals {
-                calls: self.size as u64,
-                ..Totals::default()
-            };
-        }
+        ahead.calls = (ahead.calls + n).min(self.size as u64);
         // The oldest call is at `head` (0 until the ring is full); calls pushed out beyond the
-        // ring's are among the new successes.
+        // ring's own are among the new successes.
         for i in 0..pushed.min(self.ring.len()) {
             let old = self.ring[(self.head + i) % self.size];
-            totals.failures -= u64::from(old & FAILURE != 0);
-            totals.slow -= u64::from(old >> 1);
+            ahead.failures -= bit(old, FAILURE);
+            ahead.slow -= bit(old, SLOW);
+            ahead.timed -= bit(old, TIMED);
         }
-        totals
+        ahead.timed += timed_kept;
+        ahead
     }
 
     pub(crate) fn capacity(&self) -> u64 {
@@ -95,6 +117,7 @@ impl CountWindow {
             calls: self.ring.len() as u64,
             failures: self.failures,
             slow: self.slow,
+            timed: self.timed,
         }
     }
 
@@ -103,6 +126,7 @@ impl CountWindow {
         self.head = 0;
         self.failures = 0;
         self.slow = 0;
+        self.timed = 0;
     }
 
     pub(crate) fn is_full_and_clean(&self) -> bool {
@@ -117,30 +141,29 @@ mod tests {
     const OK: Mark = Mark::OK;
     const FAIL: Mark = Mark::FAIL;
     const SLOW_OK: Mark = Mark::SLOW_OK;
+    const TIMED_OK: Mark = Mark {
+        timed: true,
+        ..Mark::OK
+    };
+
+    fn totals(calls: u64, failures: u64, slow: u64, timed: u64) -> Totals {
+        Totals {
+            calls,
+            failures,
+            slow,
+            timed,
+        }
+    }
 
     #[test]
     fn slides_over_the_last_n_calls() {
         let mut window = CountWindow::new(3);
         window.record(FAIL);
         window.record(SLOW_OK);
-        assert_eq!(
-            window.totals(),
-            Totals {
-                calls: 2,
-                failures: 1,
-                slow: 1
-            }
-        );
+        assert_eq!(window.totals(), totals(2, 1, 1, 1));
         window.record(OK);
         window.record(OK); // pushes the failure out
-        assert_eq!(
-            window.totals(),
-            Totals {
-                calls: 3,
-                failures: 0,
-                slow: 1
-            }
-        );
+        assert_eq!(window.totals(), totals(3, 0, 1, 1));
         assert!(!window.is_full_and_clean());
         window.record(OK); // pushes the slow call out
         assert!(window.is_full_and_clean());
@@ -156,48 +179,43 @@ mod tests {
             window.record(FAIL);
             window.record(SLOW_OK);
         }
-        bulk.record_successes(3);
-        for _ in 0..3 {
-            single.record(OK);
+        bulk.record_successes(3, 1);
+        for mark in [OK, OK, TIMED_OK] {
+            single.record(mark);
         }
         assert_eq!(bulk.totals(), single.totals());
-        assert_eq!(
-            bulk.totals(),
-            Totals {
-                calls: 4,
-                failures: 0,
-                slow: 1
-            }
-        );
-        bulk.record_successes(10);
+        assert_eq!(bulk.totals(), totals(4, 0, 1, 2));
+        bulk.record_successes(10, 0);
         assert!(bulk.is_full_and_clean());
     }
 
     proptest::proptest! {
-        /// Any mix of single marks and runs of successes: a run slides the window exactly as
-        /// that many single successes would, filling, wrapping or replacing the whole ring.
+        /// Any mix of single marks and runs of successes (some of them timed, last): a run
+        /// slides the window exactly as that many single successes would, filling, wrapping or
+        /// replacing the whole ring, and reading a run ahead changes nothing.
         #[test]
         fn runs_of_successes_slide_like_single_ones(
             size in 1u32..9,
-            steps in proptest::collection::vec((0u64..20, 0u8..3), 1..60),
+            steps in proptest::collection::vec((0u64..20, 0u64..20, 0u8..4), 1..60),
         ) {
             let mut bulk = CountWindow::new(size);
             let mut single = CountWindow::new(size);
-            for (n, kind) in steps {
-                // A run of `n` successes, then one mark of the drawn kind.
-                proptest::prop_assert_eq!(bulk.totals_after_successes(n), {
+            for (n, timed, kind) in steps {
+                let timed = timed.min(n);
+                let run: Vec<Mark> = (0..n).map(|i| if i >= n - timed { TIMED_OK } else { OK }).collect();
+                proptest::prop_assert_eq!(bulk.totals_after_successes(n, timed), {
                     let mut ahead = bulk.clone();
-                    for _ in 0..n {
-                        ahead.record(OK);
+                    for &mark in &run {
+                        ahead.record(mark);
                     }
                     ahead.totals()
                 });
-                bulk.record_successes(n);
-                for _ in 0..n {
-                    single.record(OK);
+                bulk.record_successes(n, timed);
+                for &mark in &run {
+                    single.record(mark);
                 }
                 proptest::prop_assert_eq!(bulk.totals(), single.totals());
-                let mark = [OK, FAIL, SLOW_OK][usize::from(kind)];
+                let mark = [OK, FAIL, SLOW_OK, TIMED_OK][usize::from(kind)];
                 bulk.record(mark);
                 single.record(mark);
                 proptest::prop_assert_eq!(bulk.totals(), single.totals());

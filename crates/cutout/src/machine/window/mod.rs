@@ -13,7 +13,11 @@ pub(crate) use time::TimeWindow;
 pub(crate) struct Totals {
     pub(crate) calls: u64,
     pub(crate) failures: u64,
+    /// Slow calls among the timed ones.
     pub(crate) slow: u64,
+    /// Calls whose duration was measured: all of them, a sample of them, or none (see
+    /// [`Totals::slow_share`]).
+    pub(crate) timed: u64,
 }
 
 impl std::ops::Add for Totals {
@@ -24,16 +28,30 @@ impl std::ops::Add for Totals {
             calls: self.calls + other.calls,
             failures: self.failures + other.failures,
             slow: self.slow + other.slow,
+            timed: self.timed + other.timed,
         }
     }
 }
 
 impl Totals {
-    /// With slow calls no more than calls.
-    fn capped(self) -> Totals {
-        Totals {
-            slow: self.slow.min(self.calls),
-            ..self
+    /// The share of slow calls: slow over timed calls. Where every call is timed it is exact;
+    /// where a random sample is, it estimates the window's share without weighing any call, so
+    /// it never exceeds 1 and no sample stands apart from the calls it was drawn among. 0 with
+    /// nothing timed.
+    pub(crate) fn slow_share(self) -> f64 {
+        if self.timed == 0 {
+            0.0
+        } else {
+            self.slow as f64 / self.timed as f64
+        }
+    }
+
+    /// The estimated number of slow calls among all calls: the slow share of the calls.
+    pub(crate) fn estimated_slow(self) -> u64 {
+        if self.timed >= self.calls {
+            self.slow
+        } else {
+            (self.slow_share() * self.calls as f64).round() as u64
         }
     }
 }
@@ -42,9 +60,10 @@ impl Totals {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub(crate) failure: bool,
-    /// 0, or how many calls this slow one stands for (more than 1 when only a sample of calls
-    /// is timed).
-    pub(crate) slow: u8,
+    /// Timed, and slower than the threshold.
+    pub(crate) slow: bool,
+    /// Timed.
+    pub(crate) timed: bool,
 }
 
 /// The marks the windows' tests record.
@@ -52,15 +71,18 @@ pub(crate) struct Mark {
 impl Mark {
     pub(crate) const OK: Mark = Mark {
         failure: false,
-        slow: 0,
+        slow: false,
+        timed: false,
     };
     pub(crate) const FAIL: Mark = Mark {
         failure: true,
-        slow: 0,
+        slow: false,
+        timed: false,
     };
     pub(crate) const SLOW_OK: Mark = Mark {
         failure: false,
-        slow: 1,
+        slow: true,
+        timed: true,
     };
 }
 
@@ -86,11 +108,12 @@ impl Window {
         }
     }
 
-    /// Records `n` fast successes that all happened in the bucket of `at`.
-    pub(crate) fn record_successes(&mut self, at: u64, n: u64) {
+    /// Records `n` successes counted off the lock, `timed` of them timed (none slow), all
+    /// in the bucket of `at`.
+    pub(crate) fn record_successes(&mut self, at: u64, n: u64, timed: u64) {
         match self {
-            Window::Count(window) => window.record_successes(n),
-            Window::Time(window) => window.record_successes(at, n),
+            Window::Count(window) => window.record_successes(n, timed),
+            Window::Time(window) => window.record_successes(at, n, timed),
         }
     }
 
@@ -111,30 +134,33 @@ impl Window {
         }
     }
 
-    /// The counts at `now`. A slow sample may stand for more calls than it is (see `Mark`):
-    /// the estimate of slow calls never exceeds the calls the window holds.
+    /// The counts at `now`.
     pub(crate) fn totals(&self, now: u64) -> Totals {
         match self {
             Window::Count(window) => window.totals(),
             Window::Time(window) => window.totals(now),
         }
-        .capped()
     }
 
     /// The counts at `now` as if `n` more successes had landed at `at`, changing nothing (for
     /// reads of successes not yet folded).
-    pub(crate) fn totals_with_successes(&self, now: u64, at: u64, n: u64) -> Totals {
+    pub(crate) fn totals_with_successes(
+        &self,
+        now: u64,
+        at: u64,
+        (n, timed): (u64, u64),
+    ) -> Totals {
         match self {
-            Window::Count(window) => window.totals_after_successes(n),
+            Window::Count(window) => window.totals_after_successes(n, timed),
             Window::Time(window) => {
                 let mut totals = window.totals(now);
                 if window.holds(at, now) {
                     totals.calls += n;
+                    totals.timed += timed;
                 }
                 totals
             }
         }
-        .capped()
     }
 
     pub(crate) fn clear(&mut self) {

@@ -6,27 +6,30 @@ use super::{Mark, Totals};
 use crate::machine::summed::{Counts, SummedSlices};
 
 /// The calls of the last `span`, in one bucket per second of the span (at least 10, at most
-/// 60 buckets). Memory is fixed at construction: 16 bytes a bucket (480 for the default 30 s).
+/// 60 buckets). Memory is fixed at construction: 24 bytes a bucket (720 for the default 30 s).
 #[derive(Debug, Clone)]
 pub(crate) struct TimeWindow {
     buckets: SummedSlices<Bucket>,
 }
 
-/// One bucket's counts, 16 bytes: calls in a `u64`, failures and slow calls in `u32`s,
+/// One bucket's counts, 24 bytes: calls in a `u64`; failures, slow and timed calls in `u32`s,
 /// saturating. Sums over the window are [`Totals`] of `u64`s.
 ///
 /// Calls are a `u64` because successes arrive in bulk from the fast path: a 60 s bucket (a
 /// 1-hour window's) on a many-core machine can see more than 2^32 of them, and a saturated call
 /// count would raise the failure and slow ratios, and could trip a healthy breaker. Failures and
-/// slow calls come one locked operation each (a slow sampled call adds the calls it stands
-/// for): 2^32 in a 60 s bucket is 72 million a second, more than a lock passes; only windows of
-/// days, whose buckets last many minutes, could get there, in a sustained outage. If one does
-/// saturate, its ratio reads low: the breaker trips later, never falsely.
+/// slow calls come one locked operation each: 2^32 in a 60 s bucket is 72 million a second,
+/// more than a lock passes; only windows of days, whose buckets last many minutes, could get
+/// there, in a sustained outage. If one does saturate, its ratio reads low: the breaker trips
+/// later, never falsely. Timed calls are at most one in eight of the calls above 8,192 a
+/// window; saturated, the slow share would read high, but only after 2^32 timed calls in one
+/// bucket, which the slow ones, each under the lock, would have tripped long before.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Bucket {
     calls: u64,
     failures: u32,
     slow: u32,
+    timed: u32,
 }
 
 impl crate::machine::slices::Reset for Bucket {
@@ -51,6 +54,7 @@ impl Counts for Bucket {
             calls: n.calls,
             failures: add_u32(&mut self.failures, n.failures),
             slow: add_u32(&mut self.slow, n.slow),
+            timed: add_u32(&mut self.timed, n.timed),
         }
     }
 
@@ -59,6 +63,7 @@ impl Counts for Bucket {
             calls: self.calls,
             failures: u64::from(self.failures),
             slow: u64::from(self.slow),
+            timed: u64::from(self.timed),
         }
     }
 }
@@ -79,15 +84,17 @@ impl TimeWindow {
                 calls: 1,
                 failures: u64::from(mark.failure),
                 slow: u64::from(mark.slow),
+                timed: u64::from(mark.timed),
             },
         );
     }
 
-    pub(crate) fn record_successes(&mut self, at: u64, n: u64) {
+    pub(crate) fn record_successes(&mut self, at: u64, n: u64, timed: u64) {
         self.buckets.add(
             at,
             Totals {
                 calls: n,
+                timed,
                 ..Totals::default()
             },
         );
@@ -134,7 +141,7 @@ mod tests {
             Totals {
                 calls: 1,
                 failures: 0,
-                slow: 0
+                ..Totals::default()
             }
         );
         assert_eq!(window.totals(31 * SEC), Totals::default());
@@ -145,18 +152,18 @@ mod tests {
             Totals {
                 calls: 2,
                 failures: 0,
-                slow: 0
+                ..Totals::default()
             }
         );
     }
 
     #[test]
-    fn a_bucket_is_16_bytes_and_saturates_low() {
-        assert_eq!(std::mem::size_of::<Bucket>(), 16);
+    fn a_bucket_is_24_bytes_and_saturates_low() {
+        assert_eq!(std::mem::size_of::<Bucket>(), 24);
         let many = Totals {
             calls: 1 << 40,
             failures: u64::from(u32::MAX) - 1,
-            slow: 0,
+            ..Totals::default()
         };
         let mut window = TimeWindow::new(Duration::from_secs(30));
         window.buckets.add(0, many);
@@ -175,7 +182,7 @@ mod tests {
             Totals {
                 calls: (1 << 40) + 2,
                 failures: u64::from(u32::MAX),
-                slow: 0,
+                ..Totals::default()
             }
         );
         // Sums over buckets are u64.
