@@ -37,6 +37,7 @@ impl Breaker {
         let mut machine = lock(&s.machine);
         #[cfg(feature = "metrics")]
         let state_before = machine.state();
+        machine.settle(now);
         let generation = machine.generation();
         let folded = machine.absorb(now, s.hot.cells.fold(generation));
         let full = sample.is_some() || s.hot.cells.samples_full();
@@ -68,6 +69,7 @@ impl Breaker {
         let mut machine = lock(&s.machine);
         #[cfg(feature = "metrics")]
         let state_before = machine.state();
+        machine.settle(now);
         let generation = machine.generation();
         machine.absorb_counts(s.hot.cells.fold(generation));
         if s.hot.adaptive_slow {

@@ -178,8 +178,12 @@ impl Breaker {
         match admission {
             Admission::Admit { generation, role } => match (role, s.hot.timing) {
                 (Role::Uncounted, _) | (_, Timing::None) => Ticket::new(generation, role, 0),
-                // A call admitted while closed is timed as its mode says.
-                (Role::Normal, Timing::Sampled) if !timed => Ticket::new(generation, role, 0),
+                // A call admitted while closed is timed as its mode says: drawn on the quick
+                // path, or every call where the word just published says so (a breaker that
+                // closed from a ramp, say).
+                (Role::Normal, Timing::Sampled) if !timed && !self.word().is_exact() => {
+                    Ticket::new(generation, role, 0)
+                }
                 (Role::Normal, _) => self.normal_ticket(generation, s.hot.clock.now()),
                 // Probes and ramp calls decide: always timed, each for itself.
                 (Role::Probe | Role::Ramp, _) => {

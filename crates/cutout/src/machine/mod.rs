@@ -216,11 +216,16 @@ impl Machine {
     ///
     /// They land in the bucket of the last locked operation: every success counted off the
     /// lock came before `fast_until`, the next boundary after it, so in that bucket.
+    ///
+    /// The trip rules judge the window as those successes left it: as of the last locked
+    /// operation's time, which is in the same bucket as every one of them. The window at
+    /// `now` may have lost a bucket since, but no outcome has been counted in it yet: the
+    /// call whose operation this is will be, and judged then.
     pub(crate) fn absorb(&mut self, now: u64, successes: (u64, u64)) -> Option<Transition> {
         if !self.absorb_counts(successes) {
             return None;
         }
-        let reason = self.trip_reason(now)?;
+        let reason = self.trip_reason(self.fast_since)?;
         self.trip(now, reason)
     }
 
@@ -588,6 +593,14 @@ impl Machine {
         }
         self.finish_ramp(now);
         None
+    }
+
+    /// Brings the machine to `now` before any locked operation: a ramp that has run out by
+    /// the clock is closed (silently: the Closed event was raised when it started), so that
+    /// no outcome, control or read judges it as still recovering. (The lazy half-open is not
+    /// settled here: it raises an event, and only a call may cause it.)
+    pub(crate) fn settle(&mut self, now: u64) {
+        self.finish_ramp(now);
     }
 
     /// Ends a ramp that has run out: closed, silently (the Closed event was raised when it

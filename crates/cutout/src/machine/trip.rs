@@ -73,7 +73,7 @@ pub(crate) fn ratio_trip(
     if let (Some(relative), Some(normal)) = (settings.relative_failures(), baselines.failures)
         && totals.failures >= 2
         && rate >= relative.floor
-        && rate > relative.multiple * normal.rate()
+        && above_multiple(totals, normal, relative.multiple)
         && beyond_chance(
             totals.failures,
             totals.calls,
@@ -99,6 +99,15 @@ pub(crate) fn ratio_trip(
         return Some(OpenReason::SlowCallRatio);
     }
     None
+}
+
+/// Whether the window's failure rate is above `multiple` × the baseline's, compared as
+/// products of whole counts (f/n > m·F/O as f·O > m·F·n), so that a rate at exactly the
+/// multiple is not above it by a rounding of two quotients.
+fn above_multiple(totals: Totals, normal: Share, multiple: f64) -> bool {
+    let window = u128::from(totals.failures) * u128::from(normal.of);
+    let baseline = u128::from(normal.part) * u128::from(totals.calls);
+    window as f64 > multiple * baseline as f64
 }
 
 /// Whether `k` of `n` is more than chance at rate `p`: the binomial tail P(X ≥ k) is below
@@ -154,6 +163,19 @@ mod tests {
         assert!(beyond_chance(3, 20, rate, FAILURE_CHANCE));
         // An outage: every call fails.
         assert!(beyond_chance(500, 500, 0.06, FAILURE_CHANCE));
+    }
+
+    #[test]
+    fn a_rate_at_exactly_the_multiple_is_not_above_it() {
+        // 10 of 28 is exactly 5 × 11 of 154; the quotients round the other way.
+        let window = Totals {
+            calls: 28,
+            failures: 10,
+            ..Totals::default()
+        };
+        let normal = Share { of: 154, part: 11 };
+        assert!(!above_multiple(window, normal, 5.0));
+        assert!(above_multiple(window, normal, 4.99));
     }
 
     #[test]
