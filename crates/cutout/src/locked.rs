@@ -40,8 +40,11 @@ impl Breaker {
         machine.settle(now);
         let generation = machine.generation();
         let folded = machine.absorb(now, s.hot.cells.fold(generation));
-        let full = sample.is_some() || s.hot.cells.samples_full();
-        if s.hot.adaptive_slow && (full || machine.wants_latency(now)) {
+        // Only a breaker that measures latency has samples (reading the lanes would fetch
+        // every other core's line for nothing).
+        if s.hot.adaptive_slow
+            && (sample.is_some() || machine.wants_latency(now) || s.hot.cells.samples_full())
+        {
             self.merge_samples(&mut machine, now, sample);
         }
         let hung = if s.hot.adaptive_slow && machine.wants_in_flight(now) {

@@ -376,3 +376,30 @@ fn a_reset_releases_what_an_open_gate_took() {
     breaker.reset();
     assert!(events.lock().unwrap().is_empty());
 }
+
+#[test]
+fn a_panicking_open_gate_keeps_the_breaker_closed_and_serving() {
+    // The gate is user code run under the breaker's lock: its panic must neither reach the
+    // caller nor poison the breaker.
+    let breaker = Breaker::builder("gate-panics")
+        .settings(
+            Settings::builder()
+                .consecutive_failures(Some(1))
+                .build()
+                .unwrap(),
+        )
+        .clock(ManualClock::new())
+        .open_gate(|_| panic!("the fleet's counter is unreachable"))
+        .build();
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        breaker.call(|| Err::<(), ()>(()))
+    }));
+    assert!(failed.is_ok(), "the gate's panic reached the caller");
+    assert_eq!(
+        breaker.state(),
+        State::Closed,
+        "a refused gate keeps it closed"
+    );
+    assert_eq!(breaker.snapshot().suppressed_opens, 1);
+    breaker.call(|| Ok::<(), ()>(())).expect("still serving");
+}
