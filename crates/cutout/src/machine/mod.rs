@@ -330,9 +330,16 @@ impl Machine {
         self.normal_latency.map(Duration::from_nanos)
     }
 
-    /// The measured normal failure rate at `now`, with `pending` successes not yet folded.
+    /// The measured normal failure rate at `now`, with `pending` successes not yet folded:
+    /// counted where the next fold will put them (the last locked operation's slice), so not
+    /// at all once that slice has left the baseline's window.
     pub(crate) fn normal_failure_rate(&self, now: u64, pending: u64) -> Option<f64> {
-        self.normal(now, pending).map(Share::rate)
+        let held = self
+            .failure_baseline
+            .as_ref()
+            .is_some_and(|baseline| baseline.holds(self.fast_since, now));
+        self.normal(now, if held { pending } else { 0 })
+            .map(Share::rate)
     }
 
     /// The failure baseline at `now` as the trips read it, with `extra` more successes;

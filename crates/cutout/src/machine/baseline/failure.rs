@@ -84,6 +84,11 @@ impl FailureBaseline {
         (outcomes >= MIN_OUTCOMES).then_some((outcomes, failures))
     }
 
+    /// Whether outcomes recorded at `at` still count at `now`.
+    pub(crate) fn holds(&self, at: u64, now: u64) -> bool {
+        self.slices.holds(at, now)
+    }
+
     /// How many more outcomes arm the baseline at `now` (0 once armed).
     pub(crate) fn outcomes_to_arm(&self, now: u64) -> u64 {
         MIN_OUTCOMES.saturating_sub(self.totals(now).0)
