@@ -34,33 +34,24 @@ impl Breaker {
         f: impl FnOnce(&mut Machine) -> (R, Option<Transition>),
     ) -> R {
         let s = &*self.shared;
-        let mut machine = lock(&s.machine);
-        #[cfg(feature = "metrics")]
-        let state_before = machine.state();
-        machine.settle(now);
-        let generation = machine.generation();
-        let folded = machine.absorb(now, s.hot.cells.fold(generation));
-        // Only a breaker that measures latency has samples (reading the lanes would fetch
-        // every other core's line for nothing).
-        if s.hot.adaptive_slow
-            && (sample.is_some() || machine.wants_latency(now) || s.hot.cells.samples_full())
-        {
-            self.merge_samples(&mut machine, now, sample);
-        }
-        let hung = if s.hot.adaptive_slow && machine.wants_in_flight(now) {
-            machine.check_in_flight(now, s.hot.cells.tracked())
-        } else {
-            None
-        };
-        let (result, own) = f(&mut machine);
-        self.publish(&mut machine, generation, now);
-        #[cfg(feature = "metrics")]
-        if machine.state() != state_before {
-            // Under the lock, so gauge updates land in the order of the transitions.
-            s.metrics.set_state(machine.state());
-        }
-        drop(machine);
-        for transition in [folded, hung, own].into_iter().flatten() {
+        let (result, transitions) = self.locked(now, |machine, folded| {
+            let folded = machine.absorb(now, folded);
+            // Only a breaker that measures latency has samples (reading the lanes would fetch
+            // every other core's line for nothing).
+            if s.hot.adaptive_slow
+                && (sample.is_some() || machine.wants_latency(now) || s.hot.cells.samples_full())
+            {
+                self.merge_samples(machine, now, sample);
+            }
+            let hung = if s.hot.adaptive_slow && machine.wants_in_flight(now) {
+                machine.check_in_flight(now, s.hot.cells.tracked())
+            } else {
+                None
+            };
+            let (result, own) = f(machine);
+            (result, [folded, hung, own])
+        });
+        for transition in transitions.into_iter().flatten() {
             self.emit(transition, now);
         }
         result
@@ -68,22 +59,34 @@ impl Breaker {
 
     /// A control at `now` (`reset`, `isolate`, `disable`): no trip rule runs, no event.
     pub(crate) fn control(&self, now: u64, f: impl FnOnce(&mut Machine)) {
+        self.locked(now, |machine, folded| {
+            machine.absorb_counts(folded);
+            if self.shared.hot.adaptive_slow {
+                self.merge_samples(machine, now, None);
+            }
+            f(machine);
+        });
+    }
+
+    /// What every locked operation does around its own step `body`: lock, settle the machine
+    /// at `now`, fold the cells (handed to `body`), and publish the hot path's values before
+    /// letting go of the lock.
+    fn locked<R>(&self, now: u64, body: impl FnOnce(&mut Machine, (u64, u64)) -> R) -> R {
         let s = &*self.shared;
         let mut machine = lock(&s.machine);
         #[cfg(feature = "metrics")]
         let state_before = machine.state();
         machine.settle(now);
         let generation = machine.generation();
-        machine.absorb_counts(s.hot.cells.fold(generation));
-        if s.hot.adaptive_slow {
-            self.merge_samples(&mut machine, now, None);
-        }
-        f(&mut machine);
+        let folded = s.hot.cells.fold(generation);
+        let result = body(&mut machine, folded);
         self.publish(&mut machine, generation, now);
         #[cfg(feature = "metrics")]
         if machine.state() != state_before {
+            // Under the lock, so gauge updates land in the order of the transitions.
             s.metrics.set_state(machine.state());
         }
+        result
     }
 
     /// A read: `f` gets the machine and the successes waiting in the cells (how many, and how
