@@ -88,7 +88,7 @@ pub(crate) enum Timing {
     All,
     /// Only the relative slow-call rule needs durations: every call at low traffic, one in
     /// [`SAMPLE`](crate::front::cells::SAMPLE) per line above it (probes and ramp calls always). A
-    /// sample measures the baseline and stands for the calls it was chosen among.
+    /// sample measures the baseline and estimates the window's slow share.
     Sampled,
 }
 

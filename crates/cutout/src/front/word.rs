@@ -17,7 +17,7 @@
 //!   before `fast_until` can trip the breaker (see `Machine::successes_can_trip`). A success
 //!   may then be counted in its thread's cell (`cells.rs`), which the next locked operation
 //!   folds into every consumer and follows with the trip rules.
-//! - *Exact*: every call is timed and weighs one (a sampled breaker at low traffic; see
+//! - *Exact*: every call is timed (a sampled breaker at low traffic; see
 //!   `Machine::publish`).
 
 use crate::state::State;
@@ -77,7 +77,7 @@ impl Word {
         self.generation() == generation && self.0 & FAST != 0
     }
 
-    /// Whether every call is timed and weighs one.
+    /// Whether every call is timed.
     #[inline]
     pub(crate) const fn is_exact(self) -> bool {
         self.0 & EXACT != 0

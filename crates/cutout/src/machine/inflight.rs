@@ -8,8 +8,8 @@
 //! `cells.rs`). Under the lock, the breaker notes the started total now and then ([`Marks`]);
 //! at time `now`, the tracked calls started before `now − threshold` number at least
 //! `started(then) − finished` still in flight (at most `finished` of them can have finished).
-//! That lower bound counts real calls: the machine weighs it as the window's slow calls are
-//! weighed (see `Machine::check_in_flight`). No per-call allocation and no scan of calls in
+//! That lower bound counts real calls, each a timed call already slow (see
+//! `Machine::check_in_flight`). No per-call allocation and no scan of calls in
 //! flight: two counter adds per tracked call, a bounded ring under the lock.
 
 /// Marks kept, spaced by a third of the threshold: they reach back four thresholds. A call

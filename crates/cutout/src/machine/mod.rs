@@ -401,8 +401,8 @@ impl Machine {
             && self.failure_baseline.is_none()
             && self.untimed
             && fast_until == u64::MAX;
-        // Low traffic: time every call, each weighing one (DESIGN: estimates only where a few
-        // hundred calls per trip window make them good ones).
+        // Low traffic: time every call (DESIGN: estimates only where enough calls per trip
+        // window make them good ones; 8,192, for the bound in `SlowCalls`).
         let exact = self.exact(now);
         Published {
             word: Word::new(self.state, self.generation, Flags { still, fast, exact }),
