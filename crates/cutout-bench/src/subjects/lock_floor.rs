@@ -30,6 +30,8 @@ pub enum Counting {
     Swapped,
     /// A load and a store of the thread's own line; a failure reads every line.
     Stored,
+    /// `fetch_add` on the thread's line; a failure reads every line and keeps what it read.
+    Added,
 }
 
 /// Two threads' lines (the harness runs at most two).
@@ -94,6 +96,9 @@ impl Call for LockFloorHandle {
             Counting::Stored => {
                 count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
+            Counting::Added => {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
         }
         Outcome::Ok
     }
@@ -106,7 +111,7 @@ fn failure(state: &State) {
     for (count, seen) in state.counts.iter().zip(seen.iter_mut()) {
         *total += match state.counting {
             Counting::Swapped => count.swap(0, Ordering::Relaxed),
-            Counting::Stored => {
+            Counting::Stored | Counting::Added => {
                 let now = count.load(Ordering::Relaxed);
                 now - std::mem::replace(seen, now)
             }
@@ -121,7 +126,7 @@ mod tests {
 
     #[test]
     fn a_failure_takes_every_threads_successes_once() {
-        for counting in [Counting::Swapped, Counting::Stored] {
+        for counting in [Counting::Swapped, Counting::Stored, Counting::Added] {
             let floor = LockFloor::new(counting);
             let (mut a, mut b) = (floor.handle(), floor.handle());
             assert_ne!(
