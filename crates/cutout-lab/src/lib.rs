@@ -26,7 +26,7 @@ pub mod report;
 pub mod scenario;
 pub mod sim;
 
-pub use report::Metrics;
+pub use report::{Figure, Metrics};
 pub use scenario::Scenario;
 pub use sim::{Counts, Run};
 
@@ -41,13 +41,39 @@ pub struct Lab<'a> {
     pub metrics: Vec<Metrics>,
 }
 
+/// How far a [`Lab::run_with`] has come: simulated time done and in all, over every run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Simulated nanoseconds done, summed over the runs.
+    pub done: u64,
+    /// Simulated nanoseconds in all the runs.
+    pub total: u64,
+}
+
 impl<'a> Lab<'a> {
     /// Runs every setting of `scenario`.
     pub fn run(scenario: &'a Scenario) -> Lab<'a> {
+        Lab::run_with(scenario, &|_| {})
+    }
+
+    /// Runs every setting of `scenario`, telling `progress` how far it has come now and then
+    /// (about every simulated second, from the thread that runs the simulation).
+    pub fn run_with(scenario: &'a Scenario, progress: &(dyn Fn(Progress) + Sync)) -> Lab<'a> {
+        let each = sim::simulated_nanos(scenario);
+        let total = each * scenario.settings.len() as u64;
         let runs: Vec<Run> = scenario
             .settings
             .iter()
-            .map(|(name, settings)| sim::run(scenario, name, settings))
+            .enumerate()
+            .map(|(i, (name, settings))| {
+                let before = each * i as u64;
+                sim::run(scenario, name, settings, &|done| {
+                    progress(Progress {
+                        done: before + done.min(each),
+                        total,
+                    })
+                })
+            })
             .collect();
         let metrics = runs.iter().map(|r| Metrics::of(scenario, r)).collect();
         Lab {

@@ -105,6 +105,88 @@ impl Metrics {
     }
 }
 
+/// One figure of a report, as a number: what [`Metrics::figures`] lists.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figure {
+    /// The row label (stable: the multi-seed table and the sweep key on it).
+    pub name: &'static str,
+    /// The value; `None` where the figure does not exist in this run (no trip, no recovery).
+    pub value: Option<f64>,
+    /// Whether larger is better (`Some(true)`), worse (`Some(false)`), or neither (`None`).
+    pub better: Option<bool>,
+}
+
+impl Metrics {
+    /// Every figure of this report as a number, in table order: what a report over many
+    /// seeds averages.
+    pub fn figures(&self) -> Vec<Figure> {
+        let c = &self.counts;
+        let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
+        let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+        let figure = |name, value, better| Figure {
+            name,
+            value,
+            better,
+        };
+        vec![
+            figure(
+                "first trip after incident start (s)",
+                secs(self.time_to_trip),
+                None,
+            ),
+            figure(
+                "pods tripped after incident start",
+                Some(f64::from(self.pods_tripped)),
+                None,
+            ),
+            figure(
+                "calls that reached the failing dependency",
+                Some(self.reached_failing as f64),
+                Some(false),
+            ),
+            figure(
+                "refused calls that would have succeeded",
+                Some(self.refused_would_succeed as f64),
+                Some(false),
+            ),
+            figure(
+                "most probes reaching it in any 1 s",
+                Some(f64::from(self.max_probes_per_second)),
+                Some(false),
+            ),
+            figure(
+                "recovery to full traffic (s)",
+                secs(self.recovery_to_full),
+                Some(false),
+            ),
+            figure("trips", Some(f64::from(self.trips)), None),
+            figure("re-trips", Some(f64::from(self.re_trips)), Some(false)),
+            figure(
+                "trips with no incident in force",
+                Some(f64::from(self.false_trips)),
+                Some(false),
+            ),
+            figure(
+                "probes that re-opened",
+                Some(f64::from(self.probe_reopens)),
+                None,
+            ),
+            figure("requests", Some(c.requests as f64), None),
+            figure(
+                "requests that succeeded",
+                share(c.requests_ok, c.requests),
+                Some(true),
+            ),
+            figure("attempts refused", share(c.refused, c.attempts), None),
+            figure(
+                "attempts timed out",
+                share(c.attempts_timed_out, c.attempts),
+                Some(false),
+            ),
+        ]
+    }
+}
+
 /// The most timestamps (sorted) within any window of `width`.
 pub fn max_in_window(times: &[u64], width: u64) -> u32 {
     let mut first = 0;

@@ -70,6 +70,18 @@ pub struct Second {
     pub succeeded: u32,
     /// Admitted attempts that finished this second with a failure or a timeout.
     pub failed: u32,
+    /// Requests that ended this second, whichever way.
+    pub ended: u32,
+    /// Requests that ended this second with a success (goodput).
+    pub goodput: u32,
+    /// The median caller-side latency (arrival to end, queueing and retries included) of the
+    /// requests that ended this second, in microseconds; 0 when none ended.
+    pub latency_p50_us: u32,
+    /// The 99th percentile of the same, in microseconds; 0 when none ended.
+    pub latency_p99_us: u32,
+    /// Calls per second the dependency could serve this second, over every replica, under
+    /// the incidents in force.
+    pub capacity: u32,
     /// Probes admitted.
     pub probes: u32,
     /// Pods whose breaker was closed at the end of the second.
@@ -160,16 +172,31 @@ struct World<'a> {
 /// Each run gets a fresh thread: cutout's adaptive breakers pick which calls in flight they
 /// track with a per-thread turn counter shared by every breaker on the thread, so a second
 /// run on the same thread would start from where the first left it and track other calls.
-pub fn run(scenario: &Scenario, setting: &str, settings: &Settings) -> Run {
+pub fn run(
+    scenario: &Scenario,
+    setting: &str,
+    settings: &Settings,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Run {
     std::thread::scope(|scope| {
         scope
-            .spawn(|| run_here(scenario, setting, settings))
+            .spawn(|| run_here(scenario, setting, settings, progress))
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
 }
 
-fn run_here(scenario: &Scenario, setting: &str, settings: &Settings) -> Run {
+/// The simulated time one run reports progress over, in nanoseconds.
+pub fn simulated_nanos(scenario: &Scenario) -> u64 {
+    nanos(scenario.duration)
+}
+
+fn run_here(
+    scenario: &Scenario,
+    setting: &str,
+    settings: &Settings,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Run {
     let clock = ManualClock::new();
     let fleet = Fleet::new(&scenario.traffic, settings, &clock, scenario.seed);
     let end = nanos(scenario.duration);
@@ -193,6 +220,9 @@ fn run_here(scenario: &Scenario, setting: &str, settings: &Settings) -> Run {
         world
             .clock
             .advance(Duration::from_nanos(at - world.clock.now()));
+        if what == What::Tick {
+            progress(at);
+        }
         world.handle(at, what);
     }
     world.counts.in_flight_at_end = world.calls.iter().filter(|c| c.is_some()).count() as u64;
