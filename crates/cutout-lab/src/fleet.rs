@@ -1,5 +1,6 @@
-//! The fleet: N pods, each with its own cutout breaker, each sending requests at a rate with
-//! an attempt timeout and optional retries.
+//! The fleet: N pods, each with its own cutout breakers (one for the dependency, or one per
+//! replica), a caller pool, and requests arriving at a rate with an attempt timeout, a
+//! deadline and optional retries.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,6 +9,7 @@ use cutout::clock::ManualClock;
 use cutout::{Breaker, Settings, Transition};
 use serde::Deserialize;
 
+use crate::caller::{Pool, RetryPolicy};
 use crate::duration::{nanos, parse};
 
 /// The fleet as written in a scenario file (`[fleet]`).
@@ -26,10 +28,37 @@ pub struct FleetSpec {
     pub retries: u32,
     /// The pause before a retry (default `"100ms"`).
     pub retry_backoff: Option<String>,
+    /// How retries are decided, as a list of runs to compare: `"breaker-aware"` (the
+    /// default: cutout-tower's `BreakerRetry` rules) and `"naive"`.
+    #[serde(default)]
+    pub retry_policy: Vec<RetryPolicy>,
+    /// Concurrent calls each pod's caller pool allows (default 64).
+    pub concurrency: Option<u32>,
+    /// Requests that may wait for a slot of the pool (default 256); one more fails at once.
+    pub queue: Option<u32>,
+    /// How long the caller waits for a request, queueing and retries included (default: the
+    /// timeout times the attempts plus the backoffs between them, so that by default only the
+    /// pool's queue can run into it).
+    pub deadline: Option<String>,
+    /// Which breakers each pod keeps, as a list of runs to compare: `"dependency"` (one for
+    /// the whole dependency, the default) and `"host"` (one per replica, as cutout-tower's
+    /// keyed layer keys them; a call goes to a replica whose breaker admits it).
+    #[serde(default)]
+    pub breaker_per: Vec<BreakerPer>,
+}
+
+/// Which breakers a pod keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BreakerPer {
+    /// One breaker for the whole dependency.
+    Dependency,
+    /// One breaker per replica.
+    Host,
 }
 
 /// The fleet's traffic shape, checked.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Traffic {
     /// How many pods.
     pub pods: u32,
@@ -41,6 +70,16 @@ pub struct Traffic {
     pub retries: u32,
     /// The pause before a retry.
     pub retry_backoff: Duration,
+    /// The retry policies to run, in order (never empty).
+    pub retry_policy: Vec<RetryPolicy>,
+    /// Each pod's pool of concurrent calls.
+    pub concurrency: u32,
+    /// Requests that may wait for a slot.
+    pub queue: u32,
+    /// A request's deadline, from its arrival.
+    pub deadline: Duration,
+    /// The breaker layouts to run, in order (never empty).
+    pub breaker_per: Vec<BreakerPer>,
 }
 
 impl FleetSpec {
@@ -60,12 +99,36 @@ impl FleetSpec {
             Some(text) => parse(text)?,
             None => Duration::from_millis(100),
         };
+        let concurrency = self.concurrency.unwrap_or(64);
+        if concurrency == 0 {
+            return Err("fleet.concurrency must be at least 1".into());
+        }
+        let deadline = match &self.deadline {
+            Some(text) => parse(text)?,
+            None => timeout * (self.retries + 1) + retry_backoff * self.retries,
+        };
+        if deadline.is_zero() {
+            return Err("fleet.deadline must be above 0".into());
+        }
+        let mut breaker_per = self.breaker_per.clone();
+        if breaker_per.is_empty() {
+            breaker_per.push(BreakerPer::Dependency);
+        }
         Ok(Traffic {
             pods: self.pods,
             rate: self.rate,
             timeout,
             retries: self.retries,
             retry_backoff,
+            retry_policy: if self.retry_policy.is_empty() {
+                vec![RetryPolicy::BreakerAware]
+            } else {
+                self.retry_policy.clone()
+            },
+            concurrency,
+            queue: self.queue.unwrap_or(256),
+            deadline,
+            breaker_per,
         })
     }
 }
@@ -81,12 +144,17 @@ pub struct PodTransition {
     pub transition: Transition,
 }
 
-/// One pod: its breaker and the random source of its arrivals.
+/// One pod: its breakers, its caller pool, and the random sources of its arrivals and of
+/// the replicas its calls go to.
 #[derive(Debug)]
 pub struct Pod {
-    /// The pod's own breaker.
-    pub breaker: Breaker,
+    /// The pod's breakers: one, or one per replica (index = replica).
+    pub breakers: Vec<Breaker>,
+    /// The caller pool.
+    pub pool: Pool,
     arrivals: fastrand::Rng,
+    /// Which replica each attempt tries first.
+    pub route: fastrand::Rng,
 }
 
 impl Pod {
@@ -106,30 +174,45 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// `traffic.pods` pods with breakers of `settings` on `clock`. Each breaker's jitter seed
-    /// and each pod's arrivals derive from `seed` and the pod's index only, so every setting
-    /// compared in a scenario sees the same requests arrive at the same moments.
-    pub fn new(traffic: &Traffic, settings: &Settings, clock: &ManualClock, seed: u64) -> Fleet {
+    /// `traffic.pods` pods with breakers of `settings` on `clock`, `breakers` of them per pod
+    /// (1, or one per replica). Each breaker's jitter seed and each pod's arrivals and routes
+    /// derive from `seed` and the pod's index only, so every setting compared in a scenario
+    /// sees the same requests arrive at the same moments.
+    pub fn new(
+        traffic: &Traffic,
+        settings: &Settings,
+        breakers: u32,
+        clock: &ManualClock,
+        seed: u64,
+    ) -> Fleet {
         let transitions = Arc::new(Mutex::new(Vec::new()));
         let pods = (0..traffic.pods)
             .map(|pod| {
-                let breaker = Breaker::builder(format!("pod-{pod}"))
-                    .settings(settings.clone())
-                    .clock(clock.clone())
-                    .seed(mix(seed, 2 * u64::from(pod)))
-                    .build();
-                let sink = transitions.clone();
-                breaker.subscribe(move |event| {
-                    let record = PodTransition {
-                        pod,
-                        at: nanos(event.at),
-                        transition: event.transition,
-                    };
-                    sink.lock().unwrap_or_else(|e| e.into_inner()).push(record);
-                });
+                let stream = 4 * u64::from(pod);
+                let breakers = (0..breakers.max(1))
+                    .map(|replica| {
+                        let breaker = Breaker::builder(format!("pod-{pod}/replica-{replica}"))
+                            .settings(settings.clone())
+                            .clock(clock.clone())
+                            .seed(mix(seed, stream).wrapping_add(u64::from(replica)))
+                            .build();
+                        let sink = transitions.clone();
+                        breaker.subscribe(move |event| {
+                            let record = PodTransition {
+                                pod,
+                                at: nanos(event.at),
+                                transition: event.transition,
+                            };
+                            sink.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+                        });
+                        breaker
+                    })
+                    .collect();
                 Pod {
-                    breaker,
-                    arrivals: fastrand::Rng::with_seed(mix(seed, 2 * u64::from(pod) + 1)),
+                    breakers,
+                    pool: Pool::new(traffic.concurrency, traffic.queue),
+                    arrivals: fastrand::Rng::with_seed(mix(seed, stream + 1)),
+                    route: fastrand::Rng::with_seed(mix(seed, stream + 2)),
                 }
             })
             .collect();
@@ -162,9 +245,14 @@ mod tests {
             timeout: "1s".into(),
             retries: 0,
             retry_backoff: None,
+            retry_policy: Vec::new(),
+            concurrency: None,
+            queue: None,
+            deadline: None,
+            breaker_per: Vec::new(),
         };
         let traffic = spec.build().unwrap();
-        let fleet = Fleet::new(&traffic, &Settings::default(), &ManualClock::new(), 3);
+        let fleet = Fleet::new(&traffic, &Settings::default(), 1, &ManualClock::new(), 3);
         let mut pod = fleet.pods.into_iter().next().unwrap();
         let total: u64 = (0..10_000).map(|_| pod.next_gap(50.0)).sum();
         let mean = total as f64 / 10_000.0 / 1e9;

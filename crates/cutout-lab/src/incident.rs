@@ -1,4 +1,5 @@
-//! The incident script: what goes wrong with the dependency, when, and for how long.
+//! The incident script: what goes wrong with the dependency, when, for how long, and on
+//! which replicas (an incident hits the first `replicas` of them, or all).
 
 use std::time::Duration;
 
@@ -46,7 +47,7 @@ impl IncidentKind {
     }
 }
 
-/// An incident: a kind, when it starts and how long it lasts.
+/// An incident: a kind, when it starts, how long it lasts and how many replicas it hits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Incident {
     /// What goes wrong.
@@ -55,9 +56,16 @@ pub struct Incident {
     pub start: Duration,
     /// How long it lasts.
     pub duration: Duration,
+    /// How many replicas it hits: replicas `0..k`; `None`: every replica.
+    pub replicas: Option<u32>,
 }
 
 impl Incident {
+    /// Whether it hits `replica` (whenever it is in force).
+    pub fn hits(&self, replica: u32) -> bool {
+        self.replicas.is_none_or(|k| replica < k)
+    }
+
     /// When it ends.
     pub fn end(&self) -> Duration {
         self.start + self.duration
@@ -69,7 +77,7 @@ impl Incident {
     }
 }
 
-/// The dependency's condition at one moment: every active incident folded together.
+/// One replica's condition at one moment: every incident in force on it folded together.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Condition {
     /// Every call fails fast.
@@ -112,10 +120,20 @@ impl Script {
         &self.incidents
     }
 
-    /// The dependency's condition at `t`.
+    /// The condition of replica 0 at `t` (replica 0 is hit by every incident): see
+    /// [`Script::condition_on`].
     pub fn condition(&self, t: Duration) -> Condition {
+        self.condition_on(t, 0)
+    }
+
+    /// The condition of `replica` at `t`: every incident in force at `t` that hits it.
+    pub fn condition_on(&self, t: Duration, replica: u32) -> Condition {
         let mut c = Condition::HEALTHY;
-        for incident in self.incidents.iter().filter(|i| i.active_at(t)) {
+        for incident in self
+            .incidents
+            .iter()
+            .filter(|i| i.active_at(t) && i.hits(replica))
+        {
             match incident.kind {
                 IncidentKind::Outage => c.down = true,
                 IncidentKind::Hang => c.hung = true,
@@ -139,11 +157,34 @@ impl Script {
         c
     }
 
-    /// Whether a failing incident (anything but a capacity limit) is in force at `t`.
+    /// Whether a failing incident (anything but a capacity limit) is in force at `t`, on any
+    /// replica.
     pub fn is_failing(&self, t: Duration) -> bool {
         self.incidents
             .iter()
             .any(|i| i.kind.is_failing() && i.active_at(t))
+    }
+
+    /// Whether a failing incident (anything but a capacity limit) is in force at `t` on
+    /// `replica`.
+    pub fn is_failing_on(&self, t: Duration, replica: u32) -> bool {
+        self.incidents
+            .iter()
+            .any(|i| i.kind.is_failing() && i.active_at(t) && i.hits(replica))
+    }
+
+    /// Checks that no incident hits more replicas than the dependency's `replicas`.
+    pub fn check_replicas(&self, replicas: u32) -> Result<(), String> {
+        for (n, incident) in self.incidents.iter().enumerate() {
+            if let Some(k) = incident.replicas.filter(|&k| k > replicas) {
+                let start = humantime::format_duration(incident.start);
+                return Err(format!(
+                    "incident {} (from {start}): replicas = {k}, but the dependency has {replicas}",
+                    n + 1
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Whether any incident is in force at `t`.
@@ -189,6 +230,8 @@ pub struct IncidentSpec {
     pub period: Option<String>,
     /// Flapping: the share of each cycle spent down (default 0.5).
     pub down_share: Option<f64>,
+    /// How many replicas it hits, the first ones (default: all), at least 1.
+    pub replicas: Option<u32>,
 }
 
 impl IncidentSpec {
@@ -240,10 +283,17 @@ impl IncidentSpec {
                 ));
             }
         };
+        if self.replicas == Some(0) {
+            return Err(format!(
+                "incident `{}`: replicas = 0: an incident hits at least 1 replica",
+                self.kind
+            ));
+        }
         Ok(Incident {
             kind,
             start: parse(&self.start)?,
             duration: parse(&self.duration)?,
+            replicas: self.replicas,
         })
     }
 }
@@ -259,6 +309,7 @@ mod tests {
             kind,
             start: start * S,
             duration: duration * S,
+            replicas: None,
         }
     }
 
@@ -335,6 +386,7 @@ mod tests {
             capacity_from: None,
             period: None,
             down_share: None,
+            replicas: None,
         };
         assert_eq!(spec("outage").build().unwrap().end(), 90 * S);
         assert!(
@@ -350,5 +402,51 @@ mod tests {
             flap.build().unwrap().kind,
             IncidentKind::Flapping { down, .. } if down == 0.5
         ));
+    }
+
+    #[test]
+    fn incidents_hit_the_first_replicas() {
+        let mut outage = at(IncidentKind::Outage, 10, 10);
+        outage.replicas = Some(2);
+        let mut slow = at(IncidentKind::Brownout { factor: 30.0 }, 0, 100);
+        slow.replicas = Some(1);
+        let limit = at(IncidentKind::CapacityLimited { from: 0.5 }, 0, 100);
+        let script = Script::new(vec![outage, slow, limit]);
+        let on = |r| script.condition_on(15 * S, r);
+        assert!(on(0).down && on(1).down && !on(2).down);
+        assert_eq!((on(0).latency_factor, on(1).latency_factor), (30.0, 1.0));
+        assert!(
+            (on(2).capacity_factor - 0.575).abs() < 1e-9,
+            "every replica"
+        );
+        assert_eq!(script.condition(15 * S), on(0));
+        assert!(script.is_failing_on(15 * S, 1) && !script.is_failing_on(15 * S, 2));
+        assert!(script.is_failing(15 * S));
+        assert!(!script.is_failing_on(50 * S, 1) && script.is_failing_on(50 * S, 0));
+        assert_eq!(script.check_replicas(2), Ok(()));
+        let error = script.check_replicas(1).unwrap_err();
+        assert!(
+            error.contains("replicas = 2") && error.contains("10s"),
+            "{error}"
+        );
+        assert_eq!(Script::new(vec![limit]).check_replicas(1), Ok(()));
+    }
+
+    #[test]
+    fn replicas_are_read_and_checked() {
+        let spec: IncidentSpec =
+            toml::from_str("kind = \"outage\"\nstart = \"1m\"\nduration = \"30s\"\nreplicas = 2")
+                .unwrap();
+        assert_eq!(spec.build().unwrap().replicas, Some(2));
+        let none = IncidentSpec {
+            replicas: None,
+            ..spec.clone()
+        };
+        assert_eq!(none.build().unwrap().replicas, None);
+        let zero = IncidentSpec {
+            replicas: Some(0),
+            ..spec
+        };
+        assert!(zero.build().unwrap_err().contains("replicas = 0"));
     }
 }

@@ -17,25 +17,38 @@
 
 #![forbid(unsafe_code)]
 
+pub mod caller;
 pub mod dependency;
 pub mod duration;
 pub mod fleet;
 pub mod incident;
+pub mod latency;
 pub mod plot;
 pub mod report;
 pub mod scenario;
+pub mod seeds;
 pub mod sim;
+pub mod sweep;
 
 pub use report::{Figure, Metrics};
 pub use scenario::Scenario;
 pub use sim::{Counts, Run};
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crate::caller::RetryPolicy;
+use crate::fleet::BreakerPer;
+pub use crate::sim::Subject;
+
+/// The label of the fleet without breakers, the first column of every report.
+pub const NO_BREAKER: &str = "no breaker";
 
 /// Every setting of a scenario run on the same seed, with its metrics.
 #[derive(Debug, Clone)]
 pub struct Lab<'a> {
     /// The scenario.
     pub scenario: &'a Scenario,
-    /// One run per setting, in the scenario's order.
+    /// One run per subject, in [`Lab::subjects`]'s order: no breaker first.
     pub runs: Vec<Run>,
     /// The metrics of each run.
     pub metrics: Vec<Metrics>,
@@ -56,25 +69,88 @@ impl<'a> Lab<'a> {
         Lab::run_with(scenario, &|_| {})
     }
 
-    /// Runs every setting of `scenario`, telling `progress` how far it has come now and then
-    /// (about every simulated second, from the thread that runs the simulation).
+    /// What a scenario's report compares, in column order: the fleet with no breaker first,
+    /// then every setting under every breaker layout the scenario names.
+    ///
+    /// Without a breaker both retry policies are the same one: that column runs once.
+    pub fn subjects(scenario: &Scenario) -> Vec<Subject<'_>> {
+        let layouts = &scenario.traffic.breaker_per;
+        let policies = &scenario.traffic.retry_policy;
+        let mut subjects = vec![Subject {
+            label: NO_BREAKER.to_owned(),
+            settings: None,
+            per: BreakerPer::Dependency,
+            retry: policies[0],
+        }];
+        for &retry in policies {
+            for &per in layouts {
+                for (name, settings) in &scenario.settings {
+                    let mut label = name.clone();
+                    if layouts.len() > 1 {
+                        label += match per {
+                            BreakerPer::Dependency => ", one per dependency",
+                            BreakerPer::Host => ", per host",
+                        };
+                    }
+                    if policies.len() > 1 {
+                        label += match retry {
+                            RetryPolicy::Naive => ", naive retries",
+                            RetryPolicy::BreakerAware => ", breaker-aware retries",
+                        };
+                    }
+                    subjects.push(Subject {
+                        label,
+                        settings: Some(settings),
+                        per,
+                        retry,
+                    });
+                }
+            }
+        }
+        subjects
+    }
+
+    /// Runs every subject of `scenario` (see [`Lab::subjects`]), as many at once as there
+    /// are cores, telling `progress` how far they have come now and then (about every
+    /// simulated second, from the threads that run them).
     pub fn run_with(scenario: &'a Scenario, progress: &(dyn Fn(Progress) + Sync)) -> Lab<'a> {
+        let subjects = Lab::subjects(scenario);
         let each = sim::simulated_nanos(scenario);
-        let total = each * scenario.settings.len() as u64;
-        let runs: Vec<Run> = scenario
-            .settings
-            .iter()
-            .enumerate()
-            .map(|(i, (name, settings))| {
-                let before = each * i as u64;
-                sim::run(scenario, name, settings, &|done| {
-                    progress(Progress {
-                        done: before + done.min(each),
-                        total,
+        let total = each * subjects.len() as u64;
+        let done: Vec<AtomicU64> = subjects.iter().map(|_| AtomicU64::new(0)).collect();
+        let next = AtomicUsize::new(0);
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(subjects.len());
+        let mut runs: Vec<(usize, Run)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(subject) = subjects.get(i) else {
+                                return mine;
+                            };
+                            let run = sim::run(scenario, subject, &|at| {
+                                done[i].store(at.min(each), Ordering::Relaxed);
+                                progress(Progress {
+                                    done: done.iter().map(|d| d.load(Ordering::Relaxed)).sum(),
+                                    total,
+                                });
+                            });
+                            mine.push((i, run));
+                        }
                     })
                 })
-            })
-            .collect();
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        runs.sort_by_key(|(i, _)| *i);
+        let runs: Vec<Run> = runs.into_iter().map(|(_, run)| run).collect();
         let metrics = runs.iter().map(|r| Metrics::of(scenario, r)).collect();
         Lab {
             scenario,
@@ -88,7 +164,13 @@ impl<'a> Lab<'a> {
         report::table(self.scenario, &self.metrics)
     }
 
-    /// The SVG timeline.
+    /// The SVG timeline, every file of it: (file-name suffix, SVG), at most 1,600 px wide
+    /// each (see [`plot::svgs`]).
+    pub fn svgs(&self) -> Result<Vec<(String, String)>, String> {
+        plot::svgs(self.scenario, &self.runs)
+    }
+
+    /// The SVG timeline's first file (all of it for up to four columns).
     pub fn svg(&self) -> Result<String, String> {
         plot::svg(self.scenario, &self.runs)
     }

@@ -1,27 +1,120 @@
-//! `cutout-lab SCENARIO.toml [--svg OUT.svg]`: runs a scenario, prints the report and writes
-//! the SVG timeline.
+//! `cutout-lab SCENARIO.toml [--svg OUT.svg] [--seed N] [--seeds N] [--sweep KEY=V1,V2,...]`:
+//! runs a scenario, prints the report and writes the SVG timeline. `--help` says it all.
 //!
 //! A scenario path that does not exist relative to the working directory is also looked up
 //! relative to this crate's directory, so `cutout-lab scenarios/brownout.toml` works from the
 //! repository root as well as from the crate. The SVG goes to `--svg`, or by default to
 //! `target/cutout-lab/<scenario>.svg` under the working directory.
+//!
+//! stdout carries only the report, the same for the same command line; the progress bar (on
+//! a terminal, once a run has taken 2 s) and the time taken go to stderr.
 
 #![forbid(unsafe_code)]
 
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
-use cutout_lab::{Lab, Scenario};
+use cutout_lab::sweep::{Spec, Sweep};
+use cutout_lab::{Progress, Scenario, seeds};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-const USAGE: &str = "usage: cutout-lab SCENARIO.toml [--svg OUT.svg]";
+const USAGE: &str = "usage: cutout-lab SCENARIO.toml [--svg OUT.svg] [--seed N] [--seeds N] \
+                     [--sweep KEY=V1,V2,...]\n       cutout-lab --help | --version";
+
+const HELP: &str = "\
+Runs a scenario: a fleet of pods calling a dependency through cutout breakers while the
+dependency fails as the scenario's incidents say, once per breaker setting the scenario
+compares, all on the same seed. Prints a table with one row per figure and one column per
+setting, and writes an SVG timeline.
+
+arguments:
+  SCENARIO.toml          the scenario file; a relative path not found from here is also
+                         looked up in the cutout-lab crate (scenarios/brownout.toml)
+
+options:
+  --svg OUT.svg          write the SVG timeline to OUT.svg
+                         (default: target/cutout-lab/<scenario>.svg)
+  --seed N               run on seed N instead of the scenario's own seed
+  --seeds N              run N seeds: the scenario's seed (or --seed), then one more each
+                         time, up to N-1 more; each cell reads mean (min-max) over the
+                         seeds, and \"n of N\" where only n seeds had the figure (no trip,
+                         no recovery in the others); the SVG shows the first seed only
+  --sweep KEY=V1,V2,...  compare one breaker key across values, such as
+                         break-duration=5s,30s,60s or failure-ratio=20%,50%: KEY is a
+                         cutout configuration key as scenario files write it; each value
+                         (read as TOML when it can be: numbers, true/false, \"quoted\";
+                         else as a string) becomes the setting KEY=VALUE, a copy of the
+                         first compared setting with KEY set; they replace the compared
+                         settings. Prints the table (over --seeds when given) and a
+                         recommendation: the most requests that succeeded among the values
+                         with no trips while no incident was in force, ties broken by the
+                         fewest calls that reached the failing dependency. The SVG shows
+                         the first seed only
+  -h, --help             print this help and exit
+  -V, --version          print the version and exit
+
+Options may come before or after the scenario, as --flag VALUE or --flag=VALUE.
+
+output:
+  stdout                 the report (the same for the same command line) and where the
+                         timeline went
+  stderr                 a progress bar, on a terminal only and once the run has taken
+                         2 s; then how long the simulation took
+
+exit status:
+  0                      the report was printed
+  1                      the scenario could not be read or run, or the SVG not written
+                         (a scenario's mistake is named with its line and column, or
+                         cutout's CUT-CFG code and the nearest known key)
+  2                      a bad command line: an unknown flag, a missing or bad value, a
+                         bad --sweep spec, or a --sweep key or value cutout rejects";
+
+/// Why the run stopped.
+enum Failure {
+    /// The command line is wrong: exit 2, with the usage.
+    Usage(String),
+    /// cutout rejected a `--sweep` key or value: exit 2, cutout's message alone.
+    Rejected(String),
+    /// The scenario or the output is: exit 1.
+    Run(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Run(message)
+    }
+}
+
+/// `path` with `suffix` put before its extension (`out.svg`, `-2` → `out-2.svg`).
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    if suffix.is_empty() {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}{suffix}.{}", ext.to_string_lossy()),
+        None => format!("{stem}{suffix}"),
+    };
+    path.with_file_name(name)
+}
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err(Failure::Run(message)) => {
             eprintln!("cutout-lab: {message}");
             ExitCode::FAILURE
+        }
+        Err(Failure::Usage(message)) => {
+            eprintln!("cutout-lab: {message}\n{USAGE}\n(cutout-lab --help says more)");
+            ExitCode::from(2)
+        }
+        Err(Failure::Rejected(message)) => {
+            eprintln!("cutout-lab: {message}");
+            ExitCode::from(2)
         }
     }
 }
@@ -35,33 +128,220 @@ fn resolve(path: &str) -> PathBuf {
     if in_crate.exists() { in_crate } else { given }
 }
 
-fn run(args: Vec<String>) -> Result<(), String> {
-    let mut scenario_path = None;
-    let mut svg_path = None;
+/// What the command line asks for.
+enum Command {
+    Help,
+    Version,
+    Run(Options),
+}
+
+/// A run's options.
+struct Options {
+    scenario: PathBuf,
+    svg: Option<PathBuf>,
+    seed: Option<u64>,
+    seeds: u64,
+    sweep: Option<Spec>,
+}
+
+fn parse(args: Vec<String>) -> Result<Command, Failure> {
+    let usage = |message: String| Failure::Usage(message);
+    let mut scenario = None;
+    let mut svg = None;
+    let mut seed = None;
+    let mut seeds = None;
+    let mut sweep = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--svg" => svg_path = Some(PathBuf::from(args.next().ok_or(USAGE)?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value)),
+            _ => (arg.clone(), None),
+        };
+        // A flag's value: after '=', else the next argument unless that is another flag.
+        let mut value = |what: &str| match inline {
+            Some(v) => Ok(v.to_owned()),
+            None => args
+                .next()
+                .filter(|next| !next.starts_with("--"))
+                .ok_or_else(|| usage(format!("{flag} needs {what}"))),
+        };
+        let number = |flag: &str, text: String| {
+            text.parse::<u64>()
+                .map_err(|_| usage(format!("{flag} {text:?}: expected a whole number")))
+        };
+        let once = |given: bool, flag: &str| {
+            if given {
+                Err(usage(format!("{flag} is given twice")))
+            } else {
+                Ok(())
             }
-            _ if scenario_path.is_none() => scenario_path = Some(resolve(&arg)),
-            _ => return Err(USAGE.into()),
+        };
+        match flag.as_str() {
+            "-h" | "--help" if inline.is_none() => return Ok(Command::Help),
+            "-V" | "--version" if inline.is_none() => return Ok(Command::Version),
+            "--svg" => {
+                once(svg.is_some(), "--svg")?;
+                svg = Some(PathBuf::from(value("a path")?));
+            }
+            "--seed" => {
+                once(seed.is_some(), "--seed")?;
+                seed = Some(number("--seed", value("a seed")?)?);
+            }
+            "--seeds" => {
+                once(seeds.is_some(), "--seeds")?;
+                let n = number("--seeds", value("a number of seeds")?)?;
+                if n == 0 {
+                    return Err(usage("--seeds 0: run at least 1 seed".into()));
+                }
+                seeds = Some(n);
+            }
+            "--sweep" => {
+                once(sweep.is_some(), "--sweep")?;
+                sweep = Some(value("KEY=V1,V2,...")?.parse::<Spec>().map_err(usage)?);
+            }
+            _ if arg.starts_with('-') && arg != "-" => {
+                return Err(usage(format!("unknown flag {arg}")));
+            }
+            _ => match &scenario {
+                None => scenario = Some(resolve(&arg)),
+                Some(first) => {
+                    return Err(usage(format!(
+                        "one scenario at a time: {} and then {arg}",
+                        first.display()
+                    )));
+                }
+            },
         }
     }
-    let scenario = Scenario::load(&scenario_path.ok_or(USAGE)?)?;
+    let scenario = scenario.ok_or_else(|| usage("no scenario file given".into()))?;
+    Ok(Command::Run(Options {
+        scenario,
+        svg,
+        seed,
+        seeds: seeds.unwrap_or(1),
+        sweep,
+    }))
+}
+
+/// The progress bar: on stderr, drawn only on a terminal and once the run has taken
+/// [`Bar::AFTER`]; one bar over every seed and setting.
+struct Bar {
+    bar: Option<ProgressBar>,
+    started: Instant,
+    shown: AtomicBool,
+}
+
+impl Bar {
+    /// How long a run goes without a bar.
+    const AFTER: Duration = Duration::from_secs(2);
+
+    fn new() -> Bar {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let style = ProgressStyle::with_template(
+                "simulating [{bar:40}] {percent:>3}% of the simulated time, {elapsed} \
+                 so far, about {eta} to go",
+            )
+            .map_or_else(
+                |_| ProgressStyle::default_bar(),
+                |s| s.progress_chars("=> "),
+            );
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()).with_style(style)
+        });
+        Bar {
+            bar,
+            started: Instant::now(),
+            shown: AtomicBool::new(false),
+        }
+    }
+
+    fn update(&self, p: Progress) {
+        let Some(bar) = &self.bar else {
+            return;
+        };
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+        if !self.shown.load(Ordering::Relaxed)
+            && self.started.elapsed() >= Bar::AFTER
+            && !self.shown.swap(true, Ordering::Relaxed)
+        {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn run(args: Vec<String>) -> Result<(), Failure> {
+    let options = match parse(args)? {
+        Command::Help => {
+            println!(
+                "cutout-lab {}\n\n{USAGE}\n\n{HELP}",
+                env!("CARGO_PKG_VERSION")
+            );
+            return Ok(());
+        }
+        Command::Version => {
+            println!("cutout-lab {}", env!("CARGO_PKG_VERSION"));
+            return Ok(());
+        }
+        Command::Run(options) => options,
+    };
+    let mut scenario = Scenario::load(&options.scenario)?;
+    let sweep = match options.sweep {
+        None => None,
+        Some(spec) => {
+            let path = &options.scenario;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let sweep = Sweep::build(&text, spec)
+                .map_err(|e| Failure::Rejected(format!("{}: --sweep: {e}", path.display())))?;
+            scenario = sweep
+                .scenario(&scenario.name)
+                .map_err(|e| Failure::Rejected(format!("{}: {e}", path.display())))?;
+            Some(sweep)
+        }
+    };
+    if let Some(seed) = options.seed {
+        scenario.seed = seed;
+    }
+    // Checked before anything runs: the seeds must not run past u64::MAX.
+    seeds::seeds(scenario.seed, options.seeds).map_err(Failure::Usage)?;
+    let bar = Bar::new();
     let started = Instant::now();
-    let lab = Lab::run(&scenario);
+    let runs = seeds::run(&scenario, options.seeds, &|p| bar.update(p));
+    bar.finish();
+    let runs = runs?;
     let elapsed = started.elapsed();
-    print!("{}", lab.table());
-    let svg_path = svg_path
+    let many = runs.seeds.len() > 1 || sweep.is_some();
+    match &sweep {
+        Some(sweep) => print!("{}", sweep.table(&runs)),
+        None if many => print!("{}", runs.table()),
+        None => print!("{}", runs.first.table()),
+    }
+    let svg_path = options
+        .svg
         .unwrap_or_else(|| Path::new("target/cutout-lab").join(format!("{}.svg", scenario.name)));
     if let Some(dir) = svg_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    std::fs::write(&svg_path, lab.svg()?).map_err(|e| format!("{}: {e}", svg_path.display()))?;
-    println!("\ntimeline: {}", svg_path.display());
+    // Past four columns the timeline is split into files of at most 1,600 px: the first at
+    // the given path, the others beside it with -2, -3… before the extension.
+    let mut written = Vec::new();
+    for (suffix, svg) in runs.first.svgs()? {
+        let path = with_suffix(&svg_path, &suffix);
+        std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+        written.push(path.display().to_string());
+    }
+    let which = if runs.seeds.len() > 1 {
+        format!("timeline of seed {} only", scenario.seed)
+    } else {
+        "timeline".to_owned()
+    };
+    println!("\n{which}: {}", written.join(", "));
     eprintln!("simulated in {:.1} s", elapsed.as_secs_f64());
     Ok(())
 }

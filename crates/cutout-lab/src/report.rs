@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use cutout::{State, Transition};
 
+use crate::latency::Histogram;
 use crate::scenario::Scenario;
 use crate::sim::{Counts, Run};
 
@@ -40,12 +41,31 @@ pub struct Metrics {
     pub trips: u32,
     /// Trips of a pod that had already tripped earlier in the run.
     pub re_trips: u32,
-    /// Trips while no incident was in force.
+    /// Trips on a healthy dependency: no incident in force over the outcomes the trip judged
+    /// (its run's [`Run::window_reach`] back), and no backlog at the dependency (no call
+    /// reaching it would have waited, at the start of the trip's second or of the next).
     pub false_trips: u32,
+    /// Trips with no incident in force that judged outcomes of one that had just ended, or
+    /// while the dependency still worked off the backlog one left.
+    pub trips_after_incident: u32,
     /// Breakers re-opened from half-open (failed, slow or timed-out probes).
     pub probe_reopens: u32,
     /// Every opening (trips and probe re-opens) by reason, sorted by reason name.
     pub reasons: BTreeMap<&'static str, u32>,
+    /// Successful requests per second over the whole run.
+    pub goodput: f64,
+    /// Successful requests per second from the first incident's start to the run's end
+    /// (`None` without an incident).
+    pub goodput_in_trouble: Option<f64>,
+    /// Caller-side latency of every request (arrival to end), median and 99th percentile.
+    pub latency_p50: Option<Duration>,
+    /// See [`Metrics::latency_p50`].
+    pub latency_p99: Option<Duration>,
+    /// The 99th percentile of successful requests only.
+    pub ok_latency_p99: Option<Duration>,
+    /// The fleet's return step: after the dependency's recovery, the largest rise in
+    /// admitted calls from one second to the next, in calls per second.
+    pub return_step: Option<u32>,
     /// The totals of the run.
     pub counts: Counts,
 }
@@ -68,8 +88,19 @@ impl Metrics {
             trips: 0,
             re_trips: 0,
             false_trips: 0,
+            trips_after_incident: 0,
             probe_reopens: 0,
             reasons: BTreeMap::new(),
+            goodput: goodput(run, 0, scenario.duration),
+            goodput_in_trouble: script
+                .start()
+                .map(|start| goodput(run, start.as_secs() as usize, scenario.duration)),
+            latency_p50: quantile(&run.latencies, 0.5),
+            latency_p99: quantile(&run.latencies, 0.99),
+            ok_latency_p99: quantile(&run.ok_latencies, 0.99),
+            return_step: script
+                .recovery()
+                .map(|r| return_step(run, r.as_secs() as usize)),
             counts: run.counts,
         };
         for t in &run.transitions {
@@ -87,8 +118,20 @@ impl Metrics {
                 m.re_trips += 1;
             }
             tripped[pod] += 1;
-            if !script.any_active(Duration::from_nanos(t.at)) {
-                m.false_trips += 1;
+            let at = Duration::from_nanos(t.at);
+            if !script.any_active(at) {
+                let from = at.saturating_sub(run.window_reach);
+                let judged_incident = script
+                    .incidents()
+                    .iter()
+                    .any(|i| i.start <= at && i.end() > from);
+                let second = (t.at / SECOND) as usize;
+                let backlog = |s: usize| run.timeline.get(s).map_or(0, |s| s.backlog_ms);
+                if judged_incident || backlog(second) > 0 || backlog(second + 1) > 0 {
+                    m.trips_after_incident += 1;
+                } else {
+                    m.false_trips += 1;
+                }
             }
             if let Some(start) = start.filter(|&s| t.at >= s) {
                 if m.time_to_trip.is_none() {
@@ -114,6 +157,40 @@ pub struct Figure {
     pub value: Option<f64>,
     /// Whether larger is better (`Some(true)`), worse (`Some(false)`), or neither (`None`).
     pub better: Option<bool>,
+    /// How the value reads.
+    pub unit: Unit,
+    /// What the table says where the value is `None` ("never", "not within run").
+    pub none: &'static str,
+}
+
+/// How a [`Figure`]'s value reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A whole count.
+    Count,
+    /// A share in [0, 1], shown as a percentage.
+    Share,
+    /// Seconds.
+    Seconds,
+    /// Milliseconds.
+    Millis,
+    /// A rate per second.
+    PerSecond,
+}
+
+impl Unit {
+    /// `value` as the table shows it.
+    pub fn show(self, value: f64) -> String {
+        match self {
+            Unit::Count if value.fract() == 0.0 => format!("{value:.0}"),
+            Unit::Count => format!("{value:.1}"),
+            Unit::Share => format!("{:.2}%", 100.0 * value),
+            Unit::Seconds => format!("{value:.1}"),
+            Unit::Millis if value < 10.0 => format!("{value:.2}"),
+            Unit::Millis => format!("{value:.0}"),
+            Unit::PerSecond => format!("{value:.1}"),
+        }
+    }
 }
 
 impl Metrics {
@@ -123,66 +200,158 @@ impl Metrics {
         let c = &self.counts;
         let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
         let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
-        let figure = |name, value, better| Figure {
+        let millis = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+        let count = |n: u64| Some(n as f64);
+        let f = |name, value, better, unit, none| Figure {
             name,
             value,
             better,
+            unit,
+            none,
         };
+        use Unit::{Count, Millis, PerSecond, Seconds, Share};
+        let (up, down) = (Some(true), Some(false));
         vec![
-            figure(
+            f(
+                "goodput (successful requests/s)",
+                Some(self.goodput),
+                up,
+                PerSecond,
+                "-",
+            ),
+            f(
+                "goodput from the incident on (requests/s)",
+                self.goodput_in_trouble,
+                up,
+                PerSecond,
+                "no incident",
+            ),
+            f(
+                "requests that succeeded",
+                share(c.requests_ok, c.requests),
+                up,
+                Share,
+                "-",
+            ),
+            f(
+                "caller latency p50 (ms)",
+                millis(self.latency_p50),
+                down,
+                Millis,
+                "-",
+            ),
+            f(
+                "caller latency p99 (ms)",
+                millis(self.latency_p99),
+                down,
+                Millis,
+                "-",
+            ),
+            f(
+                "caller p99 of successes (ms)",
+                millis(self.ok_latency_p99),
+                down,
+                Millis,
+                "-",
+            ),
+            f(
                 "first trip after incident start (s)",
                 secs(self.time_to_trip),
                 None,
+                Seconds,
+                "never",
             ),
-            figure(
+            f(
                 "pods tripped after incident start",
-                Some(f64::from(self.pods_tripped)),
+                count(self.pods_tripped.into()),
                 None,
+                Count,
+                "-",
             ),
-            figure(
+            f(
                 "calls that reached the failing dependency",
-                Some(self.reached_failing as f64),
-                Some(false),
+                count(self.reached_failing),
+                down,
+                Count,
+                "-",
             ),
-            figure(
+            f(
                 "refused calls that would have succeeded",
-                Some(self.refused_would_succeed as f64),
-                Some(false),
+                count(self.refused_would_succeed),
+                down,
+                Count,
+                "-",
             ),
-            figure(
+            f(
                 "most probes reaching it in any 1 s",
-                Some(f64::from(self.max_probes_per_second)),
-                Some(false),
+                count(self.max_probes_per_second.into()),
+                down,
+                Count,
+                "-",
             ),
-            figure(
+            f(
                 "recovery to full traffic (s)",
                 secs(self.recovery_to_full),
-                Some(false),
+                down,
+                Seconds,
+                "not within run",
             ),
-            figure("trips", Some(f64::from(self.trips)), None),
-            figure("re-trips", Some(f64::from(self.re_trips)), Some(false)),
-            figure(
-                "trips with no incident in force",
-                Some(f64::from(self.false_trips)),
-                Some(false),
+            f(
+                "largest 1 s rise in admitted calls after recovery",
+                self.return_step.map(f64::from),
+                down,
+                Count,
+                "no recovery",
             ),
-            figure(
-                "probes that re-opened",
-                Some(f64::from(self.probe_reopens)),
+            f("trips", count(self.trips.into()), None, Count, "-"),
+            f("re-trips", count(self.re_trips.into()), down, Count, "-"),
+            f(
+                "trips on a healthy dependency (no incident, no backlog)",
+                count(self.false_trips.into()),
+                down,
+                Count,
+                "-",
+            ),
+            f(
+                "trips on the outcomes or backlog of an incident just ended",
+                count(self.trips_after_incident.into()),
                 None,
+                Count,
+                "-",
             ),
-            figure("requests", Some(c.requests as f64), None),
-            figure(
-                "requests that succeeded",
-                share(c.requests_ok, c.requests),
-                Some(true),
+            f(
+                "probes that re-opened",
+                count(self.probe_reopens.into()),
+                None,
+                Count,
+                "-",
             ),
-            figure("attempts refused", share(c.refused, c.attempts), None),
-            figure(
+            f("requests", count(c.requests), None, Count, "-"),
+            f(
+                "requests rejected by the caller's pool",
+                share(
+                    c.requests_rejected_by_pool + c.requests_expired_in_queue,
+                    c.requests,
+                ),
+                down,
+                Share,
+                "-",
+            ),
+            f(
+                "attempts refused",
+                share(c.refused, c.attempts),
+                None,
+                Share,
+                "-",
+            ),
+            f(
                 "attempts timed out",
-                share(c.attempts_timed_out, c.attempts),
-                Some(false),
+                count(c.attempts_timed_out),
+                down,
+                Count,
+                "-",
             ),
+            f("retries", count(c.retries), None, Count, "-"),
         ]
     }
 }
@@ -198,6 +367,36 @@ pub fn max_in_window(times: &[u64], width: u64) -> u32 {
         best = best.max(last - first + 1);
     }
     best as u32
+}
+
+fn quantile(histogram: &Histogram, q: f64) -> Option<Duration> {
+    histogram
+        .quantile(q)
+        .map(|micros| Duration::from_nanos((micros * 1_000.0) as u64))
+}
+
+/// Successful requests per second from second `from` to the end of the run.
+fn goodput(run: &Run, from: usize, duration: Duration) -> f64 {
+    let last = (duration.as_secs() as usize).min(run.timeline.len());
+    if from >= last {
+        return 0.0;
+    }
+    let ok: u64 = run.timeline[from..last]
+        .iter()
+        .map(|s| u64::from(s.goodput))
+        .sum();
+    ok as f64 / (last - from) as f64
+}
+
+/// The largest rise in admitted calls from one second to the next, from second `from` on.
+fn return_step(run: &Run, from: usize) -> u32 {
+    run.timeline
+        .get(from.saturating_sub(1)..)
+        .unwrap_or_default()
+        .windows(2)
+        .map(|w| w[1].admitted.saturating_sub(w[0].admitted))
+        .max()
+        .unwrap_or(0)
 }
 
 fn recovery_to_full(run: &Run, recovery: Duration, duration: Duration) -> Option<Duration> {
@@ -217,34 +416,32 @@ fn recovery_to_full(run: &Run, recovery: Duration, duration: Duration) -> Option
     }
 }
 
-/// A table row: its label and how to compute its cell.
-type Row = (&'static str, Box<dyn Fn(&Metrics) -> String>);
-
-fn secs(d: Option<Duration>, none: &str) -> String {
-    d.map_or_else(|| none.to_owned(), |d| format!("{:.1}", d.as_secs_f64()))
-}
-
-fn percent(part: u64, whole: u64) -> String {
-    if whole == 0 {
-        return "-".into();
-    }
-    format!("{:.2}%", 100.0 * part as f64 / whole as f64)
-}
-
 /// The report of a scenario's settings as a table: one row per metric, one column per
 /// setting.
 pub fn table(scenario: &Scenario, metrics: &[Metrics]) -> String {
     let mut out = String::new();
     let t = &scenario.traffic;
+    let policies: Vec<String> = t.retry_policy.iter().map(|p| format!("{p:?}")).collect();
     let _ = writeln!(
         out,
-        "scenario {}: {} pods x {} req/s, timeout {:?}, {} retr{}, seed {}, {} s simulated",
+        "scenario {}: {} pods x {} req/s, pool {} (queue {}), timeout {:?}, deadline {:?}, \
+         {} retr{} ({}), {} replica{}, seed {}, {} s simulated",
         scenario.name,
         t.pods,
         t.rate,
+        t.concurrency,
+        t.queue,
         t.timeout,
+        t.deadline,
         t.retries,
         if t.retries == 1 { "y" } else { "ies" },
+        policies.join(" / "),
+        scenario.dependency.replicas(),
+        if scenario.dependency.replicas() == 1 {
+            ""
+        } else {
+            "s"
+        },
         scenario.seed,
         scenario.duration.as_secs()
     );
@@ -263,60 +460,28 @@ pub fn table(scenario: &Scenario, metrics: &[Metrics]) -> String {
     if let Some(r) = scenario.script.recovery() {
         let _ = writeln!(out, "  dependency recovers at {} s", r.as_secs_f64());
     }
-    let rows: Vec<Row> = vec![
-        (
-            "first trip after incident start (s)",
-            Box::new(|m| secs(m.time_to_trip, "never")),
-        ),
-        (
-            "pods tripped after incident start",
-            Box::new(|m| m.pods_tripped.to_string()),
-        ),
-        (
-            "calls that reached the failing dependency",
-            Box::new(|m| m.reached_failing.to_string()),
-        ),
-        (
-            "refused calls that would have succeeded",
-            Box::new(|m| m.refused_would_succeed.to_string()),
-        ),
-        (
-            "most probes reaching it in any 1 s",
-            Box::new(|m| m.max_probes_per_second.to_string()),
-        ),
-        (
-            "recovery to full traffic (s)",
-            Box::new(|m| secs(m.recovery_to_full, "not within run")),
-        ),
-        ("trips", Box::new(|m| m.trips.to_string())),
-        ("re-trips", Box::new(|m| m.re_trips.to_string())),
-        (
-            "trips with no incident in force",
-            Box::new(|m| m.false_trips.to_string()),
-        ),
-        (
-            "probes that re-opened",
-            Box::new(|m| m.probe_reopens.to_string()),
-        ),
-        ("requests", Box::new(|m| m.counts.requests.to_string())),
-        (
-            "requests that succeeded",
-            Box::new(|m| percent(m.counts.requests_ok, m.counts.requests)),
-        ),
-        (
-            "attempts refused",
-            Box::new(|m| percent(m.counts.refused, m.counts.attempts)),
-        ),
-        (
-            "attempts timed out",
-            Box::new(|m| percent(m.counts.attempts_timed_out, m.counts.attempts)),
-        ),
-    ];
+    let figures: Vec<Vec<Figure>> = metrics.iter().map(Metrics::figures).collect();
+    let rows: Vec<(&str, Vec<String>)> = figures
+        .first()
+        .map(|first| {
+            (0..first.len())
+                .map(|row| {
+                    let cells = figures
+                        .iter()
+                        .map(|list| {
+                            let figure = list[row];
+                            figure
+                                .value
+                                .map_or_else(|| figure.none.to_owned(), |v| figure.unit.show(v))
+                        })
+                        .collect();
+                    (first[row].name, cells)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let label_width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|(_, f)| metrics.iter().map(f).collect())
-        .collect();
+    let cells: Vec<&Vec<String>> = rows.iter().map(|(_, cells)| cells).collect();
     let widths: Vec<usize> = metrics
         .iter()
         .enumerate()
@@ -334,7 +499,7 @@ pub fn table(scenario: &Scenario, metrics: &[Metrics]) -> String {
         let _ = write!(out, "  {:>w$}", m.setting);
     }
     out.push('\n');
-    for ((label, _), row) in rows.iter().zip(&cells) {
+    for (label, row) in &rows {
         let _ = write!(out, "{label:label_width$}");
         for (cell, w) in row.iter().zip(&widths) {
             let _ = write!(out, "  {cell:>w$}");

@@ -124,17 +124,20 @@ impl Scenario {
         if duration.is_zero() {
             return Err("duration must be above 0".into());
         }
+        let dependency = raw
+            .dependency
+            .build()
+            .map_err(|e| format!("[dependency]: {e}"))?;
+        let script = Script::new(incidents);
+        script.check_replicas(dependency.replicas())?;
         Ok(Scenario {
             name: raw.name.unwrap_or_else(|| default_name.to_owned()),
             description: raw.description.unwrap_or_default(),
             seed: raw.seed,
             duration,
-            dependency: raw
-                .dependency
-                .build()
-                .map_err(|e| format!("[dependency]: {e}"))?,
+            dependency,
             traffic: raw.fleet.build()?,
-            script: Script::new(incidents),
+            script,
             settings,
         })
     }

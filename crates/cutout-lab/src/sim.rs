@@ -1,23 +1,35 @@
-//! The discrete-event simulator: one run of a scenario with one breaker setting.
+//! The discrete-event simulator: one run of a scenario with one breaker setting (or none).
 //!
-//! Virtual time is one [`ManualClock`] shared by every pod's breaker; the event loop advances
-//! it to each event's time before handling the event. A call acquires its permit at its start
-//! event and records it at its end event, so calls overlap in virtual time and the breaker
-//! measures each call's latency itself. Randomness comes from seeded streams: each pod's
-//! arrivals and each breaker's jitter derive from the scenario seed and the pod's index, the
-//! dependency's answers from a stream of their own, so a setting never changes the requests
-//! the fleet makes, only what happens to them.
+//! Virtual time is one [`ManualClock`] shared by every pod's breakers; the event loop advances
+//! it to each event's time before handling the event. A request arrives at its pod's caller
+//! pool (`caller.rs`), waits there for a slot if it must, and then makes attempts: each one
+//! asks the pod's breaker (or, with a breaker per replica, the breakers of the replicas in
+//! turn from a random first one) for a permit, reaches the dependency (`dependency.rs`), which
+//! queues it and tells when and how it answers, and ends at the answer, the attempt timeout
+//! or the request's deadline, whichever comes first. The breaker times each call itself on
+//! the shared clock.
+//!
+//! Randomness comes from seeded streams: each pod's arrivals and routes and each breaker's
+//! jitter derive from the scenario seed and the pod's index, the dependency's answers from a
+//! stream of their own, so a setting never changes the requests the fleet makes, only what
+//! happens to them.
+//!
+//! A refused attempt is asked of a second copy of the dependency (the *what-if* copy), which
+//! every attempt reaches, admitted or refused: whether it would have succeeded is judged at
+//! the load the refused calls would have added.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use cutout::clock::{Clock, ManualClock};
-use cutout::{Outcome, OwnedPermit, Settings, State};
+use cutout::{Outcome, OwnedPermit, Settings, State, TripWindow};
 
-use crate::dependency::Response;
+use crate::caller::{Arrival, RetryPolicy};
+use crate::dependency::Dependency;
 use crate::duration::nanos;
-use crate::fleet::{Fleet, PodTransition, mix};
+use crate::fleet::{BreakerPer, Fleet, PodTransition, mix};
+use crate::latency::{Histogram, exact_quantile};
 use crate::scenario::Scenario;
 
 const SECOND: u64 = 1_000_000_000;
@@ -32,12 +44,21 @@ pub struct Counts {
     pub requests_ok: u64,
     /// Requests whose last attempt failed.
     pub requests_failed: u64,
-    /// Requests whose last attempt timed out.
+    /// Requests whose last attempt timed out, or that ran into their deadline during an
+    /// attempt or a backoff.
     pub requests_timed_out: u64,
     /// Requests whose last attempt the breaker refused.
     pub requests_refused: u64,
+    /// Requests that found the pod's pool and its queue full.
+    pub requests_rejected_by_pool: u64,
+    /// Requests whose deadline passed while they waited for a slot of the pool.
+    pub requests_expired_in_queue: u64,
+    /// Requests still unfinished when the run ended (0: the loop drains them).
+    pub requests_unfinished: u64,
     /// Attempts: first attempts and retries.
     pub attempts: u64,
+    /// Retries (attempts after the first).
+    pub retries: u64,
     /// Attempts the breaker admitted (they reached the dependency).
     pub admitted: u64,
     /// Attempts the breaker refused.
@@ -46,17 +67,19 @@ pub struct Counts {
     pub attempts_ok: u64,
     /// Admitted attempts that failed within the timeout.
     pub attempts_failed: u64,
-    /// Admitted attempts that ran into the timeout.
+    /// Admitted attempts that ran into the timeout or the request's deadline.
     pub attempts_timed_out: u64,
     /// Admitted attempts still in flight when the run ended (0: the loop drains them).
     pub in_flight_at_end: u64,
-    /// Admitted attempts that started while a failing incident was in force.
+    /// Admitted attempts that reached a replica while a failing incident was in force on it.
     pub reached_failing: u64,
-    /// Refused attempts that would have succeeded within the timeout (the dependency's answer
-    /// drawn for them, at the load of that moment, from a separate random stream).
+    /// Refused attempts that would have succeeded within the timeout (asked of the what-if
+    /// copy of the dependency, at the load the refused calls add to it).
     pub refused_would_succeed: u64,
     /// Admitted attempts that were half-open probes.
     pub probes: u64,
+    /// The caller-side latencies of every ended request, summed, in microseconds.
+    pub latency_total_us: u64,
 }
 
 /// One second of the run, summed over the fleet.
@@ -82,22 +105,30 @@ pub struct Second {
     /// Calls per second the dependency could serve this second, over every replica, under
     /// the incidents in force.
     pub capacity: u32,
+    /// Requests in the fleet's callers (waiting for a slot, in an attempt or a backoff) at
+    /// the start of this second.
+    pub in_callers: u32,
+    /// The longest wait a call reaching a replica at the start of this second would have had
+    /// before its service (the dependency's backlog), in milliseconds.
+    pub backlog_ms: u32,
     /// Probes admitted.
     pub probes: u32,
-    /// Pods whose breaker was closed at the end of the second.
+    /// Pods whose breaker was closed at the end of the second (with a breaker per replica:
+    /// pods whose breakers were all closed).
     pub closed: u32,
-    /// Pods whose breaker was open (or isolated).
+    /// Pods with a breaker open (or isolated).
     pub open: u32,
-    /// Pods whose breaker was half-open.
+    /// Pods with a breaker half-open (and none open).
     pub half_open: u32,
-    /// Pods whose breaker was recovering over a ramp.
+    /// Pods with a breaker recovering over a ramp (and none open or half-open).
     pub recovering: u32,
 }
 
 /// The raw record of one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
-    /// The setting's name.
+    /// The run's label: its setting's name, and its breaker layout when a scenario compares
+    /// several.
     pub setting: String,
     /// The totals.
     pub counts: Counts,
@@ -107,13 +138,40 @@ pub struct Run {
     pub transitions: Vec<PodTransition>,
     /// Second by second.
     pub timeline: Vec<Second>,
+    /// Caller-side latency of every request that ended (arrival to end, in microseconds).
+    pub latencies: Histogram,
+    /// Caller-side latency of the requests that ended in a success.
+    pub ok_latencies: Histogram,
+    /// How far back the outcomes a trip judges can reach: an attempt lasts up to the
+    /// timeout and then stays in the trip window for its span (a count window's calls span
+    /// its size over one pod's request rate). Zero without a breaker.
+    pub window_reach: Duration,
+}
+
+/// What one run is: a label, the breakers' settings (`None`: no breaker at all), their
+/// layout, and the retry policy.
+#[derive(Debug, Clone)]
+pub struct Subject<'a> {
+    /// The run's label.
+    pub label: String,
+    /// The settings of every breaker, or `None` for a fleet without breakers.
+    pub settings: Option<&'a Settings>,
+    /// One breaker per pod, or one per replica.
+    pub per: BreakerPer,
+    /// How failed attempts are retried.
+    pub retry: RetryPolicy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum What {
     Arrival(u32),
-    Attempt { pod: u32, attempt: u32 },
-    Finish(usize),
+    /// A request starts an attempt (its first, once it has a slot, or a retry after its
+    /// backoff).
+    Attempt(usize),
+    /// A request's current attempt ends.
+    End(usize),
+    /// A waiting request's deadline.
+    Expire(usize),
     Tick,
 }
 
@@ -124,12 +182,38 @@ enum Result3 {
     TimedOut,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Waiting for a slot of its pod's pool.
+    Waiting,
+    /// Holding a slot: in an attempt or a backoff.
+    Running,
+}
+
+/// A request in progress.
 #[derive(Debug)]
-struct Call {
-    permit: OwnedPermit,
+struct Request {
     pod: u32,
-    attempt: u32,
+    arrived: u64,
+    deadline: u64,
+    /// Attempts made so far.
+    attempts: u32,
+    stage: Stage,
+    /// The attempt in flight: its permit, the breaker that gave it, and what it will end as.
+    permit: Option<OwnedPermit>,
+    breaker: usize,
     result: Result3,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Ok,
+    Failed,
+    TimedOut,
+    Refused,
+    RejectedByPool,
+    ExpiredInQueue,
 }
 
 /// The event queue: earliest first, ties in the order scheduled.
@@ -154,36 +238,24 @@ struct World<'a> {
     scenario: &'a Scenario,
     clock: ManualClock,
     fleet: Fleet,
-    dependency: crate::dependency::Dependency,
+    per_host: bool,
+    retry: RetryPolicy,
+    dependency: Dependency,
+    what_if: Dependency,
     answers: fastrand::Rng,
-    what_if: fastrand::Rng,
+    what_if_answers: fastrand::Rng,
     queue: Queue,
-    calls: Vec<Option<Call>>,
+    requests: Vec<Option<Request>>,
     free: Vec<usize>,
     counts: Counts,
     probe_times: Vec<u64>,
     timeline: Vec<Second>,
+    latencies: Histogram,
+    ok_latencies: Histogram,
+    /// The second whose latencies `this_second` holds, and those latencies (microseconds).
+    current_second: usize,
+    this_second: Vec<u32>,
     end: u64,
-}
-
-/// Runs `scenario` with every pod's breaker on `settings`. Deterministic: the same scenario
-/// (seed included) and settings give the same run.
-///
-/// Each run gets a fresh thread: cutout's adaptive breakers pick which calls in flight they
-/// track with a per-thread turn counter shared by every breaker on the thread, so a second
-/// run on the same thread would start from where the first left it and track other calls.
-pub fn run(
-    scenario: &Scenario,
-    setting: &str,
-    settings: &Settings,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Run {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| run_here(scenario, setting, settings, progress))
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
 }
 
 /// The simulated time one run reports progress over, in nanoseconds.
@@ -191,28 +263,58 @@ pub fn simulated_nanos(scenario: &Scenario) -> u64 {
     nanos(scenario.duration)
 }
 
-fn run_here(
-    scenario: &Scenario,
-    setting: &str,
-    settings: &Settings,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Run {
+/// Runs `scenario` on `subject`. Deterministic: the same scenario (seed included) and subject
+/// give the same run. `progress` hears the simulated time done, about every simulated second.
+///
+/// Each run gets a fresh thread: cutout's breakers draw which calls they time from per-thread
+/// sequences, so a second run on the same thread would start from where the first left them.
+pub fn run(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) + Sync)) -> Run {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| run_here(scenario, subject, progress))
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) + Sync)) -> Run {
     let clock = ManualClock::new();
-    let fleet = Fleet::new(&scenario.traffic, settings, &clock, scenario.seed);
+    let replicas = scenario.dependency.replicas();
+    let per_host = subject.per == BreakerPer::Host && subject.settings.is_some();
+    let disabled;
+    let settings = match subject.settings {
+        Some(settings) => settings,
+        None => {
+            disabled = Settings::builder()
+                .enabled(false)
+                .build()
+                .expect("a disabled breaker's settings are valid");
+            &disabled
+        }
+    };
+    let breakers = if per_host { replicas } else { 1 };
+    let fleet = Fleet::new(&scenario.traffic, settings, breakers, &clock, scenario.seed);
     let end = nanos(scenario.duration);
     let mut world = World {
         scenario,
         clock,
         fleet,
+        per_host,
+        retry: subject.retry,
         dependency: scenario.dependency.clone(),
+        what_if: scenario.dependency.clone(),
         answers: fastrand::Rng::with_seed(mix(scenario.seed, u64::MAX)),
-        what_if: fastrand::Rng::with_seed(mix(scenario.seed, u64::MAX - 1)),
+        what_if_answers: fastrand::Rng::with_seed(mix(scenario.seed, u64::MAX - 1)),
         queue: Queue::default(),
-        calls: Vec::new(),
+        requests: Vec::new(),
         free: Vec::new(),
         counts: Counts::default(),
         probe_times: Vec::new(),
         timeline: vec![Second::default(); end.div_ceil(SECOND) as usize],
+        latencies: Histogram::default(),
+        ok_latencies: Histogram::default(),
+        current_second: 0,
+        this_second: Vec::new(),
         end,
     };
     world.start();
@@ -225,14 +327,35 @@ fn run_here(
         }
         world.handle(at, what);
     }
-    world.counts.in_flight_at_end = world.calls.iter().filter(|c| c.is_some()).count() as u64;
+    world.flush_latencies();
+    world.counts.in_flight_at_end = world
+        .requests
+        .iter()
+        .flatten()
+        .filter(|r| r.permit.is_some())
+        .count() as u64;
+    world.counts.requests_unfinished = world.requests.iter().flatten().count() as u64;
     Run {
-        setting: setting.to_owned(),
+        setting: subject.label.clone(),
         counts: world.counts,
         probe_times: world.probe_times,
         transitions: world.fleet.take_transitions(),
         timeline: world.timeline,
+        latencies: world.latencies,
+        ok_latencies: world.ok_latencies,
+        window_reach: subject
+            .settings
+            .map_or(Duration::ZERO, |s| window_reach(s, &scenario.traffic)),
     }
+}
+
+/// See [`Run::window_reach`].
+fn window_reach(settings: &Settings, traffic: &crate::fleet::Traffic) -> Duration {
+    let span = match settings.window() {
+        TripWindow::Time(span) => span,
+        TripWindow::Count(n) => Duration::from_secs_f64(f64::from(n) / traffic.rate),
+    };
+    span + traffic.timeout
 }
 
 impl World<'_> {
@@ -244,7 +367,7 @@ impl World<'_> {
                 self.queue.push(gap, What::Arrival(pod as u32));
             }
         }
-        self.queue.push(SECOND.min(self.end), What::Tick);
+        self.queue.push(0, What::Tick);
     }
 
     fn second(&mut self, now: u64) -> &mut Second {
@@ -257,37 +380,111 @@ impl World<'_> {
 
     fn handle(&mut self, now: u64, what: What) {
         match what {
-            What::Arrival(pod) => {
-                self.counts.requests += 1;
-                self.attempt(now, pod, 0);
-                let next = now + self.fleet.pods[pod as usize].next_gap(self.scenario.traffic.rate);
-                if next < self.end {
-                    self.queue.push(next, What::Arrival(pod));
-                }
-            }
-            What::Attempt { pod, attempt } => self.attempt(now, pod, attempt),
-            What::Finish(slot) => self.finish(now, slot),
+            What::Arrival(pod) => self.arrival(now, pod),
+            What::Attempt(id) => self.attempt(now, id),
+            What::End(id) => self.end_attempt(now, id),
+            What::Expire(id) => self.expire(now, id),
             What::Tick => self.tick(now),
         }
     }
 
-    fn attempt(&mut self, now: u64, pod: u32, attempt: u32) {
-        let t = Duration::from_nanos(now);
-        let condition = self.scenario.script.condition(t);
-        let timeout = self.scenario.traffic.timeout;
-        self.counts.attempts += 1;
-        self.second(now).offered += 1;
-        let permit = match self.fleet.pods[pod as usize].breaker.try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                self.counts.refused += 1;
-                self.counts.requests_refused += 1;
-                let answer = self.dependency.respond(now, &condition, &mut self.what_if);
-                if answer.succeeds_within(timeout) {
-                    self.counts.refused_would_succeed += 1;
-                }
-                return;
+    fn arrival(&mut self, now: u64, pod: u32) {
+        self.counts.requests += 1;
+        let traffic = &self.scenario.traffic;
+        let request = Request {
+            pod,
+            arrived: now,
+            deadline: now.saturating_add(nanos(traffic.deadline)),
+            attempts: 0,
+            stage: Stage::Waiting,
+            permit: None,
+            breaker: 0,
+            result: Result3::Ok,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.requests[id] = Some(request);
+                id
             }
+            None => {
+                self.requests.push(Some(request));
+                self.requests.len() - 1
+            }
+        };
+        match self.fleet.pods[pod as usize].pool.arrive(id) {
+            Arrival::Start => self.run_request(now, id),
+            Arrival::Queued => {
+                let deadline = self.request(id).deadline;
+                self.queue.push(deadline, What::Expire(id));
+            }
+            Arrival::Full => self.end_request(now, id, End::RejectedByPool),
+        }
+        let next = now + self.fleet.pods[pod as usize].next_gap(traffic.rate);
+        if next < self.end {
+            self.queue.push(next, What::Arrival(pod));
+        }
+    }
+
+    fn request(&mut self, id: usize) -> &mut Request {
+        self.requests[id].as_mut().expect("a live request")
+    }
+
+    /// A request takes its slot: its first attempt starts now.
+    fn run_request(&mut self, now: u64, id: usize) {
+        self.request(id).stage = Stage::Running;
+        self.attempt(now, id);
+    }
+
+    fn attempt(&mut self, now: u64, id: usize) {
+        let t = Duration::from_nanos(now);
+        let replicas = self.dependency.replicas();
+        let (pod, first_attempt, deadline) = {
+            let r = self.request(id);
+            r.attempts += 1;
+            (r.pod as usize, r.attempts == 1, r.deadline)
+        };
+        self.counts.attempts += 1;
+        if !first_attempt {
+            self.counts.retries += 1;
+        }
+        self.second(now).offered += 1;
+        let route = &mut self.fleet.pods[pod].route;
+        let first = route.u32(..replicas);
+        // With a breaker per replica the call goes to a random replica whose breaker admits
+        // it (the others in a random order after the first: a refused replica's share spreads
+        // evenly over the rest); with one breaker, to a random replica.
+        let mut admitted = None;
+        if self.per_host {
+            let mut order: Vec<u32> = (0..replicas).collect();
+            order.swap(0, first as usize);
+            for k in 0..replicas as usize {
+                if k > 0 {
+                    let pick = self.fleet.pods[pod].route.usize(k..replicas as usize);
+                    order.swap(k, pick);
+                }
+                let replica = order[k];
+                let breaker = &self.fleet.pods[pod].breakers[replica as usize];
+                if let Ok(permit) = breaker.try_acquire_owned() {
+                    admitted = Some((permit, replica as usize, replica));
+                    break;
+                }
+            }
+        } else if let Ok(permit) = self.fleet.pods[pod].breakers[0].try_acquire_owned() {
+            admitted = Some((permit, 0, first));
+        }
+        let timeout = self.scenario.traffic.timeout;
+        let Some((permit, breaker, replica)) = admitted else {
+            self.counts.refused += 1;
+            let condition = self.scenario.script.condition_on(t, first);
+            let answer = self
+                .what_if
+                .call(now, first, &condition, &mut self.what_if_answers);
+            let within = now.saturating_add(nanos(timeout)).min(deadline);
+            if answer.ok && answer.at <= within {
+                self.counts.refused_would_succeed += 1;
+            }
+            self.end_request(now, id, End::Refused);
+            return;
         };
         self.counts.admitted += 1;
         self.second(now).admitted += 1;
@@ -296,49 +493,54 @@ impl World<'_> {
             self.probe_times.push(now);
             self.second(now).probes += 1;
         }
-        if self.scenario.script.is_failing(t) {
+        if self.scenario.script.is_failing_on(t, replica) {
             self.counts.reached_failing += 1;
         }
-        self.dependency.arrive(now);
-        let (delay, result) = match self.dependency.respond(now, &condition, &mut self.answers) {
-            Response::Success(latency) if latency <= timeout => (latency, Result3::Ok),
-            Response::Failure(latency) if latency <= timeout => (latency, Result3::Failed),
-            _ => (timeout, Result3::TimedOut),
+        let condition = self.scenario.script.condition_on(t, replica);
+        let answer = self
+            .dependency
+            .call(now, replica, &condition, &mut self.answers);
+        self.what_if
+            .call(now, replica, &condition, &mut self.what_if_answers);
+        let cut = now.saturating_add(nanos(timeout)).min(deadline);
+        let (at, result) = if answer.at <= cut {
+            let result = if answer.ok {
+                Result3::Ok
+            } else {
+                Result3::Failed
+            };
+            (answer.at, result)
+        } else {
+            (cut, Result3::TimedOut)
         };
-        let call = Call {
-            permit,
-            pod,
-            attempt,
-            result,
-        };
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.calls[slot] = Some(call);
-                slot
-            }
-            None => {
-                self.calls.push(Some(call));
-                self.calls.len() - 1
-            }
-        };
-        self.queue.push(now + nanos(delay), What::Finish(slot));
+        let r = self.request(id);
+        r.permit = Some(permit);
+        r.breaker = breaker;
+        r.result = result;
+        self.queue.push(at, What::End(id));
     }
 
-    fn finish(&mut self, now: u64, slot: usize) {
-        let Some(call) = self.calls[slot].take() else {
-            return;
+    fn end_attempt(&mut self, now: u64, id: usize) {
+        let (permit, result, breaker, pod, attempts, deadline) = {
+            let r = self.request(id);
+            (
+                r.permit.take().expect("an attempt in flight"),
+                r.result,
+                r.breaker,
+                r.pod as usize,
+                r.attempts,
+                r.deadline,
+            )
         };
-        self.free.push(slot);
-        let outcome = match call.result {
+        permit.record(match result {
             Result3::Ok => Outcome::Success,
             Result3::Failed | Result3::TimedOut => Outcome::Failure,
-        };
-        call.permit.record(outcome);
-        match call.result {
+        });
+        match result {
             Result3::Ok => {
                 self.counts.attempts_ok += 1;
-                self.counts.requests_ok += 1;
                 self.second(now).succeeded += 1;
+                self.end_request(now, id, End::Ok);
                 return;
             }
             Result3::Failed => self.counts.attempts_failed += 1,
@@ -346,38 +548,149 @@ impl World<'_> {
         }
         self.second(now).failed += 1;
         let traffic = &self.scenario.traffic;
-        if call.attempt < traffic.retries {
-            let at = now + nanos(traffic.retry_backoff);
-            self.queue.push(
-                at,
-                What::Attempt {
-                    pod: call.pod,
-                    attempt: call.attempt + 1,
-                },
+        let retry = attempts <= traffic.retries
+            && self.retry.retries(
+                now,
+                traffic.retry_backoff,
+                deadline,
+                &self.fleet.pods[pod].breakers[breaker],
             );
-        } else if call.result == Result3::Failed {
-            self.counts.requests_failed += 1;
+        if retry {
+            let at = now + nanos(traffic.retry_backoff);
+            self.queue.push(at, What::Attempt(id));
+        } else if result == Result3::Failed && now < deadline {
+            self.end_request(now, id, End::Failed);
         } else {
-            self.counts.requests_timed_out += 1;
+            self.end_request(now, id, End::TimedOut);
         }
     }
 
-    fn tick(&mut self, now: u64) {
-        let mut states = Second::default();
-        for pod in &self.fleet.pods {
-            match pod.breaker.state() {
-                State::Open | State::Isolated => states.open += 1,
-                State::HalfOpen => states.half_open += 1,
-                State::Recovering => states.recovering += 1,
-                _ => states.closed += 1,
+    fn expire(&mut self, now: u64, id: usize) {
+        let waiting = self.requests[id]
+            .as_ref()
+            .is_some_and(|r| r.stage == Stage::Waiting && r.deadline == now);
+        if waiting {
+            let pod = self.request(id).pod as usize;
+            self.fleet.pods[pod].pool.leave();
+            self.end_request(now, id, End::ExpiredInQueue);
+        }
+    }
+
+    /// Ends request `id` at `now`: counts it, and gives its slot (if it held one) to the
+    /// oldest request still waiting at its pod.
+    fn end_request(&mut self, now: u64, id: usize, end: End) {
+        let request = self.requests[id].take().expect("a live request");
+        self.free.push(id);
+        let c = &mut self.counts;
+        match end {
+            End::Ok => c.requests_ok += 1,
+            End::Failed => c.requests_failed += 1,
+            End::TimedOut => c.requests_timed_out += 1,
+            End::Refused => c.requests_refused += 1,
+            End::RejectedByPool => c.requests_rejected_by_pool += 1,
+            End::ExpiredInQueue => c.requests_expired_in_queue += 1,
+        }
+        let micros = (now - request.arrived) / 1_000;
+        self.counts.latency_total_us += micros;
+        self.latencies.add(micros);
+        if end == End::Ok {
+            self.ok_latencies.add(micros);
+        }
+        self.note_latency(now, micros);
+        let second = self.second(now);
+        second.ended += 1;
+        if end == End::Ok {
+            second.goodput += 1;
+        }
+        if request.stage == Stage::Running {
+            let requests = &self.requests;
+            let next = self.fleet.pods[request.pod as usize]
+                .pool
+                .release(|waiting| {
+                    requests[waiting]
+                        .as_ref()
+                        .is_some_and(|r| r.stage == Stage::Waiting && r.deadline > now)
+                });
+            if let Some(next) = next {
+                self.run_request(now, next);
             }
         }
-        let second = self.second(now.saturating_sub(1));
-        second.closed = states.closed;
-        second.open = states.open;
-        second.half_open = states.half_open;
-        second.recovering = states.recovering;
+    }
+
+    /// Keeps a request's latency for its second's quantiles (requests end in time order).
+    fn note_latency(&mut self, now: u64, micros: u64) {
+        let index = (now / SECOND) as usize;
+        if index != self.current_second {
+            self.flush_latencies();
+            self.current_second = index;
+        }
+        self.this_second
+            .push(u32::try_from(micros).unwrap_or(u32::MAX));
+    }
+
+    fn flush_latencies(&mut self) {
+        if self.this_second.is_empty() {
+            return;
+        }
+        let mut values = std::mem::take(&mut self.this_second);
+        let p50 = exact_quantile(&mut values, 0.5);
+        let p99 = exact_quantile(&mut values, 0.99);
+        let index = self.current_second;
+        if index >= self.timeline.len() {
+            self.timeline.resize(index + 1, Second::default());
+        }
+        let second = &mut self.timeline[index];
+        second.latency_p50_us = p50;
+        second.latency_p99_us = p99;
+        values.clear();
+        self.this_second = values;
+    }
+
+    /// The end of a second (`now` > 0) records the pods' breaker states in it; every tick
+    /// records the capacity of the second it starts.
+    fn tick(&mut self, now: u64) {
+        if now > 0 {
+            let mut states = Second::default();
+            for pod in &self.fleet.pods {
+                let worst = pod
+                    .breakers
+                    .iter()
+                    .map(|b| match b.state() {
+                        State::Open | State::Isolated => 3,
+                        State::HalfOpen => 2,
+                        State::Recovering => 1,
+                        _ => 0,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                match worst {
+                    3 => states.open += 1,
+                    2 => states.half_open += 1,
+                    1 => states.recovering += 1,
+                    _ => states.closed += 1,
+                }
+            }
+            let second = self.second(now - 1);
+            second.closed = states.closed;
+            second.open = states.open;
+            second.half_open = states.half_open;
+            second.recovering = states.recovering;
+        }
         if now < self.end {
+            let t = Duration::from_nanos(now);
+            let script = &self.scenario.script;
+            let capacity = self
+                .dependency
+                .capacity_under(&|replica| script.condition_on(t, replica));
+            let backlog = (0..self.dependency.replicas())
+                .map(|replica| self.dependency.backlog(now, replica))
+                .max()
+                .unwrap_or_default();
+            let in_callers = (self.requests.len() - self.free.len()) as u32;
+            let second = self.second(now);
+            second.in_callers = in_callers;
+            second.capacity = capacity.round() as u32;
+            second.backlog_ms = u32::try_from(backlog.as_millis()).unwrap_or(u32::MAX);
             self.queue.push((now + SECOND).min(self.end), What::Tick);
         }
     }

@@ -1,6 +1,8 @@
-//! The binary: prints the report, writes the SVG, and prints the same thing twice.
+//! The binary: prints the report, writes the SVG, and prints the same thing twice; its flags
+//! (`--seed`, `--seeds`, `--sweep`, `--version`, `--help`) and its errors.
 
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 const SCENARIO: &str = r#"
 seed = 2
@@ -23,13 +25,43 @@ jitter = "none"
 [breakers.instances.equal]
 "#;
 
-fn run(dir: &std::path::Path, svg: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cutout-lab"))
-        .arg(dir.join("tiny.toml"))
-        .arg("--svg")
-        .arg(dir.join(svg))
-        .output()
-        .unwrap();
+/// A fresh directory with the tiny scenario in it, removed when dropped.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(test: &str) -> Dir {
+        let dir =
+            std::env::temp_dir().join(format!("cutout-lab-cli-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tiny.toml"), SCENARIO).unwrap();
+        Dir(dir)
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn lab(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cutout-lab"));
+    for a in args {
+        command.arg(a);
+    }
+    command.output().unwrap()
+}
+
+/// Runs the tiny scenario with `flags`, writing the SVG to `svg`, and returns stdout.
+fn report(dir: &Dir, svg: &str, flags: &[&str]) -> String {
+    let (scenario, svg) = (dir.join("tiny.toml"), dir.join(svg));
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&scenario, &"--svg", &svg];
+    args.extend(flags.iter().map(|f| f as &dyn AsRef<std::ffi::OsStr>));
+    let out = lab(&args);
     assert!(
         out.status.success(),
         "{}",
@@ -38,13 +70,28 @@ fn run(dir: &std::path::Path, svg: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Whether `line` has a range cell such as `(10-15)` or `(98.50-99.60%)`.
+fn has_range(line: &str) -> bool {
+    line.split('(').skip(1).any(|rest| {
+        rest.split_once(')').is_some_and(|(inside, _)| {
+            inside.split_once('-').is_some_and(|(a, b)| {
+                let number =
+                    |s: &str| !s.is_empty() && s.trim_end_matches('%').parse::<f64>().is_ok();
+                number(a) && number(b)
+            })
+        })
+    })
+}
+
 #[test]
 fn the_binary_is_deterministic_and_writes_the_svg() {
-    let dir = std::env::temp_dir().join(format!("cutout-lab-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("tiny.toml"), SCENARIO).unwrap();
-    let first = run(&dir, "a.svg");
-    let second = run(&dir, "b.svg");
+    let dir = Dir::new("single");
+    let first = report(&dir, "a.svg", &[]);
+    let second = report(&dir, "b.svg", &[]);
     assert!(
         first.contains("most probes reaching it in any 1 s"),
         "{first}"
@@ -57,10 +104,181 @@ fn the_binary_is_deterministic_and_writes_the_svg() {
     let a = std::fs::read_to_string(dir.join("a.svg")).unwrap();
     assert!(a.starts_with("<svg"), "{}", &a[..40.min(a.len())]);
     assert_eq!(a, std::fs::read_to_string(dir.join("b.svg")).unwrap());
-    let missing = Command::new(env!("CARGO_BIN_EXE_cutout-lab"))
-        .arg(dir.join("missing.toml"))
-        .output()
-        .unwrap();
+    let missing = lab(&[&dir.join("missing.toml")]);
     assert!(!missing.status.success());
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn seed_overrides_the_scenarios_seed() {
+    let dir = Dir::new("seed");
+    let own = report(&dir, "a.svg", &[]);
+    assert!(own.contains(", seed 2,"), "{own}");
+    let five = report(&dir, "a.svg", &["--seed", "5"]);
+    assert!(five.contains(", seed 5,"), "{five}");
+    assert_eq!(five, report(&dir, "a.svg", &["--seed=5"]));
+    assert_ne!(
+        own.replace("seed 2", "seed 5"),
+        five,
+        "another seed, other numbers"
+    );
+}
+
+#[test]
+fn many_seeds_give_mean_and_range_and_repeat() {
+    let dir = Dir::new("seeds");
+    let first = report(&dir, "a.svg", &["--seeds", "3"]);
+    assert!(first.contains("seeds 2 to 4 (3 seeds)"), "{first}");
+    assert!(first.contains("mean (min-max)"), "{first}");
+    assert!(first.lines().any(has_range), "no range in\n{first}");
+    assert!(first.contains("timeline of seed 2 only: "), "{first}");
+    let svg = std::fs::read_to_string(dir.join("a.svg")).unwrap();
+    assert!(svg.starts_with("<svg"));
+    let second = report(&dir, "a.svg", &["--seeds", "3"]);
+    assert_eq!(first, second, "same seeds, same output");
+    let later = report(&dir, "a.svg", &["--seeds", "2", "--seed", "10"]);
+    assert!(later.contains("seeds 10 to 11 (2 seeds)"), "{later}");
+}
+
+#[test]
+fn a_sweep_compares_each_value_and_recommends_one() {
+    let dir = Dir::new("sweep");
+    let out = report(&dir, "a.svg", &["--sweep", "break-duration=5s,30s"]);
+    let header = out
+        .lines()
+        .find(|l| l.contains("break-duration=5s"))
+        .unwrap_or_else(|| panic!("no column in\n{out}"));
+    assert!(header.contains("break-duration=30s"), "{out}");
+    assert!(
+        out.contains("sweep of break-duration over 5s, 30s, each on the settings of [breakers.instances.equal]"),
+        "{out}"
+    );
+    let recommended = out
+        .lines()
+        .find(|l| l.starts_with("recommended: "))
+        .unwrap_or_else(|| panic!("no recommendation in\n{out}"));
+    assert!(
+        recommended.starts_with("recommended: break-duration=5s,")
+            || recommended.starts_with("recommended: break-duration=30s,"),
+        "{recommended}"
+    );
+    assert!(recommended.contains("chosen by"), "{recommended}");
+    // The compared settings are replaced by the sweep's.
+    assert!(!header.split_whitespace().any(|c| c == "none"), "{header}");
+    let both = report(
+        &dir,
+        "a.svg",
+        &["--sweep=break-duration=5s,30s", "--seeds=2"],
+    );
+    assert!(both.contains("seeds 2 to 3 (2 seeds)"), "{both}");
+    assert!(both.contains("recommended: break-duration="), "{both}");
+    assert_eq!(
+        both,
+        report(
+            &dir,
+            "a.svg",
+            &["--seeds", "2", "--sweep", "break-duration=5s,30s"]
+        )
+    );
+}
+
+#[test]
+fn a_key_cutout_does_not_know_fails_with_cutouts_code() {
+    let dir = Dir::new("sweep-key");
+    let out = lab(&[&dir.join("tiny.toml"), &"--sweep", &"brake-duration=5s,30s"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("CUT-CFG-008"), "{err}");
+    assert!(err.contains("did you mean break-duration"), "{err}");
+    assert!(out.stdout.is_empty());
+    let bad_value = lab(&[
+        &dir.join("tiny.toml"),
+        &"--sweep",
+        &"failure-ratio=20%,150%",
+    ]);
+    assert_eq!(bad_value.status.code(), Some(2));
+    assert!(
+        stderr(&bad_value).contains("CUT-CFG-001"),
+        "{}",
+        stderr(&bad_value)
+    );
+}
+
+#[test]
+fn a_bad_command_line_exits_with_2() {
+    let dir = Dir::new("flags");
+    let scenario = dir.join("tiny.toml");
+    let cases: [&[&dyn AsRef<std::ffi::OsStr>]; 9] = [
+        &[&scenario, &"--frobnicate"],
+        &[&scenario, &"--sweep", &"break-duration"],
+        &[&scenario, &"--sweep", &"=5s"],
+        &[&scenario, &"--sweep", &"break-duration=5s,,30s"],
+        &[&scenario, &"--seeds", &"0"],
+        &[&scenario, &"--seeds", &"many"],
+        &[&scenario, &"--seed"],
+        &[&scenario, &scenario],
+        &[],
+    ];
+    for args in cases {
+        let out = lab(args);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("usage: cutout-lab"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
+    }
+    let unknown = stderr(&lab(&[&scenario, &"--frobnicate"]));
+    assert!(unknown.contains("unknown flag --frobnicate"), "{unknown}");
+}
+
+#[test]
+fn version_and_help() {
+    let version = lab(&[&"--version"]);
+    assert!(version.status.success());
+    assert_eq!(
+        String::from_utf8(version.stdout).unwrap(),
+        format!("cutout-lab {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    for flag in ["--help", "-h"] {
+        let help = lab(&[&flag]);
+        assert!(help.status.success());
+        let help = String::from_utf8(help.stdout).unwrap();
+        for listed in [
+            "SCENARIO.toml",
+            "--svg OUT.svg",
+            "--seed N",
+            "--seeds N",
+            "--sweep KEY=V1,V2,...",
+            "-h, --help",
+            "-V, --version",
+            "exit status",
+        ] {
+            assert!(help.contains(listed), "{listed} missing from\n{help}");
+        }
+    }
+}
+
+#[test]
+fn a_scenario_mistake_keeps_its_line_and_column() {
+    let dir = Dir::new("mistake");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, SCENARIO.replace("pods = 5", "pods = five")).unwrap();
+    let out = lab(&[&bad]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("bad.toml"), "{err}");
+    assert!(err.contains("line 10, column 8"), "{err}");
+    assert!(err.contains("pods = five"), "{err}");
+    let key = dir.join("key.toml");
+    std::fs::write(
+        &key,
+        SCENARIO.replace("jitter = \"none\"", "jiter = \"none\""),
+    )
+    .unwrap();
+    let err = stderr(&lab(&[&key]));
+    assert!(err.contains("CUT-CFG-008"), "{err}");
+    assert!(err.contains("did you mean jitter?"), "{err}");
+    let path = Path::new("scenarios").join("does-not-exist.toml");
+    assert_eq!(lab(&[&path]).status.code(), Some(1));
 }
