@@ -5,7 +5,9 @@
 //!   the inner service. The response future holds the permit and records the outcome through a
 //!   classifier; dropping it records nothing and frees a half-open probe slot.
 //! - [`keyed`]: one breaker per key (per destination host by default), bounded, observable and
-//!   with a cap on how many keys may be open at once.
+//!   with a cap on how many keys may be open at once. A key's settings are the same for every
+//!   key, a function of the key, or (feature `config`) its `[instances.<id>]` of a
+//!   `cutout::config::Config`, else the document's `[defaults]`.
 //! - [`HttpClassifier`]: 5xx and errors fail, 429 and 503 with `Retry-After` are throttling,
 //!   other 4xx the caller's fault.
 //! - [`respond`]: a refusal as 503 with `Retry-After`, a timeout as 504, for axum or hyper.

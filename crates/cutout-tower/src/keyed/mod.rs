@@ -1,10 +1,24 @@
 //! Keyed breakers: one [`Breaker`] per key (per host by default), bounded, observable, capped.
 //!
-//! [`KeyedBreakers`] is the map: it creates a key's breaker from a settings template on the
-//! key's first call, evicts keys that have been idle, and refuses to let more than a set number
-//! of keys be open at once. [`KeyedLayer`] / [`KeyedService`] put it in a tower stack, with a
-//! key function that picks the key of each request ([`ByHost`] for `http::Request`: scheme,
-//! host and port).
+//! [`KeyedBreakers`] is the map: it creates a key's breaker on the key's first call, evicts
+//! keys that have been idle, and refuses to let more than a set number of keys be open at once.
+//! [`KeyedLayer`] / [`KeyedService`] put it in a tower stack, with a key function that picks
+//! the key of each request ([`ByHost`] for `http::Request`: scheme, host and port).
+//!
+//! # Settings per key
+//! A key's breaker gets its settings when the key is created, from one of:
+//! - [`KeyedBreakers::builder`]: the same settings for every key;
+//! - [`KeyedBreakers::builder_per_key`]: a function of the key (`Fn(&K) -> Settings`);
+//! - `KeyedBreakers::builder_from_config` (feature `config`): a `cutout::config::Config`
+//!   document, matched on the breaker id (the key's `Display`): a key listed as
+//!   `[instances.<id>]` gets that instance's merged settings, any other key `[defaults]`.
+//!
+//! Settings are validated when they are made
+//! ([`SettingsBuilder::build`](cutout::SettingsBuilder::build), or `Config::from_toml` with
+//! its `CUT-CFG-…` codes), so creating a key never fails: a bad value is reported when the
+//! settings or the document are loaded, not on the first call of some host. A key keeps the
+//! settings it was created with until it is evicted; seen again, it is created again and its
+//! settings are worked out again.
 //!
 //! # Bounds
 //! - At most `max_keys` keys. A new key when the map is full first sweeps idle keys, then
@@ -58,12 +72,13 @@ pub use service::KeyedService;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
 use cutout::clock::{Clock, SystemClock};
+#[cfg(feature = "config")]
+use cutout::config::Config;
 use cutout::{Breaker, BreakerId, Settings, Snapshot, State};
 
 /// A shared clock handed to every key's breaker.
@@ -79,7 +94,48 @@ impl Clock for SharedClock {
     }
 }
 
-/// One breaker per key, created on demand from a settings template.
+/// Where each key's settings come from (see the [module docs](self#settings-per-key)).
+enum SettingsSource<K> {
+    /// The same settings for every key. (Boxed like the others: the variants stay small.)
+    Fixed(Box<Settings>),
+    /// A function of the key.
+    PerKey(Box<dyn Fn(&K) -> Settings + Send + Sync>),
+    /// A document: the key's instance, else its defaults, by breaker id.
+    #[cfg(feature = "config")]
+    Config(Box<Config>),
+}
+
+impl<K> SettingsSource<K> {
+    /// The settings of a new key whose breaker id is `id`.
+    #[cfg_attr(not(feature = "config"), allow(unused_variables))]
+    fn settings(&self, key: &K, id: &str) -> Settings {
+        match self {
+            SettingsSource::Fixed(settings) => Settings::clone(settings),
+            SettingsSource::PerKey(settings) => settings(key),
+            #[cfg(feature = "config")]
+            SettingsSource::Config(config) => config.settings_for(id).clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for SettingsSource<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettingsSource::Fixed(settings) => f.debug_tuple("Fixed").field(settings).finish(),
+            SettingsSource::PerKey(_) => f.write_str("PerKey(..)"),
+            #[cfg(feature = "config")]
+            SettingsSource::Config(config) => f
+                .debug_struct("Config")
+                .field(
+                    "instances",
+                    &config.instances().map(|(id, _)| id).collect::<Vec<_>>(),
+                )
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// One breaker per key, created on demand with settings for that key.
 ///
 /// A cheap handle; see the [module docs](self) for the bounds and the open cap.
 ///
@@ -122,7 +178,7 @@ impl<K> Clone for KeyedBreakers<K> {
 }
 
 struct Inner<K> {
-    settings: Settings,
+    settings: SettingsSource<K>,
     clock: SharedClock,
     max_keys: usize,
     idle_nanos: u64,
@@ -298,12 +354,11 @@ impl fmt::Debug for CallGuard {
 
 /// Builds a [`KeyedBreakers`].
 pub struct KeyedBuilder<K> {
-    settings: Settings,
+    settings: SettingsSource<K>,
     clock: Arc<dyn Clock>,
     max_keys: usize,
     idle_after: Duration,
     max_open: Option<usize>,
-    _key: PhantomData<fn() -> K>,
 }
 
 impl<K> fmt::Debug for KeyedBuilder<K> {
@@ -318,6 +373,16 @@ impl<K> fmt::Debug for KeyedBuilder<K> {
 }
 
 impl<K> KeyedBuilder<K> {
+    fn new(settings: SettingsSource<K>) -> KeyedBuilder<K> {
+        KeyedBuilder {
+            settings,
+            clock: Arc::new(SystemClock),
+            max_keys: 1024,
+            idle_after: Duration::from_secs(600),
+            max_open: None,
+        }
+    }
+
     /// The most keys held at once (default 1024, at least 1).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys.max(1);
@@ -423,16 +488,92 @@ fn evictable(state: State) -> bool {
 }
 
 impl<K> KeyedBreakers<K> {
-    /// A builder whose keys' breakers use `settings`.
+    /// A builder whose keys' breakers all use `settings`.
     pub fn builder(settings: Settings) -> KeyedBuilder<K> {
-        KeyedBuilder {
-            settings,
-            clock: Arc::new(SystemClock),
-            max_keys: 1024,
-            idle_after: Duration::from_secs(600),
-            max_open: None,
-            _key: PhantomData,
-        }
+        KeyedBuilder::new(SettingsSource::Fixed(Box::new(settings)))
+    }
+
+    /// A builder whose keys' breakers use `settings(key)`: one host can have its own.
+    ///
+    /// The function is called once when a key is created (its first call, or
+    /// [`KeyedBreakers::breaker`] / [`KeyedBreakers::isolate`] on a new key), on that caller's
+    /// thread, with no lock of the map held, so it may read the map. A key created again after
+    /// its eviction calls it again. It returns [`Settings`], which are valid by construction:
+    /// build and check them up front (an invalid value is an error when it is built, not on
+    /// the first call of a host) and have the function pick among them. A panic in it reaches
+    /// the call that creates the key; the key is not created and nothing is poisoned.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::Settings;
+    /// use cutout_tower::keyed::KeyedBreakers;
+    ///
+    /// // Validated once, here: the function only chooses.
+    /// let fragile = Settings::builder().consecutive_failures(Some(1)).build()?;
+    /// let normal = Settings::builder().consecutive_failures(Some(3)).build()?;
+    /// let hosts = KeyedBreakers::<String>::builder_per_key(move |host| {
+    ///     if host.ends_with(".legacy.example") { fragile.clone() } else { normal.clone() }
+    /// })
+    /// .idle_after(Duration::from_secs(600))
+    /// .build();
+    ///
+    /// let old = hosts.breaker(&"db.legacy.example".to_owned()).unwrap();
+    /// assert_eq!(old.settings().consecutive_failures(), Some(1));
+    /// let new = hosts.breaker(&"api.example".to_owned()).unwrap();
+    /// assert_eq!(new.settings().consecutive_failures(), Some(3));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn builder_per_key<F>(settings: F) -> KeyedBuilder<K>
+    where
+        F: Fn(&K) -> Settings + Send + Sync + 'static,
+    {
+        KeyedBuilder::new(SettingsSource::PerKey(Box::new(settings)))
+    }
+
+    /// A builder whose keys' breakers take their settings from `config` (feature `config`),
+    /// matched on the breaker id, which is the key's `Display`: a key whose id is listed as
+    /// `[instances.<id>]` gets that instance's settings, merged as the document says
+    /// (built-in defaults ← `[defaults]` ← its `base-config` ← its own keys); any other key
+    /// gets `[defaults]` (built-in defaults ← `[defaults]`). This is
+    /// [`Config::settings_for`] of the id; `config` is copied.
+    ///
+    /// Every error of the document (an unknown key, a bad value, a missing `base-config`:
+    /// `CUT-CFG-…`) is reported by [`Config::from_toml`] when it is loaded; creating a key
+    /// never fails. An instance whose id is no key's is simply never used, so write ids as
+    /// the breakers show them: for [`HostKey`] that is `scheme://host:port`
+    /// (`[instances."https://b.example:443"]`). To match on something else (the host alone,
+    /// a tenant), use [`KeyedBreakers::builder_per_key`] with `config.settings_for(..)`:
+    ///
+    /// ```
+    /// use cutout::config::Config;
+    /// use cutout_tower::keyed::{HostKey, KeyedBreakers, KeyedLayer};
+    ///
+    /// let config = Config::from_toml(r#"
+    ///     [defaults]
+    ///     consecutive-failures = 3
+    ///
+    ///     [instances."https://b.example:443"]
+    ///     consecutive-failures = 1
+    /// "#)?;
+    /// let hosts = KeyedBreakers::<HostKey>::builder_from_config(&config).max_open(8).build();
+    /// let layer = KeyedLayer::per_host(hosts.clone());
+    ///
+    /// let b = HostKey { scheme: "https".into(), host: "b.example".into(), port: 443 };
+    /// assert_eq!(hosts.breaker(&b).unwrap().settings().consecutive_failures(), Some(1));
+    /// let a = HostKey { host: "a.example".into(), ..b };
+    /// assert_eq!(hosts.breaker(&a).unwrap().settings().consecutive_failures(), Some(3));
+    ///
+    /// // The same document keyed on the host alone: [instances."b.example"].
+    /// let by_host = KeyedBreakers::<HostKey>::builder_per_key(move |key| {
+    ///     config.settings_for(&key.host).clone()
+    /// })
+    /// .build();
+    /// # let _ = (layer, by_host);
+    /// # Ok::<(), cutout::config::LoadError>(())
+    /// ```
+    #[cfg(feature = "config")]
+    pub fn builder_from_config(config: &Config) -> KeyedBuilder<K> {
+        KeyedBuilder::new(SettingsSource::Config(Box::new(config.clone())))
     }
 }
 
@@ -466,11 +607,14 @@ where
                 return Some(Self::guard(entry, now));
             }
         }
+        // The key's settings are worked out before the write lock: a settings function runs
+        // with no lock held. Lost (cheaply) if another call creates the key meanwhile.
+        let fresh = self.fresh(key);
         let mut map = self.write();
         if let Some(entry) = map.get(key) {
             return Some(Self::guard(entry, now));
         }
-        match self.insert(&mut map, key, now) {
+        match self.insert(&mut map, key, fresh, now) {
             Some(entry) => Some(Self::guard(&entry, now)),
             None => {
                 self.inner.unguarded.fetch_add(1, Ordering::Relaxed);
@@ -488,8 +632,22 @@ where
         }
     }
 
-    /// Creates `key`'s entry, making room if the map is full. Holds the write lock.
-    fn insert(&self, map: &mut HashMap<K, Arc<Entry>>, key: &K, now: u64) -> Option<Arc<Entry>> {
+    /// A new key's breaker id and settings. Called with no lock of the map held.
+    fn fresh(&self, key: &K) -> (String, Settings) {
+        let id = key.to_string();
+        let settings = self.inner.settings.settings(key, &id);
+        (id, settings)
+    }
+
+    /// Creates `key`'s entry with `fresh` (its id and settings), making room if the map is
+    /// full. Holds the write lock.
+    fn insert(
+        &self,
+        map: &mut HashMap<K, Arc<Entry>>,
+        key: &K,
+        fresh: (String, Settings),
+        now: u64,
+    ) -> Option<Arc<Entry>> {
         if map.len() >= self.inner.max_keys {
             self.sweep_locked(map, now);
         }
@@ -506,15 +664,15 @@ where
                 self.evicted_locked(&[entry]);
             }
         }
-        let entry = self.new_entry(key, now);
+        let entry = self.new_entry(fresh, now);
         map.insert(key.clone(), Arc::clone(&entry));
         self.inner.created.fetch_add(1, Ordering::Relaxed);
         Some(entry)
     }
 
-    fn new_entry(&self, key: &K, now: u64) -> Arc<Entry> {
-        let builder = Breaker::builder(key.to_string())
-            .settings(self.inner.settings.clone())
+    fn new_entry(&self, (id, settings): (String, Settings), now: u64) -> Arc<Entry> {
+        let builder = Breaker::builder(id)
+            .settings(settings)
             .clock(self.inner.clock.clone());
         Arc::new_cyclic(|weak_entry: &Weak<Entry>| {
             let builder = match &self.inner.cap {
@@ -605,12 +763,13 @@ where
         if let Some(entry) = self.read().get(key) {
             return Some(entry.breaker.clone());
         }
+        let fresh = self.fresh(key);
         let now = self.inner.clock.recent();
         let mut map = self.write();
         if let Some(entry) = map.get(key) {
             return Some(entry.breaker.clone());
         }
-        self.insert(&mut map, key, now)
+        self.insert(&mut map, key, fresh, now)
             .map(|entry| entry.breaker.clone())
     }
 
