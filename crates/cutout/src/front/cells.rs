@@ -54,11 +54,15 @@ struct Line {
 }
 
 impl Line {
-    fn new(index: usize, generation: u32) -> Line {
+    fn new(generation: u32) -> Line {
         Line {
             successes: AtomicU64::new(join(generation, 0)),
-            // Any state but 0 (xorshift's fixed point); lines start apart.
-            turn: AtomicU64::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
+            // Any state but 0 (xorshift's fixed point). Every line starts at the same one, so
+            // which calls a thread times depends on its own calls only, never on the line its
+            // slot gave it (that depends on which other threads hold slots): one thread's run
+            // of a seeded simulation times the same calls whatever else the process runs. Two
+            // threads on two lines draw the same sequence, each over its own calls.
+            turn: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
             started: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             samples: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -106,7 +110,7 @@ impl Cells {
     fn with_lines(lines: usize, generation: u32) -> Cells {
         Cells {
             lines: (0..lines.max(1))
-                .map(|index| Line::new(index, generation))
+                .map(|_| Line::new(generation))
                 .collect(),
         }
     }
