@@ -138,6 +138,9 @@ impl FleetSpec {
 pub struct PodTransition {
     /// The pod.
     pub pod: u32,
+    /// The replica whose breaker it was, for a breaker per replica; `None` for a pod's one
+    /// breaker for the whole dependency.
+    pub replica: Option<u32>,
     /// When, in nanoseconds of virtual time.
     pub at: u64,
     /// What happened.
@@ -197,9 +200,11 @@ impl Fleet {
                             .seed(mix(seed, stream).wrapping_add(u64::from(replica)))
                             .build();
                         let sink = transitions.clone();
+                        let per_replica = (breakers > 1).then_some(replica);
                         breaker.subscribe(move |event| {
                             let record = PodTransition {
                                 pod,
+                                replica: per_replica,
                                 at: nanos(event.at),
                                 transition: event.transition,
                             };

@@ -1059,6 +1059,7 @@ mod tests {
         let mut r = run("counted", 300, 0);
         let opened = |from| crate::fleet::PodTransition {
             pod: 0,
+            replica: None,
             at: 61_000_000_000,
             transition: Transition::Opened {
                 from,

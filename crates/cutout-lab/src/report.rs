@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use cutout::{State, Transition};
 
+use crate::incident::Incident;
 use crate::latency::Histogram;
 use crate::scenario::Scenario;
 use crate::sim::{Counts, Run};
@@ -41,13 +42,18 @@ pub struct Metrics {
     pub trips: u32,
     /// Trips of a pod that had already tripped earlier in the run.
     pub re_trips: u32,
-    /// Trips on a healthy dependency: no incident in force over the outcomes the trip judged
-    /// (its run's [`Run::window_reach`] back), and no backlog at the dependency (no call
-    /// reaching it would have waited, at the start of the trip's second or of the next).
+    /// Trips on a healthy dependency: no incident on the breaker's replicas (its own replica,
+    /// for a breaker per replica) over the outcomes the trip judged (its run's
+    /// [`Run::window_reach`] back), and no queue at the dependency (a call reaching any
+    /// replica at the start of the trip's second or of the next would have waited less than a
+    /// healthy call's mean service time).
     pub false_trips: u32,
     /// Trips with no incident in force that judged outcomes of one that had just ended, or
-    /// while the dependency still worked off the backlog one left.
+    /// while the dependency still worked off the queue one left.
     pub trips_after_incident: u32,
+    /// Trips with no incident in force or just ended, while the dependency queued its calls:
+    /// load above its capacity.
+    pub trips_overloaded: u32,
     /// Breakers re-opened from half-open (failed, slow or timed-out probes).
     pub probe_reopens: u32,
     /// Every opening (trips and probe re-opens) by reason, sorted by reason name.
@@ -75,6 +81,8 @@ impl Metrics {
     pub fn of(scenario: &Scenario, run: &Run) -> Metrics {
         let script = &scenario.script;
         let start = script.start().map(|d| d.as_nanos() as u64);
+        // A queue counts when a call would wait at least as long as a healthy call takes.
+        let backlog_floor = (scenario.dependency.mean_service().as_millis() as u64).max(1);
         let mut tripped = vec![0u32; scenario.traffic.pods as usize];
         let mut pods_after = vec![false; scenario.traffic.pods as usize];
         let mut m = Metrics {
@@ -89,6 +97,7 @@ impl Metrics {
             re_trips: 0,
             false_trips: 0,
             trips_after_incident: 0,
+            trips_overloaded: 0,
             probe_reopens: 0,
             reasons: BTreeMap::new(),
             goodput: goodput(run, 0, scenario.duration),
@@ -119,16 +128,25 @@ impl Metrics {
             }
             tripped[pod] += 1;
             let at = Duration::from_nanos(t.at);
-            if !script.any_active(at) {
+            // The incidents this breaker's calls met: a breaker per replica meets its replica's
+            // only.
+            let met = |i: &&Incident| t.replica.is_none_or(|r| i.hits(r));
+            let incidents = || script.incidents().iter().filter(met);
+            if !incidents().any(|i| i.active_at(at)) {
                 let from = at.saturating_sub(run.window_reach);
-                let judged_incident = script
-                    .incidents()
-                    .iter()
-                    .any(|i| i.start <= at && i.end() > from);
+                let judged_incident = incidents().any(|i| i.start <= at && i.end() > from);
+                let ended_before = incidents().any(|i| i.end() <= at);
                 let second = (t.at / SECOND) as usize;
-                let backlog = |s: usize| run.timeline.get(s).map_or(0, |s| s.backlog_ms);
-                if judged_incident || backlog(second) > 0 || backlog(second + 1) > 0 {
+                let queueing = |s: usize| {
+                    run.timeline
+                        .get(s)
+                        .is_some_and(|s| u64::from(s.backlog_ms) >= backlog_floor)
+                };
+                let queue = queueing(second) || queueing(second + 1);
+                if judged_incident || (queue && ended_before) {
                     m.trips_after_incident += 1;
+                } else if queue {
+                    m.trips_overloaded += 1;
                 } else {
                     m.false_trips += 1;
                 }
@@ -320,6 +338,13 @@ impl Metrics {
                 "-",
             ),
             f(
+                "trips on an overloaded dependency (no incident, a queue)",
+                count(self.trips_overloaded.into()),
+                None,
+                Count,
+                "-",
+            ),
+            f(
                 "probes that re-opened",
                 count(self.probe_reopens.into()),
                 None,
@@ -377,15 +402,16 @@ fn quantile(histogram: &Histogram, q: f64) -> Option<Duration> {
 
 /// Successful requests per second from second `from` to the end of the run.
 fn goodput(run: &Run, from: usize, duration: Duration) -> f64 {
-    let last = (duration.as_secs() as usize).min(run.timeline.len());
-    if from >= last {
+    let seconds = duration.as_secs_f64() - from as f64;
+    let last = (duration.as_secs_f64().ceil() as usize).min(run.timeline.len());
+    if seconds <= 0.0 || from >= last {
         return 0.0;
     }
     let ok: u64 = run.timeline[from..last]
         .iter()
         .map(|s| u64::from(s.goodput))
         .sum();
-    ok as f64 / (last - from) as f64
+    ok as f64 / seconds
 }
 
 /// The largest rise in admitted calls from one second to the next, from second `from` on.

@@ -143,8 +143,9 @@ pub struct Run {
     /// Caller-side latency of the requests that ended in a success.
     pub ok_latencies: Histogram,
     /// How far back the outcomes a trip judges can reach: an attempt lasts up to the
-    /// timeout and then stays in the trip window for its span (a count window's calls span
-    /// its size over one pod's request rate). Zero without a breaker.
+    /// timeout and then stays in the trip window for its span (a count window of n calls: the
+    /// time n + 4√n + 4 calls take at the rate its breaker sees, a pod's or one replica's
+    /// share of it, which Poisson arrivals rarely exceed). Zero without a breaker.
     pub window_reach: Duration,
 }
 
@@ -343,19 +344,27 @@ fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) 
         timeline: world.timeline,
         latencies: world.latencies,
         ok_latencies: world.ok_latencies,
-        window_reach: subject
-            .settings
-            .map_or(Duration::ZERO, |s| window_reach(s, &scenario.traffic)),
+        window_reach: subject.settings.map_or(Duration::ZERO, |s| {
+            let share = if per_host { f64::from(replicas) } else { 1.0 };
+            window_reach(s, &scenario.traffic, share)
+        }),
     }
 }
 
-/// See [`Run::window_reach`].
-fn window_reach(settings: &Settings, traffic: &crate::fleet::Traffic) -> Duration {
+/// See [`Run::window_reach`]; each breaker sees one `share` of its pod's requests (a breaker
+/// per replica: one replica's).
+fn window_reach(settings: &Settings, traffic: &crate::fleet::Traffic, share: f64) -> Duration {
     let span = match settings.window() {
         TripWindow::Time(span) => span,
-        TripWindow::Count(n) => Duration::from_secs_f64(f64::from(n) / traffic.rate),
+        // Poisson arrivals: n calls take n / rate on average; n + 4√n + 4 bounds them but
+        // about once in 30,000 windows.
+        TripWindow::Count(n) => {
+            let n = f64::from(n);
+            let calls = n + 4.0 * n.sqrt() + 4.0;
+            Duration::try_from_secs_f64(calls * share / traffic.rate).unwrap_or(Duration::MAX)
+        }
     };
-    span + traffic.timeout
+    span.saturating_add(traffic.timeout)
 }
 
 impl World<'_> {
