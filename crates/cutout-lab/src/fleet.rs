@@ -10,39 +10,52 @@ use cutout::{Breaker, Settings, Transition};
 use serde::Deserialize;
 
 use crate::caller::{Pool, RetryPolicy};
-use crate::duration::{nanos, parse};
+use crate::duration::{nanos, parse_at_most};
 
 /// The fleet as written in a scenario file (`[fleet]`).
+///
+/// Every key is bounded, so that a run's memory and time stay bounded whatever the file says
+/// (the bounds are [`FleetSpec`]'s associated constants; a value past one is refused, naming
+/// the key): at most 10,000 pods, 1,000,000 requests/s a pod and 1,000,000 over the whole
+/// fleet, 100 retries, an hour for the timeout, the retry backoff and a given deadline, and
+/// 10,000,000 requests held at once by all the pods' pools together.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct FleetSpec {
-    /// How many pods.
+    /// How many pods, 1 to 10,000 (each keeps its own breakers and pool in every run).
     pub pods: u32,
-    /// Requests per second each pod sends (Poisson arrivals).
+    /// Requests per second each pod sends (Poisson arrivals): above 0, at most 1,000,000 a
+    /// pod and 1,000,000 for `pods` × `rate` (arrivals are whole nanoseconds apart, and every
+    /// request is an event of the simulation).
     pub rate: f64,
-    /// How long an attempt may take; a timed-out attempt is a failure recorded at the timeout.
+    /// How long an attempt may take, above 0 and at most 1 hour; a timed-out attempt is a
+    /// failure recorded at the timeout.
     pub timeout: String,
-    /// Extra attempts after a failed or timed-out one (default 0). A refused attempt is never
-    /// retried: the breaker said the dependency is down.
+    /// Extra attempts after a failed or timed-out one (default 0, at most 100). A refused
+    /// attempt is never retried: the breaker said the dependency is down.
     #[serde(default)]
     pub retries: u32,
-    /// The pause before a retry (default `"100ms"`).
+    /// The pause before a retry (default `"100ms"`, at most 1 hour).
     pub retry_backoff: Option<String>,
     /// How retries are decided, as a list of runs to compare: `"breaker-aware"` (the
-    /// default: cutout-tower's `BreakerRetry` rules) and `"naive"`.
+    /// default: cutout-tower's `BreakerRetry` rules) and `"naive"`, each at most once.
     #[serde(default)]
     pub retry_policy: Vec<RetryPolicy>,
     /// Concurrent calls each pod's caller pool allows (default 64).
     pub concurrency: Option<u32>,
     /// Requests that may wait for a slot of the pool (default 256); one more fails at once.
+    /// `pods` × (`concurrency` + `queue`), the requests the fleet may hold at once, is at
+    /// most 10,000,000.
     pub queue: Option<u32>,
-    /// How long the caller waits for a request, queueing and retries included (default: the
-    /// timeout times the attempts plus the backoffs between them, so that by default only the
-    /// pool's queue can run into it).
+    /// How long the caller waits for a request, queueing and retries included, above 0 and
+    /// at most 1 hour when given (default: the timeout times the attempts plus the backoffs
+    /// between them, so that by default only the pool's queue can run into it; at most 201
+    /// hours by the bounds on those).
     pub deadline: Option<String>,
     /// Which breakers each pod keeps, as a list of runs to compare: `"dependency"` (one for
     /// the whole dependency, the default) and `"host"` (one per replica, as cutout-tower's
-    /// keyed layer keys them; a call goes to a replica whose breaker admits it).
+    /// keyed layer keys them; a call goes to a replica whose breaker admits it), each at most
+    /// once.
     #[serde(default)]
     pub breaker_per: Vec<BreakerPer>,
 }
@@ -83,29 +96,108 @@ pub struct Traffic {
 }
 
 impl FleetSpec {
-    /// Checks the spec.
+    /// The most pods.
+    pub const MAX_PODS: u32 = 10_000;
+    /// The most requests per second, of a pod and of the whole fleet.
+    pub const MAX_RATE: f64 = 1_000_000.0;
+    /// The most retries.
+    pub const MAX_RETRIES: u32 = 100;
+    /// The longest timeout, retry backoff and given deadline.
+    pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+    /// The most requests the fleet's pools hold at once: pods × (concurrency + queue).
+    pub const MAX_HELD: u64 = 10_000_000;
+
+    /// Checks the spec: every key in its bounds (see [`FleetSpec`]), each named in the error.
     pub fn build(&self) -> Result<Traffic, String> {
+        // A rate as a person reads it: no 300 digits for 1e300.
+        let shown = |x: f64| {
+            if x.is_finite() && x != 0.0 && !(1e-6..1e9).contains(&x.abs()) {
+                format!("{x:e}")
+            } else {
+                format!("{x}")
+            }
+        };
         if self.pods == 0 {
             return Err("fleet.pods must be at least 1".into());
+        }
+        if self.pods > Self::MAX_PODS {
+            return Err(format!(
+                "fleet.pods = {}: at most {} (each pod keeps its own breakers and pool in \
+                 every run)",
+                self.pods,
+                Self::MAX_PODS
+            ));
         }
         if !(self.rate.is_finite() && self.rate > 0.0) {
             return Err(format!("fleet.rate = {}: needs a rate above 0", self.rate));
         }
-        let timeout = parse(&self.timeout)?;
+        if self.rate > Self::MAX_RATE {
+            return Err(format!(
+                "fleet.rate = {}: at most {} requests/s a pod (arrivals are whole nanoseconds \
+                 apart, and every request is simulated)",
+                shown(self.rate),
+                Self::MAX_RATE
+            ));
+        }
+        let total = f64::from(self.pods) * self.rate;
+        if total > Self::MAX_RATE {
+            return Err(format!(
+                "fleet.pods × fleet.rate = {} × {} = {} requests/s: at most {} in all (every \
+                 request is simulated)",
+                self.pods,
+                shown(self.rate),
+                shown(total),
+                Self::MAX_RATE
+            ));
+        }
+        if self.retries > Self::MAX_RETRIES {
+            return Err(format!(
+                "fleet.retries = {}: at most {}",
+                self.retries,
+                Self::MAX_RETRIES
+            ));
+        }
+        let wait = |key: &str, text: &str| {
+            parse_at_most(
+                key,
+                text,
+                Self::MAX_WAIT,
+                "the lab's bound on a caller's waits (a run lasts until its last request ends)",
+            )
+        };
+        let timeout = wait("fleet.timeout", &self.timeout)?;
         if timeout.is_zero() {
             return Err("fleet.timeout must be above 0".into());
         }
         let retry_backoff = match &self.retry_backoff {
-            Some(text) => parse(text)?,
+            Some(text) => wait("fleet.retry-backoff", text)?,
             None => Duration::from_millis(100),
         };
         let concurrency = self.concurrency.unwrap_or(64);
         if concurrency == 0 {
             return Err("fleet.concurrency must be at least 1".into());
         }
+        let queue = self.queue.unwrap_or(256);
+        let held = u64::from(self.pods) * (u64::from(concurrency) + u64::from(queue));
+        if held > Self::MAX_HELD {
+            return Err(format!(
+                "fleet.pods × (fleet.concurrency + fleet.queue) = {} × ({concurrency} + \
+                 {queue}) = {held} requests held at once: at most {}",
+                self.pods,
+                Self::MAX_HELD
+            ));
+        }
         let deadline = match &self.deadline {
-            Some(text) => parse(text)?,
-            None => timeout * (self.retries + 1) + retry_backoff * self.retries,
+            Some(text) => wait("fleet.deadline", text)?,
+            // In bounds, as timeout, retries and retry-backoff are; checked all the same.
+            None => timeout
+                .checked_mul(self.retries + 1)
+                .zip(retry_backoff.checked_mul(self.retries))
+                .and_then(|(attempts, backoffs)| attempts.checked_add(backoffs))
+                .ok_or(
+                    "fleet.deadline: the default, fleet.timeout × (fleet.retries + 1) + \
+                        fleet.retry-backoff × fleet.retries, is too long: give a deadline",
+                )?,
         };
         if deadline.is_zero() {
             return Err("fleet.deadline must be above 0".into());
@@ -114,19 +206,42 @@ impl FleetSpec {
         if breaker_per.is_empty() {
             breaker_per.push(BreakerPer::Dependency);
         }
+        for (i, per) in breaker_per.iter().enumerate() {
+            if breaker_per[..i].contains(per) {
+                let name = match per {
+                    BreakerPer::Dependency => "dependency",
+                    BreakerPer::Host => "host",
+                };
+                return Err(format!(
+                    "fleet.breaker-per names {name:?} twice: each layout is one column"
+                ));
+            }
+        }
+        let retry_policy = if self.retry_policy.is_empty() {
+            vec![RetryPolicy::BreakerAware]
+        } else {
+            self.retry_policy.clone()
+        };
+        for (i, policy) in retry_policy.iter().enumerate() {
+            if retry_policy[..i].contains(policy) {
+                let name = match policy {
+                    RetryPolicy::Naive => "naive",
+                    RetryPolicy::BreakerAware => "breaker-aware",
+                };
+                return Err(format!(
+                    "fleet.retry-policy names {name:?} twice: each policy is one column"
+                ));
+            }
+        }
         Ok(Traffic {
             pods: self.pods,
             rate: self.rate,
             timeout,
             retries: self.retries,
             retry_backoff,
-            retry_policy: if self.retry_policy.is_empty() {
-                vec![RetryPolicy::BreakerAware]
-            } else {
-                self.retry_policy.clone()
-            },
+            retry_policy,
             concurrency,
-            queue: self.queue.unwrap_or(256),
+            queue,
             deadline,
             breaker_per,
         })

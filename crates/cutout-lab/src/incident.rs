@@ -66,9 +66,9 @@ impl Incident {
         self.replicas.is_none_or(|k| replica < k)
     }
 
-    /// When it ends.
+    /// When it ends (saturating: a spec's start + duration is checked not to overflow).
     pub fn end(&self) -> Duration {
-        self.start + self.duration
+        self.start.saturating_add(self.duration)
     }
 
     /// Whether it is in force at `t` (start inclusive, end exclusive).
@@ -216,63 +216,76 @@ impl Script {
 pub struct IncidentSpec {
     /// `outage`, `brownout`, `error-spike`, `hang`, `capacity-limited` or `flapping`.
     pub kind: String,
-    /// When it starts (`"10m"`).
+    /// When it starts (`"10m"`); a scenario refuses one at or after the run's end.
     pub start: String,
-    /// How long it lasts (`"5m"`).
+    /// How long it lasts (`"5m"`); it may outlast the run.
     pub duration: String,
-    /// Brownout: the latency multiple.
+    /// Brownout only: the latency multiple. Each kind's own keys are refused on another kind.
     pub latency_factor: Option<f64>,
-    /// Error spike: the extra error rate.
+    /// Error spike only: the extra error rate.
     pub error_rate: Option<f64>,
-    /// Capacity-limited: the capacity share at the start.
+    /// Capacity-limited only: the capacity share at the start.
     pub capacity_from: Option<f64>,
-    /// Flapping: the cycle length.
+    /// Flapping only: the cycle length.
     pub period: Option<String>,
-    /// Flapping: the share of each cycle spent down (default 0.5).
+    /// Flapping only: the share of each cycle spent down (default 0.5).
     pub down_share: Option<f64>,
     /// How many replicas it hits, the first ones (default: all), at least 1.
     pub replicas: Option<u32>,
 }
 
 impl IncidentSpec {
-    /// Checks the spec and builds the incident.
+    /// Checks the spec and builds the incident. A key of another kind (`latency-factor` on
+    /// an outage) is refused, naming the key and the kinds it belongs to: it would be ignored.
     pub fn build(&self) -> Result<Incident, String> {
+        let kind_name = self.kind.as_str();
         let need = |v: Option<f64>, key: &str| {
-            v.ok_or_else(|| format!("incident `{}` needs `{key}`", self.kind))
+            v.ok_or_else(|| format!("incident `{kind_name}` needs `{key}`"))
         };
-        let kind = match self.kind.as_str() {
+        let kind = match kind_name {
             "outage" => IncidentKind::Outage,
             "hang" => IncidentKind::Hang,
             "brownout" => {
                 let factor = need(self.latency_factor, "latency-factor")?;
                 if !(factor.is_finite() && factor > 0.0) {
-                    return Err(format!("latency-factor = {factor}: needs a number above 0"));
+                    return Err(format!(
+                        "incident `brownout`: latency-factor = {factor}: needs a number above 0"
+                    ));
                 }
                 IncidentKind::Brownout { factor }
             }
             "error-spike" => {
                 let rate = need(self.error_rate, "error-rate")?;
                 if !(0.0..=1.0).contains(&rate) {
-                    return Err(format!("error-rate = {rate}: needs a ratio in [0, 1]"));
+                    return Err(format!(
+                        "incident `error-spike`: error-rate = {rate}: needs a ratio in [0, 1]"
+                    ));
                 }
                 IncidentKind::ErrorSpike { rate }
             }
             "capacity-limited" => {
                 let from = need(self.capacity_from, "capacity-from")?;
                 if !(from > 0.0 && from <= 1.0) {
-                    return Err(format!("capacity-from = {from}: needs a ratio in (0, 1]"));
+                    return Err(format!(
+                        "incident `capacity-limited`: capacity-from = {from}: needs a ratio in \
+                         (0, 1]"
+                    ));
                 }
                 IncidentKind::CapacityLimited { from }
             }
             "flapping" => {
                 let period = parse(
+                    "incident `flapping`: period",
                     self.period
                         .as_deref()
                         .ok_or("incident `flapping` needs `period`")?,
                 )?;
                 let down = self.down_share.unwrap_or(0.5);
                 if period.is_zero() || !(down > 0.0 && down < 1.0) {
-                    return Err("flapping needs a period above 0 and a down-share in (0, 1)".into());
+                    return Err(
+                        "incident `flapping` needs a period above 0 and a down-share in (0, 1)"
+                            .into(),
+                    );
                 }
                 IncidentKind::Flapping { period, down }
             }
@@ -283,16 +296,45 @@ impl IncidentSpec {
                 ));
             }
         };
+        // The keys of one kind only, with the kind they belong to.
+        let given = [
+            ("latency-factor", self.latency_factor.is_some(), "brownout"),
+            ("error-rate", self.error_rate.is_some(), "error-spike"),
+            (
+                "capacity-from",
+                self.capacity_from.is_some(),
+                "capacity-limited",
+            ),
+            ("period", self.period.is_some(), "flapping"),
+            ("down-share", self.down_share.is_some(), "flapping"),
+        ];
+        if let Some((key, _, owner)) = given
+            .iter()
+            .find(|&&(_, set, owner)| set && owner != kind_name)
+        {
+            return Err(format!(
+                "incident `{kind_name}` takes no `{key}`: it is a key of `{owner}` incidents \
+                 (for both, write two incidents: their effects compose)"
+            ));
+        }
         if self.replicas == Some(0) {
             return Err(format!(
-                "incident `{}`: replicas = 0: an incident hits at least 1 replica",
-                self.kind
+                "incident `{kind_name}`: replicas = 0: an incident hits at least 1 replica"
+            ));
+        }
+        let start = parse(&format!("incident `{kind_name}`: start"), &self.start)?;
+        let duration = parse(&format!("incident `{kind_name}`: duration"), &self.duration)?;
+        if start.checked_add(duration).is_none() {
+            return Err(format!(
+                "incident `{kind_name}`: start = {:?} + duration = {:?} is past the longest \
+                 time there is",
+                self.start, self.duration
             ));
         }
         Ok(Incident {
             kind,
-            start: parse(&self.start)?,
-            duration: parse(&self.duration)?,
+            start,
+            duration,
             replicas: self.replicas,
         })
     }

@@ -38,10 +38,11 @@ options:
   --svg OUT.svg          write the SVG timeline to OUT.svg
                          (default: target/cutout-lab/<scenario>.svg)
   --seed N               run on seed N instead of the scenario's own seed
-  --seeds N              run N seeds: the scenario's seed (or --seed), then one more each
-                         time, up to N-1 more; each cell reads mean (min-max) over the
-                         seeds, and \"n of N\" where only n seeds had the figure (no trip,
-                         no recovery in the others); the SVG shows the first seed only
+  --seeds N              run N seeds (at most 10000): the scenario's seed (or --seed),
+                         then one more each time, up to N-1 more; each cell reads mean
+                         (min-max) over the seeds, and \"n of N\" where only n seeds had
+                         the figure (no trip, no recovery in the others); the SVG shows
+                         the first seed only
   --sweep KEY=V1,V2,...  compare one breaker key across values, such as
                          break-duration=5s,30s,60s or failure-ratio=20%,50%: KEY is a
                          cutout configuration key as scenario files write it; each value

@@ -32,7 +32,16 @@
 //! [breakers.instances.adaptive]
 //! ```
 //!
-//! Settings run in the order of `compare = ["a", "b"]` when given, else sorted by name.
+//! Settings run in the order of `compare = ["a", "b"]` when given, else sorted by name; a name
+//! given twice, or the baseline's label [`NO_BREAKER`], is refused.
+//!
+//! Every key is checked and bounded, so that a run's memory and time stay bounded; an error
+//! names the key (`fleet.timeout = "soon": invalid duration: ...`). `duration` is at most
+//! [`Scenario::MAX_DURATION`] (7 days), `pods` × `rate` × `duration` at most
+//! [`Scenario::MAX_REQUESTS`] (10⁹ requests), and with a breaker per replica `pods` ×
+//! `replicas` at most [`Scenario::MAX_BREAKERS`] (20,000); `[fleet]`'s bounds are
+//! [`FleetSpec`]'s, `[dependency]`'s [`DependencySpec`]'s. An incident must start before the
+//! run ends.
 
 use std::path::Path;
 use std::time::Duration;
@@ -41,9 +50,10 @@ use cutout::Settings;
 use cutout::config::Config;
 use serde::Deserialize;
 
+use crate::NO_BREAKER;
 use crate::dependency::{Dependency, DependencySpec};
-use crate::duration::parse;
-use crate::fleet::{FleetSpec, Traffic};
+use crate::duration::parse_at_most;
+use crate::fleet::{BreakerPer, FleetSpec, Traffic};
 use crate::incident::{IncidentSpec, Script};
 
 #[derive(Debug, Deserialize)]
@@ -83,6 +93,15 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The longest run: the run keeps a record of every simulated second (its timeline).
+    pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+    /// The most breakers of one run with a breaker per replica: `pods` × `replicas` (each
+    /// breaker takes about 4 KB, and every run builds its own).
+    pub const MAX_BREAKERS: u64 = 20_000;
+    /// The most requests one run is expected to simulate: `pods` × `rate` × `duration` (the
+    /// lab simulates about a million requests a second per core).
+    pub const MAX_REQUESTS: f64 = 1e9;
+
     /// Reads a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, String> {
         let text = std::fs::read_to_string(path)
@@ -95,6 +114,8 @@ impl Scenario {
     }
 
     /// Reads a scenario from TOML text; `default_name` names it when the text does not.
+    /// Every key is checked and bounded (see [`Scenario::MAX_DURATION`], [`FleetSpec`] and
+    /// [`DependencySpec`]); an error names the key.
     pub fn from_toml(text: &str, default_name: &str) -> Result<Scenario, String> {
         let raw: RawScenario = toml::from_str(text).map_err(|e| e.to_string())?;
         let config = Config::from_deserializer(toml::Value::Table(raw.breakers))
@@ -105,6 +126,20 @@ impl Scenario {
         };
         if names.is_empty() {
             return Err("no breaker settings to compare: add [breakers.instances.<name>]".into());
+        }
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(format!(
+                    "compare names {name:?} twice: each setting is one column"
+                ));
+            }
+            if name == NO_BREAKER {
+                return Err(format!(
+                    "[breakers.instances.{name:?}]: {NO_BREAKER:?} is the label of the fleet \
+                     without breakers, the first column of every report: name the setting \
+                     otherwise"
+                ));
+            }
         }
         let settings = names
             .into_iter()
@@ -118,11 +153,31 @@ impl Scenario {
         let incidents = raw
             .incidents
             .iter()
-            .map(IncidentSpec::build)
+            .enumerate()
+            .map(|(n, spec)| {
+                spec.build()
+                    .map_err(|e| format!("[[incidents]] {}: {e}", n + 1))
+            })
             .collect::<Result<Vec<_>, String>>()?;
-        let duration = parse(&raw.duration)?;
+        let duration = parse_at_most(
+            "duration",
+            &raw.duration,
+            Self::MAX_DURATION,
+            "as the run keeps a record of every simulated second",
+        )?;
         if duration.is_zero() {
             return Err("duration must be above 0".into());
+        }
+        for (n, incident) in incidents.iter().enumerate() {
+            if incident.start >= duration {
+                return Err(format!(
+                    "[[incidents]] {}: start = {:?} is at or after the end of the run \
+                     (duration = {:?}): the incident would never happen",
+                    n + 1,
+                    raw.incidents[n].start,
+                    raw.duration
+                ));
+            }
         }
         let dependency = raw
             .dependency
@@ -130,13 +185,37 @@ impl Scenario {
             .map_err(|e| format!("[dependency]: {e}"))?;
         let script = Script::new(incidents);
         script.check_replicas(dependency.replicas())?;
+        let traffic = raw.fleet.build()?;
+        if traffic.breaker_per.contains(&BreakerPer::Host) {
+            let breakers = u64::from(traffic.pods) * u64::from(dependency.replicas());
+            if breakers > Self::MAX_BREAKERS {
+                return Err(format!(
+                    "fleet.pods × dependency.replicas = {} × {} = {breakers} breakers a run \
+                     with fleet.breaker-per = \"host\": at most {}",
+                    traffic.pods,
+                    dependency.replicas(),
+                    Self::MAX_BREAKERS
+                ));
+            }
+        }
+        let requests = f64::from(traffic.pods) * traffic.rate * duration.as_secs_f64();
+        if requests > Self::MAX_REQUESTS {
+            return Err(format!(
+                "fleet.pods × fleet.rate × duration = {} × {} × {:?} = {requests:.0} requests \
+                 a run: at most {}",
+                traffic.pods,
+                traffic.rate,
+                raw.duration,
+                Self::MAX_REQUESTS
+            ));
+        }
         Ok(Scenario {
             name: raw.name.unwrap_or_else(|| default_name.to_owned()),
             description: raw.description.unwrap_or_default(),
             seed: raw.seed,
             duration,
             dependency,
-            traffic: raw.fleet.build()?,
+            traffic,
             script,
             settings,
         })
@@ -181,6 +260,40 @@ mod tests {
         assert_eq!(s.settings[1].1.jitter(), cutout::Jitter::None);
         assert_eq!(s.settings[1].1.break_duration(), Duration::from_secs(30));
         assert_eq!(s.script.recovery(), Some(Duration::from_secs(50)));
+    }
+
+    #[test]
+    fn bounds_and_names_twice_are_refused() {
+        let base = format!("{BASE}\n[breakers.instances.a]\n[breakers.instances.b]\n");
+        let error = |text: &str| Scenario::from_toml(text, "x").unwrap_err();
+        let twice = base.replace("compare = [\"b\", \"a\"]", "compare = [\"b\", \"b\"]");
+        assert!(error(&twice).contains("compare names \"b\" twice"));
+        let baseline =
+            base.replace("compare = [\"b\", \"a\"]", "") + "[breakers.instances.\"no breaker\"]\n";
+        assert!(error(&baseline).contains("\"no breaker\" is the label"));
+        let late = base.replace("start = \"30s\"", "start = \"2m\"");
+        let e = error(&late);
+        assert!(
+            e.contains("[[incidents]] 1: start = \"2m\"") && e.contains("end"),
+            "{e}"
+        );
+        let long = base.replace("duration = \"2m\"", "duration = \"8days\"");
+        assert!(error(&long).starts_with("duration = \"8days\": at most 7days"));
+        let many = base
+            .replace("duration = \"2m\"", "duration = \"7days\"")
+            .replace("rate = 5", "rate = 1000");
+        assert!(error(&many).contains("fleet.pods × fleet.rate × duration"));
+        let hosts = base
+            .replace("capacity = 1000", "capacity = 100000\nreplicas = 10")
+            .replace("pods = 3", "pods = 2001\nbreaker-per = [\"host\"]");
+        assert!(error(&hosts).contains("fleet.pods × dependency.replicas = 2001 × 10"));
+        assert!(Scenario::from_toml(&hosts.replace("2001", "2000"), "x").is_ok());
+        let kind = base.replace("duration = \"20s\"", "duration = \"20s\"\nperiod = \"1s\"");
+        let e = error(&kind);
+        assert!(
+            e.contains("`outage` takes no `period`") && e.contains("flapping"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -38,22 +38,29 @@ pub struct Seeds<'a> {
     pub metrics: Vec<Vec<Metrics>>,
 }
 
-/// The seeds `first`, `first + 1`, ..., `count` of them; an error when there are none or they
-/// run past `u64::MAX`.
+/// The most seeds one run takes (`--seeds`): every seed's metrics are kept for the table.
+pub const MAX_SEEDS: u64 = 10_000;
+
+/// The seeds `first`, `first + 1`, ..., `count` of them; an error when there are none, when
+/// they run past `u64::MAX`, or when there are more than [`MAX_SEEDS`]. Checked before the
+/// list is built.
 pub fn seeds(first: u64, count: u64) -> Result<Vec<u64>, String> {
     if count == 0 {
         return Err("the number of seeds must be at least 1".into());
     }
-    (0..count)
-        .map(|i| {
-            first.checked_add(i).ok_or_else(|| {
-                format!(
-                    "{count} seeds from seed {first} run past the largest seed, {}",
-                    u64::MAX
-                )
-            })
-        })
-        .collect()
+    let Some(last) = first.checked_add(count - 1) else {
+        return Err(format!(
+            "{count} seeds from seed {first} run past the largest seed, {}",
+            u64::MAX
+        ));
+    };
+    if count > MAX_SEEDS {
+        return Err(format!(
+            "{count} seeds: at most {MAX_SEEDS} (every seed runs every setting, and its \
+             figures are kept for the table)"
+        ));
+    }
+    Ok((first..=last).collect())
 }
 
 /// Runs every setting of `scenario` on `count` seeds from `scenario.seed` on, telling
@@ -381,6 +388,17 @@ mod tests {
         assert!(seeds(7, 0).is_err());
         assert!(seeds(u64::MAX - 1, 3).unwrap_err().contains("past"));
         assert_eq!(seeds(u64::MAX - 1, 2).unwrap(), [u64::MAX - 1, u64::MAX]);
+        assert!(seeds(2, u64::MAX).unwrap_err().contains("past"));
+        assert!(
+            seeds(1, u64::MAX).unwrap_err().contains("at most"),
+            "they fit: too many"
+        );
+        assert_eq!(seeds(1, MAX_SEEDS).unwrap().len() as u64, MAX_SEEDS);
+        assert!(
+            seeds(1, MAX_SEEDS + 1)
+                .unwrap_err()
+                .contains("at most 10000")
+        );
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //!
 //! > `c = max(1, round(capacity / replicas × mean healthy service time))`,
 //!
+//! (a scenario's `[dependency]` is refused where the rounded quantity is below 0.5, so the
+//! floor of one never applies to it: one worker would more than double that capacity; and
+//! the workers of all replicas together are at most a million),
+//!
 //! the service time being log-normal with the spec's median and 99th percentile (mean =
 //! median × exp(σ²/2)). The service time of a call is drawn when it arrives, so its answer
 //! time is known at once: the call goes to the worker that frees first (among the workers
@@ -73,7 +77,9 @@
 //!   the only network time); routing between replicas is the caller's;
 //! - errors do not depend on load, and a failed call costs its full service time;
 //! - `c` is a whole number: the model's throughput is c / mean service time per replica,
-//!   which differs from `capacity / replicas` by the rounding (see [`Dependency::workers`]).
+//!   which differs from `capacity / replicas` by the rounding (see [`Dependency::workers`]):
+//!   from 2/3 of it (c = 1 for 1.49) to twice it (c = 1 for 0.5), and less the larger c is;
+//!   a spec below half a worker a replica is refused, with the least capacity that works.
 //!
 //! The model was fixed before any scenario was run and is not tuned to any outcome.
 
@@ -91,6 +97,10 @@ use host::Host;
 const Z99: f64 = 2.326_347_874;
 /// The most workers the model holds over all replicas (each costs 16 bytes per copy).
 const MAX_WORKERS: f64 = 1_000_000.0;
+/// The fewest workers a replica's share of the capacity may come to before rounding
+/// (capacity / replicas × mean service time): below it, rounding to one worker would more
+/// than double the replica's capacity, and a spec is refused.
+const MIN_WORKERS: f64 = 0.5;
 
 /// The dependency as written in a scenario file (`[dependency]`).
 #[derive(Debug, Clone, Deserialize)]
@@ -102,13 +112,16 @@ pub struct DependencySpec {
     pub latency_p99: String,
     /// The share of healthy calls that fail, in [0, 1].
     pub error_rate: f64,
-    /// Calls per second all replicas together serve when healthy.
+    /// Calls per second all replicas together serve when healthy. Capacity × mean service
+    /// time (the calls in service at once) is at most 1,000,000, the workers the model holds,
+    /// and capacity / replicas × mean service time at least 0.5: a replica's workers are a
+    /// whole number, and one worker for less than half would more than double its capacity.
     pub capacity: f64,
     /// How long a call takes to fail while the dependency is down, or when it sheds the call
     /// (default `"1ms"`).
     pub outage_latency: Option<String>,
     /// The number of replicas (hosts), at least 1 (default 1); each serves
-    /// `capacity / replicas`.
+    /// `capacity / replicas`, at least half a worker's worth (see `capacity`).
     pub replicas: Option<u32>,
     /// The longest a replica lets a call wait for a worker: a call that would wait longer is
     /// rejected at once (default: none, the queue is unbounded).
@@ -118,8 +131,8 @@ pub struct DependencySpec {
 impl DependencySpec {
     /// Checks the spec and builds the model.
     pub fn build(&self) -> Result<Dependency, String> {
-        let median = parse(&self.latency_median)?;
-        let p99 = parse(&self.latency_p99)?;
+        let median = parse("latency-median", &self.latency_median)?;
+        let p99 = parse("latency-p99", &self.latency_p99)?;
         if median.is_zero() || p99 < median {
             return Err(
                 "latency-p99 must be at least latency-median, which must be above 0".into(),
@@ -138,7 +151,7 @@ impl DependencySpec {
             ));
         }
         let outage_latency = match &self.outage_latency {
-            Some(text) => parse(text).map_err(|e| format!("outage-latency: {e}"))?,
+            Some(text) => parse("outage-latency", text)?,
             None => Duration::from_millis(1),
         };
         let replicas = self.replicas.unwrap_or(1);
@@ -146,17 +159,57 @@ impl DependencySpec {
             return Err("replicas = 0: needs at least 1 replica".into());
         }
         let max_queue_wait = match &self.max_queue_wait {
-            Some(text) => Some(parse(text).map_err(|e| format!("max-queue-wait: {e}"))?),
+            Some(text) => Some(parse("max-queue-wait", text)?),
             None => None,
         };
         let sigma = sigma(median, p99);
-        let per_replica = workers_per_replica(self.capacity, replicas, median, sigma);
-        if per_replica * f64::from(replicas) > MAX_WORKERS {
+        let mean_s = mean_secs(median, sigma);
+        let mean_shown =
+            humantime::format_duration(Duration::from_micros((mean_s * 1e6).round() as u64));
+        // Calls in service at once over all replicas at full load (Little's law).
+        let in_service = self.capacity * mean_s;
+        if in_service > MAX_WORKERS {
             return Err(format!(
-                "capacity = {}: {} calls in service at once over all replicas (capacity × mean \
-                 latency); the model holds at most {MAX_WORKERS}",
+                "capacity = {}: {in_service:.0} calls in service at once over all replicas \
+                 (capacity × mean service time, {mean_shown}); the model holds at most \
+                 {MAX_WORKERS} workers",
+                self.capacity
+            ));
+        }
+        let exact = in_service / f64::from(replicas);
+        if exact < MIN_WORKERS {
+            // The least capacity (rounded up: 3 significant digits, or a whole number) giving each
+            // replica half a worker; and the most replicas this capacity allows.
+            let least = MIN_WORKERS * f64::from(replicas) / mean_s;
+            let digits = (2 - least.log10().floor() as i32).max(0);
+            let scale = 10f64.powi(digits);
+            let least = (least * scale).ceil() / scale;
+            let most_replicas = (in_service / MIN_WORKERS).floor();
+            let or_fewer = if most_replicas >= 1.0 {
+                format!(", or replicas = {most_replicas} or fewer")
+            } else {
+                String::new()
+            };
+            return Err(format!(
+                "capacity = {} over replicas = {replicas}: {} workers a replica (capacity / \
+                 replicas × mean service time, {mean_shown}), which the model cannot hold: a \
+                 replica has a whole number of workers, and one worker each would serve {} \
+                 calls/s, {}× the capacity; needs capacity = {least:.digits$} or more{or_fewer}",
                 self.capacity,
-                per_replica * f64::from(replicas)
+                significant(exact),
+                significant(f64::from(replicas) / mean_s),
+                significant(1.0 / exact),
+                digits = digits as usize,
+            ));
+        }
+        let per_replica = workers_per_replica(self.capacity, replicas, median, sigma);
+        let workers = per_replica * f64::from(replicas);
+        if workers > MAX_WORKERS {
+            return Err(format!(
+                "capacity = {} over replicas = {replicas}: {workers} workers in all \
+                 (replicas × {per_replica}, capacity / replicas × mean service time rounded); \
+                 the model holds at most {MAX_WORKERS}",
+                self.capacity
             ));
         }
         Ok(
@@ -209,10 +262,25 @@ fn sigma(median: Duration, p99: Duration) -> f64 {
     (p99.as_secs_f64() / median.as_secs_f64()).ln() / Z99
 }
 
+/// `x` to 3 significant digits (or more, for a whole number).
+fn significant(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
+}
+
+/// The mean of the log-normal service time of this median and σ, in seconds: median ×
+/// exp(σ²/2).
+fn mean_secs(median: Duration, sigma: f64) -> f64 {
+    median.as_secs_f64() * (sigma * sigma / 2.0).exp()
+}
+
 /// `c` of each replica, before the bounds check: max(1, round(per-replica capacity × mean
-/// service time)).
+/// service time)). A spec is refused below [`MIN_WORKERS`] before the floor of one applies.
 fn workers_per_replica(capacity: f64, replicas: u32, median: Duration, sigma: f64) -> f64 {
-    let mean = median.as_secs_f64() * (sigma * sigma / 2.0).exp();
+    let mean = mean_secs(median, sigma);
     (capacity / f64::from(replicas) * mean).round().max(1.0)
 }
 
@@ -843,7 +911,24 @@ mod tests {
         assert_eq!(d.workers(), 8, "round(1000 / 3 × 23.9 ms)");
         assert_eq!(d.max_queue_wait(), Some(Duration::from_secs(2)));
         assert_eq!(d.capacity(), 1000.0);
-        assert!(spec("capacity = 1\nreplicas = 3").unwrap().workers() == 1);
+        // Half a worker a replica is the least the model holds (rounded up to one, it
+        // doubles); below, the spec is refused with the least capacity that works.
+        let half = spec("capacity = 62.8\nreplicas = 3").unwrap();
+        assert_eq!(half.workers(), 1, "62.8 / 3 × 23.9 ms = 0.500");
+        let error = spec("capacity = 1\nreplicas = 3").unwrap_err();
+        assert!(
+            error.contains("capacity = 1 over replicas = 3")
+                && error.contains("capacity = 62.8 or more")
+                && !error.contains("or fewer"),
+            "{error}"
+        );
+        let error = spec("capacity = 1000\nreplicas = 100").unwrap_err();
+        assert!(
+            error.contains("capacity = 1000 over replicas = 100")
+                && error.contains("0.239 workers")
+                && error.contains("capacity = 2094 or more, or replicas = 47 or fewer"),
+            "{error}"
+        );
         let error = |text: &str| spec(text).unwrap_err();
         assert!(error("capacity = 1000\nreplicas = 0").contains("replicas"));
         assert!(error("capacity = 1000\nmax-queue-wait = \"soon\"").contains("max-queue-wait"));
