@@ -208,9 +208,11 @@ pub fn all() -> Vec<Case> {
                 row("floor: a lock per failure, stored counts", F, || {
                     Box::new(Bench::<_, 10>(LockFloor::new(Counting::Stored)))
                 }),
-                row("floor: a lock per failure, added counts it reads", F, || {
-                    Box::new(Bench::<_, 10>(LockFloor::new(Counting::Added)))
-                }),
+                row(
+                    "floor: a lock per failure, added counts it reads",
+                    F,
+                    || Box::new(Bench::<_, 10>(LockFloor::new(Counting::Added))),
+                ),
             ],
         },
         Case {

@@ -109,9 +109,7 @@ impl Cells {
 
     fn with_lines(lines: usize, generation: u32) -> Cells {
         Cells {
-            lines: (0..lines.max(1))
-                .map(|_| Line::new(generation))
-                .collect(),
+            lines: (0..lines.max(1)).map(|_| Line::new(generation)).collect(),
         }
     }
 
