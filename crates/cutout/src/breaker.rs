@@ -195,8 +195,9 @@ impl BreakerBuilder {
     pub fn build(self) -> Breaker {
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         let settings = std::sync::Arc::new(self.settings);
-        let mut machine = Machine::new(std::sync::Arc::clone(&settings), seed, self.gate);
-        let published = machine.publish(self.clock.recent());
+        let now = self.clock.recent();
+        let mut machine = Machine::new(std::sync::Arc::clone(&settings), seed, self.gate, now);
+        let published = machine.publish(now);
         let adaptive_slow = settings.relative_slow_calls().is_some();
         let timing = if settings.slow_call_threshold.is_some() {
             Timing::All

@@ -40,7 +40,7 @@
 //! every `[configs.<name>]` must also be valid on their own (built-in defaults ← `[defaults]` ←
 //! the config), since [`Config::defaults`] and [`Config::config`] hand them out as settings.
 //! Validation is [`SettingsBuilder::build`](crate::SettingsBuilder::build)'s, so a bad value
-//! fails with the same `CUT-CFG-001`…`006`, `012`, `013` or `014` code it would in code.
+//! fails with the same `CUT-CFG-001`…`006` or `012`…`015` code it would in code.
 //!
 //! | key | value | built-in default | can be switched off |
 //! |---|---|---|---|
@@ -53,14 +53,17 @@
 //! | `slow-call-threshold` | a duration | off | yes |
 //! | `slow-call-ratio` | a ratio | 0.5 | |
 //! | `break-duration` | a duration | `"15s"` | |
-//! | `max-break-duration` | a duration ≥ `break-duration` | `"2m"` | |
+//! | `max-break-duration` | a duration ≥ `break-duration`: the cap on every break | `"2m"` | |
+//! | `break-multiplier` | a number ≥ 1: each consecutive open multiplies the break by it (1: constant) | 2 | |
 //! | `jitter` | `"equal"`, `"full"` or `"none"` | `"equal"` | |
 //! | `half-open-probes` | a whole number, 1 to 65,535 | 1 | |
 //! | `probe-successes` | a whole number ≥ 1 | 2 | |
 //! | `half-open-rule` | `"consecutive"` or `"rates"` | `"consecutive"` | |
 //! | `max-wait-in-half-open` | a duration | `"60s"` | yes |
+//! | `half-open-timeout` | `"open"` or `"close"`: what running out of `max-wait-in-half-open` does | `"open"` | |
 //! | `shadow` | `true` or `false` | `false` | |
-//! | `enabled` | `true` or `false` | `true` | |
+//! | `enabled` | `true` or `false`: `false` is `initial-state = "disabled"` | `true` | |
+//! | `initial-state` | `"closed"`, `"disabled"` or `"isolated"`: the state it starts in and `reset()` returns to | `"closed"` | |
 //! | `adaptive` | `true` or `false`: whether the relative rules below are in force | `true` | |
 //! | `slow-calls` | only `false` or `"off"`: switches the relative slow-call rule off | on | yes |
 //! | `slow-calls-multiple` | a number above 1: slow above this multiple of normal latency | 3 | |
@@ -111,8 +114,18 @@
 //!   `recovery-min-duration = "1s"`, `recovery-max-duration = "2m"`. `recovery-fraction`
 //!   may exceed 1 (`2` or `"200%"`: twice the break); `recovery-initial-fraction` must stay
 //!   below 1.
-//! - Multiples are plain numbers (`4`, `2.5`).
-//! - Choices (`jitter`, `half-open-rule`, `window-type`) ignore ASCII case.
+//! - Multiples are plain numbers (`4`, `2.5`), and so is `break-multiplier` (`1.5`; `1` keeps
+//!   the break constant; below 1, or not a finite number, fails with `CUT-CFG-015`). A break
+//!   schedule function ([`BreakSchedule`](crate::BreakSchedule)) cannot be written in a file:
+//!   add one to loaded settings with [`Settings::to_builder`].
+//! - `enabled` and `initial-state` set one thing, the initial state: `enabled = false` is
+//!   `initial-state = "disabled"`, and `enabled = true` is any other (it turns an earlier
+//!   section's `"disabled"` back to `"closed"` and keeps `"isolated"`). A later section
+//!   overrides an earlier one key by key; one section that gives both must have them agree
+//!   (`enabled = false` with `initial-state = "isolated"` is `CUT-CFG-006`).
+//! - Choices (`jitter`, `half-open-rule`, `half-open-timeout`, `initial-state`,
+//!   `window-type`) ignore ASCII case; an unknown choice is `CUT-CFG-010`, with the nearest
+//!   choice as a suggestion when one is close.
 //! - Keys are kebab-case. An unknown key or section is an error (`CUT-CFG-008`) with the
 //!   nearest known key as a suggestion (`failure_ratio` → `failure-ratio`), never ignored.
 //! - Errors are reported one at a time, in a fixed order: unknown top-level sections, then
@@ -131,7 +144,7 @@
 //! | `CUT-CFG-003` | a duration that must be positive is zero | `CUT-CFG-003: invalid break-duration = "0s" in [configs.fast]: allowed a duration above zero` |
 //! | `CUT-CFG-004` | the maximum break is shorter than the first break | `CUT-CFG-004: invalid max-break-duration = "10s" in [instances.ledger]: break-duration = "30s"; allowed a duration at least break-duration` |
 //! | `CUT-CFG-005` | a count window is too large | `CUT-CFG-005: invalid window-size = 2000000 in [defaults]: allowed 1 to 1000000 calls` |
-//! | `CUT-CFG-006` | keys contradict each other (window kind, probes, a rule or the ramp both switched off and set) or one needs a key no section gives (`window-size`, `recovery-fraction`) | `CUT-CFG-006: invalid window-duration = "1m" in [defaults]: window-type = "count" takes a window-size, not a window-duration; allowed window keys of one kind per section` |
+//! | `CUT-CFG-006` | keys contradict each other (window kind, probes, a rule or the ramp both switched off and set, `enabled` against `initial-state`) or one needs a key no section gives (`window-size`, `recovery-fraction`) | `CUT-CFG-006: invalid window-duration = "1m" in [defaults]: window-type = "count" takes a window-size, not a window-duration; allowed window keys of one kind per section` |
 //! | `CUT-CFG-007` | the document cannot be parsed | `CUT-CFG-007: malformed document at line 2, column 5: …` |
 //! | `CUT-CFG-008` | unknown key or section | `CUT-CFG-008: unknown key failure_ratio = 0.5 in [defaults]: did you mean failure-ratio?` |
 //! | `CUT-CFG-009` | a value of the wrong type | `CUT-CFG-009: wrong type for minimum-calls = "ten" in [defaults]: found a string; allowed a whole number of at least 1` |
@@ -140,6 +153,7 @@
 //! | `CUT-CFG-012` | a baseline window is too short for the trip window | `CUT-CFG-012: invalid latency-baseline-window = "1m" in [defaults]: needs more than 60s: window-duration = 30s (built-in default) / slow-calls-quantile = 0.5 (built-in default); allowed a duration above trip window / slow-calls-quantile` |
 //! | `CUT-CFG-013` | a baseline multiple is not above 1 | `CUT-CFG-013: invalid failures-multiple = 1 in [instances.payments]: allowed a finite number above 1` |
 //! | `CUT-CFG-014` | the longest recovery ramp is shorter than the shortest | `CUT-CFG-014: invalid recovery-max-duration = "5s" in [defaults]: recovery-min-duration = "10s"; allowed a duration at least recovery-min-duration` |
+//! | `CUT-CFG-015` | the break multiplier is below 1 or not a finite number | `CUT-CFG-015: invalid break-multiplier = 0.5 in [defaults]: allowed a finite number of at least 1 (1 keeps the break constant)` |
 //!
 //! Where a value came from another section than the one being resolved (a bad `[defaults]`
 //! key that only fails once merged into an instance), the message adds
@@ -155,7 +169,9 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use crate::error::{ConfigError, ErrorCode};
 use crate::machine::ramp::Recovery;
 use crate::relative::{Failures, SlowCalls};
-use crate::settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, TripWindow};
+use crate::settings::{
+    HalfOpenRule, HalfOpenTimeout, InitialState, Jitter, MAX_COUNT_WINDOW, Settings, TripWindow,
+};
 use crate::{Breaker, Registry, RegistryError};
 
 /// Every key a settings table (`defaults`, `configs.<name>`, `instances.<id>`) accepts, in the
@@ -176,13 +192,16 @@ pub const SETTINGS_KEYS: &[&str] = &[
     "slow-call-ratio",
     "break-duration",
     "max-break-duration",
+    "break-multiplier",
     "jitter",
     "half-open-probes",
     "probe-successes",
     "half-open-rule",
     "max-wait-in-half-open",
+    "half-open-timeout",
     "shadow",
     "enabled",
+    "initial-state",
     "adaptive",
     "slow-calls",
     "slow-calls-multiple",
@@ -546,8 +565,8 @@ impl LoadError {
         self.0.suggestion.as_deref()
     }
 
-    /// The settings error behind a `CUT-CFG-001`…`006`, `012`, `013` or `014`, as the
-    /// builder reported it.
+    /// The settings error behind a `CUT-CFG-001`…`006` or `012`…`015`, as the builder
+    /// reported it.
     pub fn settings_error(&self) -> Option<&ConfigError> {
         self.0.settings.as_ref()
     }
@@ -803,6 +822,15 @@ fn multiple(at: At<'_>) -> Result<f64, LoadError> {
     }
 }
 
+/// The break multiplier: any number; validation checks it is finite and at least 1.
+fn break_multiplier(at: At<'_>) -> Result<f64, LoadError> {
+    match at.value {
+        Raw::Int(i) => Ok(*i as f64),
+        Raw::Float(f) => Ok(*f),
+        _ => Err(at.wrong_type("a number of at least 1")),
+    }
+}
+
 /// An off switch (`slow-calls`, `failures`, `recovery`): only false or "off" is read. `what`
 /// is "rule" or "ramp", `allowed` the matching `SWITCH_OFF` text.
 fn switch_off(at: At<'_>, what: &str, keys: &str, allowed: &str) -> Result<(), LoadError> {
@@ -876,13 +904,16 @@ struct Patch {
     slow_call_ratio: Option<f64>,
     break_duration: Option<Duration>,
     max_break_duration: Option<Duration>,
+    break_multiplier: Option<f64>,
     jitter: Option<Jitter>,
     half_open_probes: Option<u32>,
     probe_successes: Option<u32>,
     half_open_rule: Option<HalfOpenRule>,
     max_wait_in_half_open: Option<Option<Duration>>,
+    half_open_timeout: Option<HalfOpenTimeout>,
     shadow: Option<bool>,
     enabled: Option<bool>,
+    initial_state: Option<InitialState>,
     adaptive: Option<bool>,
     slow_calls_off: bool,
     slow_calls_multiple: Option<f64>,
@@ -970,6 +1001,7 @@ fn read_section(section: &str, value: &Raw, instance: bool) -> Result<Patch, Loa
     }
     window_kind(&mut patch, section, table)?;
     switched_off_alone(&patch, section, table)?;
+    initial_state_agrees(&patch, section, table)?;
     Ok(patch)
 }
 
@@ -996,6 +1028,7 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
         "slow-call-ratio" => patch.slow_call_ratio = Some(ratio(at, RATIO)?),
         "break-duration" => patch.break_duration = Some(duration(at, duration_allowed)?),
         "max-break-duration" => patch.max_break_duration = Some(duration(at, duration_allowed)?),
+        "break-multiplier" => patch.break_multiplier = Some(break_multiplier(at)?),
         "jitter" => {
             patch.jitter = Some(choice(
                 at,
@@ -1020,8 +1053,29 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
             )?);
         }
         "max-wait-in-half-open" => patch.max_wait_in_half_open = Some(optional_duration(at)?),
+        "half-open-timeout" => {
+            patch.half_open_timeout = Some(choice(
+                at,
+                &[
+                    ("open", HalfOpenTimeout::Open),
+                    ("close", HalfOpenTimeout::Close),
+                ],
+                "\"open\" or \"close\"",
+            )?);
+        }
         "shadow" => patch.shadow = Some(boolean(at)?),
         "enabled" => patch.enabled = Some(boolean(at)?),
+        "initial-state" => {
+            patch.initial_state = Some(choice(
+                at,
+                &[
+                    ("closed", InitialState::Closed),
+                    ("disabled", InitialState::Disabled),
+                    ("isolated", InitialState::Isolated),
+                ],
+                "\"closed\", \"disabled\" or \"isolated\"",
+            )?);
+        }
         "adaptive" => patch.adaptive = Some(boolean(at)?),
         "slow-calls" => {
             switch_off(
@@ -1134,6 +1188,31 @@ fn window_kind(
     }
 }
 
+/// Rejects a section whose `enabled` and `initial-state` disagree (they set one thing).
+fn initial_state_agrees(
+    patch: &Patch,
+    section: &str,
+    table: &BTreeMap<String, Raw>,
+) -> Result<(), LoadError> {
+    let (Some(enabled), Some(state)) = (patch.enabled, patch.initial_state) else {
+        return Ok(());
+    };
+    if enabled == (state != InitialState::Disabled) {
+        return Ok(());
+    }
+    let value = table.get("initial-state").map(Raw::written);
+    let detail = if enabled {
+        "enabled = true starts the breaker closed or isolated, not disabled"
+    } else {
+        "enabled = false starts the breaker disabled"
+    };
+    Err(
+        LoadError::new(ErrorCode::Contradiction, section, "initial-state", value)
+            .detail(detail)
+            .allowed("enabled or initial-state in one section, or both saying the same"),
+    )
+}
+
 /// Rejects a section that switches a relative rule (or the recovery ramp) off and sets one of
 /// its keys.
 fn switched_off_alone(
@@ -1222,6 +1301,8 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
     let mut ramp_fraction = defaults.recovery().map(|r| r.fraction());
     let mut ramp_keys = defaults.recovery().unwrap_or(Recovery::over(1.0));
     let mut ramp_switched_on: Option<&'static str> = None;
+    // `enabled` and `initial-state` merge into one value, the initial state.
+    let mut initial_state = defaults.initial_state();
     let mut origins: BTreeMap<&'static str, &Origin> = BTreeMap::new();
     for layer in layers {
         if let Some(v) = layer.consecutive_failures {
@@ -1254,6 +1335,9 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
         if let Some(v) = layer.max_break_duration {
             b = b.max_break_duration(v);
         }
+        if let Some(v) = layer.break_multiplier {
+            b = b.break_multiplier(v);
+        }
         if let Some(v) = layer.jitter {
             b = b.jitter(v);
         }
@@ -1269,11 +1353,21 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
         if let Some(v) = layer.max_wait_in_half_open {
             b = b.max_wait_in_half_open(v);
         }
+        if let Some(v) = layer.half_open_timeout {
+            b = b.half_open_timeout(v);
+        }
         if let Some(v) = layer.shadow {
             b = b.shadow(v);
         }
-        if let Some(v) = layer.enabled {
-            b = b.enabled(v);
+        match layer.enabled {
+            Some(false) => initial_state = InitialState::Disabled,
+            Some(true) if initial_state == InitialState::Disabled => {
+                initial_state = InitialState::Closed;
+            }
+            _ => {}
+        }
+        if let Some(v) = layer.initial_state {
+            initial_state = v;
         }
         if let Some(v) = layer.adaptive {
             b = b.adaptive(v);
@@ -1385,7 +1479,8 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
     b = b
         .slow_calls(slow_calls)
         .failures(failures)
-        .recovery(recovery);
+        .recovery(recovery)
+        .initial_state(initial_state);
     b.window(window).build().map_err(|error| {
         let origin = origins.get(error.key());
         let (at_section, value, note) = match origin {

@@ -1,13 +1,13 @@
 //! The reads and controls of a [`Breaker`]: none of them runs a trip rule or raises an event,
-//! and the reads change nothing (see `locked.rs`).
+//! and the reads change nothing (see `locked.rs`). The controls (`isolate`, `disable`,
+//! `reset`, `open_for`, `open_until`) are its manual actions: the snapshot shows the last one.
 
 use std::time::Duration;
 
 use crate::Breaker;
 use crate::breaker::Listener;
 use crate::event::Event;
-use crate::machine::Machine;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{ManualAction, Snapshot};
 use crate::state::State;
 
 impl Breaker {
@@ -120,22 +120,115 @@ impl Breaker {
         self.read(|m, pending| m.normal_failure_rate(now, pending.0))
     }
 
-    /// Forces the breaker open until [`Breaker::reset`]. Raises no event.
+    /// Forces the breaker open until [`Breaker::reset`]. Raises no event; shows as
+    /// [`ManualAction::Isolate`] in the snapshot.
     pub fn isolate(&self) {
         let now = self.shared.hot.clock.recent();
-        self.control(now, |m| m.isolate(now));
+        self.control(now, ManualAction::Isolate, |m| {
+            m.isolate(now);
+            true
+        });
     }
 
-    /// Lets every call through and records nothing until [`Breaker::reset`]. Raises no event.
+    /// Lets every call through and records nothing until [`Breaker::reset`]. Raises no event;
+    /// shows as [`ManualAction::Disable`] in the snapshot.
     pub fn disable(&self) {
         let now = self.shared.hot.clock.recent();
-        self.control(now, Machine::disable);
+        self.control(now, ManualAction::Disable, |m| {
+            m.disable(now);
+            true
+        });
     }
 
-    /// Back to closed (or disabled, if configured so) with an empty window and no break
-    /// growth. Calls in flight from before are not counted. Raises no event.
+    /// Back to the configured [initial state](crate::Settings::initial_state) (closed unless
+    /// configured disabled or isolated) with an empty window and no break growth. Calls in
+    /// flight from before are not counted. Raises no event; shows as [`ManualAction::Reset`]
+    /// in the snapshot.
     pub fn reset(&self) {
         let now = self.shared.hot.clock.recent();
-        self.control(now, Machine::reset);
+        self.control(now, ManualAction::Reset, |m| {
+            m.reset(now);
+            true
+        });
+    }
+
+    /// Opens the breaker for `duration` from now, then lets it half-open as after any break
+    /// (resilience4j's `transitionToOpenStateFor`): the first call once it has elapsed is a
+    /// probe. Returns whether it opened.
+    ///
+    /// - A control, like [`Breaker::isolate`]: no call caused it, so it raises no transition
+    ///   event, runs no trip rule and passes no [open gate](crate::BreakerBuilder::open_gate).
+    ///   It shows as [`ManualAction::OpenFor`] in the snapshot (and, with `tracing`, a trace).
+    /// - No break growth: the consecutive opens stay as they were, so a probe that fails
+    ///   afterwards re-opens with the break the breaker's own last opening would have grown to
+    ///   (the first break, from closed). The duration is not capped by `max_break_duration` and
+    ///   carries no jitter: it is exactly what the refusals' retry-after counts down.
+    /// - From closed, half-open or recovering it opens now (probes and ramp calls in flight
+    ///   are not counted); an open breaker keeps its opening time and serves the new end
+    ///   instead of its own break, sooner or later.
+    /// - An isolated breaker stays isolated (isolation is stronger: it ends only with
+    ///   [`Breaker::reset`]) and a disabled one stays disabled: both return `false` and change
+    ///   nothing.
+    /// - [`Duration::ZERO`] opens for no time: the next call half-opens it. A duration beyond
+    ///   the clock's range saturates (open for about 584 years, on a clock that started at 0).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, ManualAction, RejectReason, State, clock::ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder("payments").clock(clock.clone()).build();
+    /// assert!(breaker.open_for(Duration::from_secs(30)));
+    /// let refused = breaker.call(|| Ok::<_, ()>(())).unwrap_err();
+    /// let refused = refused.rejection().unwrap();
+    /// assert_eq!(refused.reason(), RejectReason::Open);
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_secs(30)));
+    /// assert_eq!(breaker.snapshot().last_manual_action, Some(ManualAction::OpenFor));
+    ///
+    /// clock.advance(Duration::from_secs(30));
+    /// assert_eq!(breaker.state(), State::HalfOpen);
+    /// assert!(breaker.try_acquire().unwrap().is_probe());
+    /// ```
+    pub fn open_for(&self, duration: Duration) -> bool {
+        let now = self.shared.hot.clock.recent();
+        let until = now.saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
+        self.control(now, ManualAction::OpenFor, |m| {
+            m.force_open(now, until, ManualAction::OpenFor)
+        })
+    }
+
+    /// Opens the breaker until `instant`, then lets it half-open as after any break
+    /// (resilience4j's `transitionToOpenStateUntil`). Returns whether it opened.
+    ///
+    /// `instant` is a time on the breaker's clock, as [`Event::at`] and
+    /// [`Breaker::opened_at`] read it: `event.at + Duration::from_secs(60)`, or for a
+    /// breaker on the default clock `Duration::from_nanos(SystemClock.now())` plus a delay
+    /// ([`SystemClock`](crate::clock::SystemClock), [`Clock::now`](crate::clock::Clock::now)).
+    /// An instant already past opens for no time: the next call half-opens the breaker.
+    /// Otherwise as [`Breaker::open_for`] (from which states it opens, no event, no growth);
+    /// it shows as [`ManualAction::OpenUntil`] in the snapshot.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, State, clock::ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder("ledger").clock(clock.clone()).build();
+    /// clock.advance(Duration::from_secs(100));
+    /// // Maintenance window: closed for traffic until t = 160 s on the breaker's clock.
+    /// assert!(breaker.open_until(Duration::from_secs(160)));
+    /// assert_eq!(breaker.break_remaining(), Some(Duration::from_secs(60)));
+    /// assert_eq!(breaker.opened_at(), Some(Duration::from_secs(100)));
+    ///
+    /// breaker.isolate();
+    /// assert!(!breaker.open_until(Duration::from_secs(200)), "isolation is stronger");
+    /// assert_eq!(breaker.state(), State::Isolated);
+    /// ```
+    pub fn open_until(&self, instant: Duration) -> bool {
+        let now = self.shared.hot.clock.recent();
+        let until = u64::try_from(instant.as_nanos()).unwrap_or(u64::MAX);
+        self.control(now, ManualAction::OpenUntil, |m| {
+            m.force_open(now, until, ManualAction::OpenUntil)
+        })
     }
 }

@@ -11,7 +11,8 @@ use crate::BreakerId;
 pub enum RejectReason {
     /// The breaker is open and its break has not elapsed (`"open"`).
     Open,
-    /// The breaker is half-open and every probe slot is taken (`"half_open_full"`).
+    /// The breaker is half-open and every probe slot is taken (`"half_open_full"`). Carries a
+    /// retry-after (see [`Rejected::retry_after`]).
     HalfOpenFull,
     /// The breaker is recovering and this call falls outside the admitted fraction (`"ramp"`).
     Ramp,
@@ -82,9 +83,37 @@ impl Rejected {
         self.reason
     }
 
-    /// How long until the breaker may admit a call: what is left of the break actually being
-    /// served (after jitter) when open, `None` where the breaker cannot know (isolated, probe
-    /// slots taken).
+    /// How long until the breaker may admit a call. Every refusal but an isolated breaker's
+    /// carries one (an isolated breaker admits nothing until someone resets it):
+    /// - [`RejectReason::Open`]: what is left of the break actually being served (after
+    ///   jitter);
+    /// - [`RejectReason::HalfOpenFull`]: the sooner of the breaker's
+    ///   [normal latency](crate::Breaker::normal_latency) once measured (about when a probe in
+    ///   flight finishes) and what is left of `max_wait_in_half_open` when it is set (by then a
+    ///   slot is free or the wait has run out); with neither, the break last served (or
+    ///   `break_duration`, when that break was zero);
+    /// - [`RejectReason::Ramp`]: a short wait, until the ramp admits another call.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, Jitter, RejectReason, Settings, clock::ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder("search")
+    ///     .settings(Settings::builder().consecutive_failures(Some(1)).jitter(Jitter::None).build()?)
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// clock.elapse_break(&breaker);
+    /// let _probe = breaker.try_acquire().unwrap();
+    /// clock.advance(Duration::from_secs(15));
+    /// let refused = breaker.try_acquire().unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::HalfOpenFull);
+    /// // No normal latency measured yet (one call so far): 60 s of maximum wait in half-open
+    /// // by default, 15 s of it gone.
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_secs(45)));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after.get()
     }
@@ -196,6 +225,7 @@ impl<E> From<Rejected> for Error<E> {
 /// | `CUT-CFG-012` | a configured baseline window is too short for the trip window (failures: below multiple × trip window; latency: at most trip window / quantile) |
 /// | `CUT-CFG-013` | a baseline multiple is not above 1 |
 /// | `CUT-CFG-014` | a maximum is below its minimum (recovery ramp durations) |
+/// | `CUT-CFG-015` | the break multiplier is below 1 or not a finite number (a schedule that does not grow) |
 /// | `CUT-REG-001` | a registry already holds a breaker with this id and different settings |
 /// | `CUT-REG-002` | a registry holds no breaker with this id |
 ///
@@ -236,6 +266,9 @@ pub enum ErrorCode {
     MultipleTooSmall,
     /// `CUT-CFG-014`: a maximum is below its minimum (the recovery ramp's durations).
     MaxBelowMin,
+    /// `CUT-CFG-015`: the break multiplier is below 1, or NaN or infinite: a break schedule
+    /// that does not grow.
+    BreakMultiplierOutOfRange,
 }
 
 impl ErrorCode {
@@ -258,6 +291,7 @@ impl ErrorCode {
             ErrorCode::BaselineTooShort => "CUT-CFG-012",
             ErrorCode::MultipleTooSmall => "CUT-CFG-013",
             ErrorCode::MaxBelowMin => "CUT-CFG-014",
+            ErrorCode::BreakMultiplierOutOfRange => "CUT-CFG-015",
         }
     }
 }

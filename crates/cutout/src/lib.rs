@@ -44,7 +44,8 @@
 //!
 //! # Features
 //! - `serde`: configuration files (the `config` module).
-//! - `tracing`: one `tracing` event per transition.
+//! - `tracing`: one `tracing` event per transition, and one per manual action (`reset`,
+//!   `isolate`, `disable`, `open_for`, `open_until`), which raise no transition event.
 //! - `metrics`: counters per outcome, refusal reason and transition, and a state gauge, through
 //!   the `metrics` facade. A breaker registers its handles when it is built, with the recorder
 //!   installed then: install the exporter's recorder before building breakers.
@@ -82,8 +83,11 @@ pub use machine::ramp::Recovery;
 pub use permit::{OwnedPermit, Permit};
 pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use relative::{Failures, SlowCalls};
-pub use settings::{HalfOpenRule, Jitter, MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow};
-pub use snapshot::Snapshot;
+pub use settings::{
+    BreakSchedule, HalfOpenRule, HalfOpenTimeout, InitialState, Jitter, MAX_COUNT_WINDOW, Settings,
+    SettingsBuilder, TripWindow,
+};
+pub use snapshot::{ManualAction, Snapshot};
 pub use state::{Health, State};
 
 /// The README's examples, compiled and run as doctests.

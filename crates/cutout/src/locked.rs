@@ -5,8 +5,10 @@
 //!   outcome, a probe slot given back): it folds what calls counted off the lock and
 //!   evaluates the trip rules, merges latency samples when due, checks the calls in flight
 //!   when due, then does the call's own step, and raises the transitions any of these made.
-//! - [`Breaker::control`], for `reset`, `isolate` and `disable`: the folded successes still
-//!   reach the baselines, but no trip rule runs and no event is raised (no call caused it).
+//! - [`Breaker::control`], for `reset`, `isolate`, `disable`, `open_for` and `open_until`:
+//!   the folded successes still reach the baselines, but no trip rule runs and no event is
+//!   raised (no call caused it); the machine notes the action for the snapshot, and with the
+//!   `tracing` feature it is traced once the lock is let go.
 //! - [`Breaker::read`], for every read: it changes nothing, and sees the successes waiting in
 //!   the cells as the next fold would count them.
 //!
@@ -22,6 +24,7 @@ use crate::Breaker;
 use crate::event::{Event, Transition};
 use crate::loom::{Ordering, lock};
 use crate::machine::Machine;
+use crate::snapshot::ManualAction;
 
 impl Breaker {
     /// A locked operation caused by a call at `now`. `sample`: a latency sample that found its
@@ -57,15 +60,28 @@ impl Breaker {
         result
     }
 
-    /// A control at `now` (`reset`, `isolate`, `disable`): no trip rule runs, no event.
-    pub(crate) fn control(&self, now: u64, f: impl FnOnce(&mut Machine)) {
-        self.locked(now, |machine, folded| {
+    /// A control at `now` (`reset`, `isolate`, `disable`, `open_for`, `open_until`): no trip
+    /// rule runs, no event. With the `tracing` feature, `action` is traced after the lock is
+    /// let go, with whether it took effect (`applied`, from `f`'s answer).
+    pub(crate) fn control(
+        &self,
+        now: u64,
+        action: ManualAction,
+        f: impl FnOnce(&mut Machine) -> bool,
+    ) -> bool {
+        let (applied, state) = self.locked(now, |machine, folded| {
             machine.absorb_counts(folded);
             if self.shared.hot.adaptive_slow {
                 self.merge_samples(machine, now, None);
             }
-            f(machine);
+            let applied = f(machine);
+            (applied, machine.state_at(now))
         });
+        #[cfg(feature = "tracing")]
+        crate::observe::trace_manual(&self.shared.id, action, now, applied, state);
+        #[cfg(not(feature = "tracing"))]
+        let _ = (action, state);
+        applied
     }
 
     /// What every locked operation does around its own step `body`: lock, settle the machine

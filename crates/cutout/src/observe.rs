@@ -1,6 +1,6 @@
-//! Observability glue: a `tracing` event per transition (feature `tracing`) and counters and a
-//! state gauge through the `metrics` facade (feature `metrics`). Without the features this
-//! module compiles to nothing the breaker calls.
+//! Observability glue: a `tracing` event per transition and per manual action (feature
+//! `tracing`) and counters and a state gauge through the `metrics` facade (feature
+//! `metrics`). Without the features this module compiles to nothing the breaker calls.
 //!
 //! Metrics, all labelled `breaker = <id>`:
 //! - `cutout_calls_total{outcome = success|failure|ignored}`: finished calls it counted;
@@ -40,6 +40,27 @@ pub(crate) fn trace(event: &crate::Event) {
             "circuit breaker transition"
         ),
     }
+}
+
+/// A manual action (`reset`, `isolate`, …): no transition event is raised for it, so this is
+/// its trace. `at`: the breaker's clock; `applied`: whether it took effect; `state`: the state
+/// after it.
+#[cfg(feature = "tracing")]
+pub(crate) fn trace_manual(
+    breaker: &crate::BreakerId,
+    action: crate::ManualAction,
+    at: u64,
+    applied: bool,
+    state: crate::State,
+) {
+    tracing::info!(
+        breaker = %breaker,
+        action = action.as_str(),
+        applied,
+        state = state.as_str(),
+        at_ms = at / 1_000_000,
+        "circuit breaker manual action"
+    );
 }
 
 #[cfg(feature = "metrics")]

@@ -483,6 +483,23 @@ fn differences(existing: &Settings, requested: &Settings) -> Vec<(&'static str, 
         duration(requested.max_break_duration()),
     );
     check(
+        "break-multiplier",
+        existing.break_multiplier().to_string(),
+        requested.break_multiplier().to_string(),
+    );
+    match (existing.break_schedule(), requested.break_schedule()) {
+        (Some(a), Some(b)) if a != b => check(
+            "break-schedule",
+            "a function".to_owned(),
+            "another function".to_owned(),
+        ),
+        (a, b) => check(
+            "break-schedule",
+            opt(a, |_| "a function".to_owned()),
+            opt(b, |_| "a function".to_owned()),
+        ),
+    }
+    check(
         "jitter",
         jitter(existing.jitter()).to_owned(),
         jitter(requested.jitter()).to_owned(),
@@ -508,14 +525,20 @@ fn differences(existing: &Settings, requested: &Settings) -> Vec<(&'static str, 
         opt(requested.max_wait_in_half_open(), duration),
     );
     check(
+        "half-open-timeout",
+        existing.half_open_timeout().as_str().to_owned(),
+        requested.half_open_timeout().as_str().to_owned(),
+    );
+    check(
         "shadow",
         existing.shadow().to_string(),
         requested.shadow().to_string(),
     );
+    // `enabled` is the initial state seen from one side: the state says it all.
     check(
-        "enabled",
-        existing.enabled().to_string(),
-        requested.enabled().to_string(),
+        "initial-state",
+        existing.initial_state().as_str().to_owned(),
+        requested.initial_state().as_str().to_owned(),
     );
     check(
         "adaptive",

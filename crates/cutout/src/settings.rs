@@ -1,8 +1,11 @@
 //! [`Settings`]: what trips a breaker, how long it breaks, how it probes; built and validated
 //! through [`SettingsBuilder`].
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::State;
 use crate::error::{ConfigError, ErrorCode};
 use crate::machine::ramp::Recovery;
 use crate::relative::{Failures, SlowCalls};
@@ -51,6 +54,127 @@ pub enum HalfOpenRule {
     Rates,
 }
 
+/// What running out of [`max_wait_in_half_open`](Settings::max_wait_in_half_open) does: the
+/// first call after half-open has lasted that long decides it (configuration key
+/// `half-open-timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HalfOpenTimeout {
+    /// Re-open with a grown break, as a failed probe would (the default, `"open"`): the call
+    /// is refused and the [`Opened`](crate::Transition::Opened) event's reason is
+    /// [`OpenReason::HalfOpenTimeout`](crate::OpenReason::HalfOpenTimeout).
+    #[default]
+    Open,
+    /// Close, as successful probes would (`"close"`): the break growth resets, a recovery ramp
+    /// starts if one is configured, the [`Closed`](crate::Transition::Closed) event is raised
+    /// from half-open and the call is admitted as the closed (or ramping) breaker's. Outcomes
+    /// of probes still in flight are dropped (they belong to the half-open period). For
+    /// dependencies whose probes hang rather than fail, where a hung probe should not keep
+    /// everyone out.
+    Close,
+}
+
+impl HalfOpenTimeout {
+    /// The stable name, as configuration files write it (`"open"`, `"close"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HalfOpenTimeout::Open => "open",
+            HalfOpenTimeout::Close => "close",
+        }
+    }
+}
+
+/// The state a breaker starts in, and that [`Breaker::reset`](crate::Breaker::reset) returns
+/// it to (configuration key `initial-state`).
+///
+/// `enabled = false` is another way to write [`InitialState::Disabled`]; see
+/// [`SettingsBuilder::enabled`] for how the two combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum InitialState {
+    /// Closed: calls flow and are counted (the default, `"closed"`).
+    #[default]
+    Closed,
+    /// Disabled: every call passes and nothing is recorded (`"disabled"`).
+    Disabled,
+    /// Isolated: every call is refused, as after [`Breaker::isolate`](crate::Breaker::isolate)
+    /// (`"isolated"`). For a dependency that must be switched on by hand: [`Breaker::reset`]
+    /// returns to isolated too, so only [`Breaker::disable`] or a breaker built with other
+    /// settings lets calls through.
+    ///
+    /// [`Breaker::reset`]: crate::Breaker::reset
+    /// [`Breaker::disable`]: crate::Breaker::disable
+    Isolated,
+}
+
+impl InitialState {
+    /// The stable name, as configuration files write it (`"closed"`, `"disabled"`,
+    /// `"isolated"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            InitialState::Closed => "closed",
+            InitialState::Disabled => "disabled",
+            InitialState::Isolated => "isolated",
+        }
+    }
+
+    /// The breaker state this starts in.
+    pub const fn state(self) -> State {
+        match self {
+            InitialState::Closed => State::Closed,
+            InitialState::Disabled => State::Disabled,
+            InitialState::Isolated => State::Isolated,
+        }
+    }
+}
+
+/// A break schedule of your own: the computed break (before jitter) for the n-th consecutive
+/// open, n counting from 1. Replaces the growth by
+/// [`break_multiplier`](Settings::break_multiplier); see
+/// [`SettingsBuilder::break_schedule`].
+///
+/// Clones share the function. Two schedules are equal when they are clones of one another
+/// (the function itself cannot be compared), so a [`Registry`](crate::Registry) sees the
+/// settings of two calls as the same only when they share the schedule.
+#[derive(Clone)]
+pub struct BreakSchedule(Arc<dyn Fn(u32) -> Duration + Send + Sync>);
+
+impl BreakSchedule {
+    /// A schedule from a function of the consecutive-open count (1 for the first open).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::BreakSchedule;
+    ///
+    /// // Fibonacci-like steps in seconds: 5, 8, 13, 21, then 30 from there on.
+    /// let steps = BreakSchedule::new(|opens| {
+    ///     let secs = [5, 8, 13, 21];
+    ///     let step = opens.saturating_sub(1) as usize;
+    ///     Duration::from_secs(secs.get(step).copied().unwrap_or(30))
+    /// });
+    /// assert_eq!(steps.break_for(2), Duration::from_secs(8));
+    /// ```
+    pub fn new(schedule: impl Fn(u32) -> Duration + Send + Sync + 'static) -> BreakSchedule {
+        BreakSchedule(Arc::new(schedule))
+    }
+
+    /// The function's break for the `opens`-th consecutive open, as it returns it (neither
+    /// capped nor jittered: the breaker does both).
+    pub fn break_for(&self, opens: u32) -> Duration {
+        (self.0)(opens)
+    }
+}
+
+impl fmt::Debug for BreakSchedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BreakSchedule(..)")
+    }
+}
+
+impl PartialEq for BreakSchedule {
+    fn eq(&self, other: &BreakSchedule) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// A breaker's settings. Build with [`Settings::builder`]; every instance is valid.
 ///
 /// ```
@@ -77,13 +201,16 @@ pub struct Settings {
     pub(crate) slow_call_ratio: f64,
     pub(crate) break_duration: Duration,
     pub(crate) max_break_duration: Duration,
+    pub(crate) break_multiplier: f64,
+    pub(crate) break_schedule: Option<BreakSchedule>,
     pub(crate) jitter: Jitter,
     pub(crate) half_open_probes: u32,
     pub(crate) probe_successes: u32,
     pub(crate) half_open_rule: HalfOpenRule,
     pub(crate) max_wait_in_half_open: Option<Duration>,
+    pub(crate) half_open_timeout: HalfOpenTimeout,
     pub(crate) shadow: bool,
-    pub(crate) enabled: bool,
+    pub(crate) initial_state: InitialState,
     pub(crate) adaptive: bool,
     pub(crate) slow_calls: Option<SlowCalls>,
     pub(crate) failures: Option<Failures>,
@@ -101,13 +228,16 @@ impl Default for Settings {
             slow_call_ratio: 0.5,
             break_duration: Duration::from_secs(15),
             max_break_duration: Duration::from_secs(120),
+            break_multiplier: 2.0,
+            break_schedule: None,
             jitter: Jitter::Equal,
             half_open_probes: 1,
             probe_successes: 2,
             half_open_rule: HalfOpenRule::Consecutive,
             max_wait_in_half_open: Some(Duration::from_secs(60)),
+            half_open_timeout: HalfOpenTimeout::Open,
             shadow: false,
-            enabled: true,
+            initial_state: InitialState::Closed,
             adaptive: true,
             slow_calls: Some(SlowCalls::above(3.0)),
             failures: Some(Failures::above(5.0)),
@@ -119,12 +249,20 @@ impl Default for Settings {
 impl Settings {
     /// A builder starting from the defaults.
     pub fn builder() -> SettingsBuilder {
-        SettingsBuilder(Settings::default())
+        Settings::default().into_builder()
     }
 
     /// A builder starting from these settings.
     pub fn to_builder(&self) -> SettingsBuilder {
-        SettingsBuilder(self.clone())
+        self.clone().into_builder()
+    }
+
+    fn into_builder(self) -> SettingsBuilder {
+        SettingsBuilder {
+            settings: self,
+            enabled: None,
+            initial_state: None,
+        }
     }
 
     /// Consecutive counted failures that open the breaker (default 5; `None`: off).
@@ -162,9 +300,19 @@ impl Settings {
     pub fn break_duration(&self) -> Duration {
         self.break_duration
     }
-    /// The longest break, reached by doubling (default 2 min).
+    /// The longest break (default 2 min): the cap on every computed break, grown by the
+    /// multiplier or given by a [`BreakSchedule`].
     pub fn max_break_duration(&self) -> Duration {
         self.max_break_duration
+    }
+    /// How much each consecutive open multiplies the break by (default 2: the break doubles);
+    /// 1 keeps it constant.
+    pub fn break_multiplier(&self) -> f64 {
+        self.break_multiplier
+    }
+    /// The break schedule of your own that replaces the multiplier's growth (default none).
+    pub fn break_schedule(&self) -> Option<&BreakSchedule> {
+        self.break_schedule.as_ref()
     }
     /// The jitter applied to each break (default [`Jitter::Equal`]).
     pub fn jitter(&self) -> Jitter {
@@ -183,19 +331,32 @@ impl Settings {
     pub fn half_open_rule(&self) -> HalfOpenRule {
         self.half_open_rule
     }
-    /// How long half-open may last before the next call re-opens the breaker (default 60 s).
+    /// How long half-open may last before the next call decides it as
+    /// [`half_open_timeout`](Settings::half_open_timeout) says: by default, re-opens the
+    /// breaker (default 60 s).
     pub fn max_wait_in_half_open(&self) -> Option<Duration> {
         self.max_wait_in_half_open
+    }
+    /// What running out of [`max_wait_in_half_open`](Settings::max_wait_in_half_open) does
+    /// (default [`HalfOpenTimeout::Open`]: re-open).
+    pub fn half_open_timeout(&self) -> HalfOpenTimeout {
+        self.half_open_timeout
     }
     /// Whether the breaker only observes: it evaluates, changes state and raises events, but
     /// never refuses a call (default false).
     pub fn shadow(&self) -> bool {
         self.shadow
     }
-    /// Whether the breaker starts enabled (default true); a disabled one starts, and resets to,
-    /// [`State::Disabled`](crate::State::Disabled).
+    /// Whether the breaker starts enabled (default true): false exactly when the
+    /// [initial state](Settings::initial_state) is [`InitialState::Disabled`], which a
+    /// disabled breaker starts in and resets to.
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.initial_state != InitialState::Disabled
+    }
+    /// The state the breaker starts in and [`reset`](crate::Breaker::reset) returns it to
+    /// (default [`InitialState::Closed`]).
+    pub fn initial_state(&self) -> InitialState {
+        self.initial_state
     }
 
     /// Whether the breaker measures the dependency (default true): `false` turns both
@@ -297,6 +458,17 @@ impl Settings {
                 "max-break-duration",
                 self.max_break_duration,
                 "a duration at least break-duration",
+            ));
+        }
+        // A multiplier below 1 would shrink the break with every consecutive open. NaN fails
+        // the comparison and is rejected with the rest; so is infinity (use
+        // max-break-duration for "the first break, then the longest").
+        if !(self.break_multiplier >= 1.0 && self.break_multiplier.is_finite()) {
+            return Err(ConfigError::new(
+                ErrorCode::BreakMultiplierOutOfRange,
+                "break-multiplier",
+                self.break_multiplier,
+                "a finite number of at least 1 (1 keeps the break constant)",
             ));
         }
         count("half-open-probes", self.half_open_probes)?;
@@ -457,109 +629,272 @@ fn positive(key: &'static str, duration: Duration) -> Result<(), ConfigError> {
 
 /// Builds [`Settings`]; [`SettingsBuilder::build`] validates.
 #[derive(Debug, Clone)]
-pub struct SettingsBuilder(Settings);
+pub struct SettingsBuilder {
+    settings: Settings,
+    /// What this builder was told of the initial state, by [`SettingsBuilder::enabled`] and
+    /// [`SettingsBuilder::initial_state`]: the two must agree (see `build`).
+    enabled: Option<bool>,
+    initial_state: Option<InitialState>,
+}
 
 impl SettingsBuilder {
     /// Consecutive counted failures that open the breaker; `None` turns the rule off.
     pub fn consecutive_failures(mut self, n: Option<u32>) -> Self {
-        self.0.consecutive_failures = n;
+        self.settings.consecutive_failures = n;
         self
     }
     /// An absolute failure ratio in (0, 1] over the trip window; `None` turns it off.
     /// Inclusive: 0.5 opens at 5 failures of 10.
     pub fn failure_ratio(mut self, ratio: Option<f64>) -> Self {
-        self.0.failure_ratio = ratio;
+        self.settings.failure_ratio = ratio;
         self
     }
     /// Calls the window must hold before a ratio is evaluated.
     pub fn minimum_calls(mut self, n: u32) -> Self {
-        self.0.minimum_calls = n;
+        self.settings.minimum_calls = n;
         self
     }
     /// The trip window.
     pub fn window(mut self, window: TripWindow) -> Self {
-        self.0.window = window;
+        self.settings.window = window;
         self
     }
     /// Calls strictly above this duration are slow, whether they succeeded or failed.
     pub fn slow_call_threshold(mut self, threshold: Option<Duration>) -> Self {
-        self.0.slow_call_threshold = threshold;
+        self.settings.slow_call_threshold = threshold;
         self
     }
     /// The slow share of the window, in (0, 1], that opens the breaker. Inclusive.
     pub fn slow_call_ratio(mut self, ratio: f64) -> Self {
-        self.0.slow_call_ratio = ratio;
+        self.settings.slow_call_ratio = ratio;
         self
     }
     /// The first break.
     pub fn break_duration(mut self, duration: Duration) -> Self {
-        self.0.break_duration = duration;
+        self.settings.break_duration = duration;
         self
     }
     /// The longest break.
     pub fn max_break_duration(mut self, duration: Duration) -> Self {
-        self.0.max_break_duration = duration;
+        self.settings.max_break_duration = duration;
         self
     }
     /// The jitter on each break.
     pub fn jitter(mut self, jitter: Jitter) -> Self {
-        self.0.jitter = jitter;
+        self.settings.jitter = jitter;
         self
     }
     /// Probes in flight at once (or in total under [`HalfOpenRule::Rates`]).
     pub fn half_open_probes(mut self, n: u32) -> Self {
-        self.0.half_open_probes = n;
+        self.settings.half_open_probes = n;
         self
     }
     /// Successful probes that close the breaker.
     pub fn probe_successes(mut self, n: u32) -> Self {
-        self.0.probe_successes = n;
+        self.settings.probe_successes = n;
         self
     }
     /// How probes decide.
     pub fn half_open_rule(mut self, rule: HalfOpenRule) -> Self {
-        self.0.half_open_rule = rule;
+        self.settings.half_open_rule = rule;
         self
     }
-    /// How long half-open may last before the next call re-opens; `None` waits forever.
+    /// How long half-open may last before the next call re-opens it (or closes it, see
+    /// [`SettingsBuilder::half_open_timeout`]); `None` waits forever.
     pub fn max_wait_in_half_open(mut self, wait: Option<Duration>) -> Self {
-        self.0.max_wait_in_half_open = wait;
+        self.settings.max_wait_in_half_open = wait;
         self
     }
     /// Observe only: never refuse a call.
     pub fn shadow(mut self, shadow: bool) -> Self {
-        self.0.shadow = shadow;
+        self.settings.shadow = shadow;
         self
     }
-    /// Start (and reset to) enabled or disabled.
+    /// Start (and reset to) enabled or disabled: `false` is the
+    /// [initial state](SettingsBuilder::initial_state) [`InitialState::Disabled`]; `true` is
+    /// any other (it turns a disabled initial state taken over from
+    /// [`Settings::to_builder`] back to closed, and keeps an isolated one).
+    ///
+    /// Given both, on one builder, `enabled` and `initial_state` must agree: `enabled(false)`
+    /// with any state but disabled, or `enabled(true)` with disabled, fails
+    /// [`build`](SettingsBuilder::build) with `CUT-CFG-006` naming `initial-state`.
     pub fn enabled(mut self, enabled: bool) -> Self {
-        self.0.enabled = enabled;
+        self.enabled = Some(enabled);
+        self
+    }
+    /// The state to start in and to [`reset`](crate::Breaker::reset) to (see
+    /// [`SettingsBuilder::enabled`] for how the two combine).
+    ///
+    /// ```
+    /// use cutout::{Breaker, InitialState, Settings, State};
+    ///
+    /// let settings = Settings::builder().initial_state(InitialState::Isolated).build()?;
+    /// let breaker = Breaker::new("new-dependency", settings);
+    /// assert_eq!(breaker.state(), State::Isolated);
+    /// breaker.reset();
+    /// assert_eq!(breaker.state(), State::Isolated, "reset returns to the configured state");
+    /// breaker.disable();
+    /// assert!(breaker.call(|| Ok::<_, ()>(())).is_ok());
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn initial_state(mut self, state: InitialState) -> Self {
+        self.initial_state = Some(state);
+        self
+    }
+    /// How much each consecutive open multiplies the break by: a finite number of at least 1
+    /// (default 2, the break doubles; 1 keeps it constant). The n-th consecutive open computes
+    /// `break_duration × multiplier^(n − 1)`, capped at `max_break_duration`; jitter is applied
+    /// after. The growth resets when the breaker fully closes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, Jitter, Settings, clock::ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder("slow-growth")
+    ///     .settings(
+    ///         Settings::builder()
+    ///             .consecutive_failures(Some(1))
+    ///             .break_duration(Duration::from_secs(5))
+    ///             .break_multiplier(1.5)
+    ///             .jitter(Jitter::None)
+    ///             .build()?,
+    ///     )
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// let mut breaks = Vec::new();
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// for _ in 0..3 {
+    ///     breaks.push(breaker.snapshot().current_break.unwrap());
+    ///     clock.elapse_break(&breaker);
+    ///     let _ = breaker.call(|| Err::<(), _>("still down")); // the probe fails
+    /// }
+    /// assert_eq!(breaks, [5_000, 7_500, 11_250].map(Duration::from_millis));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn break_multiplier(mut self, multiplier: f64) -> Self {
+        self.settings.break_multiplier = multiplier;
+        self
+    }
+    /// A break schedule of your own, replacing the multiplier's growth; `None` goes back to
+    /// the multiplier. The breaker calls it under its lock each time it opens, with the
+    /// consecutive-open count (1 for the first open since the breaker last closed fully), so it
+    /// must be quick and must not call into the breaker. What it returns is capped at
+    /// `max_break_duration` (raise that to let the schedule alone decide), then jittered.
+    /// A zero break half-opens on the next call. If the function panics, the breaker catches
+    /// the panic and serves the multiplier's break instead.
+    ///
+    /// Configuration files cannot express a function: add it to loaded settings with
+    /// [`Settings::to_builder`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{BreakSchedule, Breaker, Jitter, Settings, clock::ManualClock};
+    ///
+    /// // 1 s, 10 s, then 1 min for every later consecutive open.
+    /// let schedule = BreakSchedule::new(|opens| match opens {
+    ///     1 => Duration::from_secs(1),
+    ///     2 => Duration::from_secs(10),
+    ///     _ => Duration::from_secs(60),
+    /// });
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder("stepped")
+    ///     .settings(
+    ///         Settings::builder()
+    ///             .consecutive_failures(Some(1))
+    ///             .break_schedule(Some(schedule))
+    ///             .jitter(Jitter::None)
+    ///             .build()?,
+    ///     )
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// assert_eq!(breaker.snapshot().current_break, Some(Duration::from_secs(1)));
+    /// clock.elapse_break(&breaker);
+    /// let _ = breaker.call(|| Err::<(), _>("still down"));
+    /// assert_eq!(breaker.snapshot().current_break, Some(Duration::from_secs(10)));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn break_schedule(mut self, schedule: Option<BreakSchedule>) -> Self {
+        self.settings.break_schedule = schedule;
+        self
+    }
+    /// What running out of `max_wait_in_half_open` does: re-open (the default) or close.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, HalfOpenTimeout, Jitter, Settings, State, clock::ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::builder("hangs-when-sick")
+    ///     .settings(
+    ///         Settings::builder()
+    ///             .consecutive_failures(Some(1))
+    ///             .jitter(Jitter::None)
+    ///             .max_wait_in_half_open(Some(Duration::from_secs(5)))
+    ///             .half_open_timeout(HalfOpenTimeout::Close)
+    ///             .build()?,
+    ///     )
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// clock.elapse_break(&breaker);
+    /// let hung = breaker.try_acquire().unwrap(); // a probe that never answers
+    /// clock.advance(Duration::from_secs(5));
+    /// let next = breaker.try_acquire().unwrap(); // the wait ran out: closed
+    /// assert!(!next.is_probe());
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// # drop(hung);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn half_open_timeout(mut self, timeout: HalfOpenTimeout) -> Self {
+        self.settings.half_open_timeout = timeout;
         self
     }
     /// Whether the breaker measures the dependency; `false` turns both relative trips off.
     pub fn adaptive(mut self, adaptive: bool) -> Self {
-        self.0.adaptive = adaptive;
+        self.settings.adaptive = adaptive;
         self
     }
     /// Slow calls relative to the measured normal latency; `None` turns the rule off.
     pub fn slow_calls(mut self, slow_calls: Option<SlowCalls>) -> Self {
-        self.0.slow_calls = slow_calls;
+        self.settings.slow_calls = slow_calls;
         self
     }
     /// Failures relative to the measured normal rate; `None` turns the rule off.
     pub fn failures(mut self, failures: Option<Failures>) -> Self {
-        self.0.failures = failures;
+        self.settings.failures = failures;
         self
     }
     /// Hand traffic back over a ramp after the probes succeed; `None` closes at once.
     pub fn recovery(mut self, recovery: Option<Recovery>) -> Self {
-        self.0.recovery = recovery;
+        self.settings.recovery = recovery;
         self
     }
     /// Validates and returns the settings.
-    pub fn build(self) -> Result<Settings, ConfigError> {
-        self.0.validate()?;
-        Ok(self.0)
+    pub fn build(mut self) -> Result<Settings, ConfigError> {
+        self.settings.initial_state = match (self.enabled, self.initial_state) {
+            (Some(enabled), Some(state)) if enabled != (state != InitialState::Disabled) => {
+                return Err(ConfigError::new(
+                    ErrorCode::Contradiction,
+                    "initial-state",
+                    state.as_str(),
+                    if enabled {
+                        "\"closed\" or \"isolated\" with enabled = true"
+                    } else {
+                        "only \"disabled\" with enabled = false"
+                    },
+                ));
+            }
+            (_, Some(state)) => state,
+            (Some(false), None) => InitialState::Disabled,
+            (Some(true), None) if self.settings.initial_state == InitialState::Disabled => {
+                InitialState::Closed
+            }
+            (_, None) => self.settings.initial_state,
+        };
+        self.settings.validate()?;
+        Ok(self.settings)
     }
 }
 
@@ -661,6 +996,21 @@ mod tests {
                 b().half_open_probes(70_000),
                 ErrorCode::Contradiction,
                 "half-open-probes",
+            ),
+            (
+                b().break_multiplier(0.5),
+                ErrorCode::BreakMultiplierOutOfRange,
+                "break-multiplier",
+            ),
+            (
+                b().break_multiplier(f64::NAN),
+                ErrorCode::BreakMultiplierOutOfRange,
+                "break-multiplier",
+            ),
+            (
+                b().enabled(false).initial_state(InitialState::Isolated),
+                ErrorCode::Contradiction,
+                "initial-state",
             ),
         ];
         for (builder, code, key) in cases {

@@ -1,4 +1,5 @@
-//! [`Snapshot`]: a consistent read of a breaker's state and counts, for health endpoints.
+//! [`Snapshot`]: a consistent read of a breaker's state and counts, for health endpoints, and
+//! the [`ManualAction`] it reports last.
 
 use std::time::Duration;
 
@@ -48,4 +49,63 @@ pub struct Snapshot {
     /// How long the breaker has been recovering. A ramp against a dependency that stays slow
     /// never finishes: alert when this exceeds `current_break`.
     pub recovering_for: Option<Duration>,
+    /// The last manual action that took effect (`reset`, `isolate`, `disable`, `open_for`,
+    /// `open_until`), `None` until the first. Manual actions raise no transition event; this
+    /// is where a dashboard sees that someone forced the state. An `open_for` or `open_until`
+    /// refused by an isolated or disabled breaker changed nothing and is not shown.
+    pub last_manual_action: Option<ManualAction>,
+    /// When [`last_manual_action`](Snapshot::last_manual_action) happened, on the breaker's
+    /// clock (as [`Event::at`](crate::Event::at)); `None` exactly when it is.
+    pub last_manual_action_at: Option<Duration>,
+}
+
+/// An action taken on a breaker by hand rather than caused by a call. None raises a transition
+/// event; each leaves its trace in [`Snapshot::last_manual_action`] and, with the `tracing`
+/// feature, an info-level `tracing` event ("circuit breaker manual action"). The names from
+/// [`ManualAction::as_str`] are stable.
+///
+/// ```
+/// use std::time::Duration;
+/// use cutout::{Breaker, ManualAction, clock::ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let breaker = Breaker::builder("inventory").clock(clock.clone()).build();
+/// clock.advance(Duration::from_secs(42));
+/// breaker.isolate();
+/// let snapshot = breaker.snapshot();
+/// assert_eq!(snapshot.last_manual_action, Some(ManualAction::Isolate));
+/// assert_eq!(snapshot.last_manual_action_at, Some(Duration::from_secs(42)));
+/// assert_eq!(ManualAction::Isolate.as_str(), "isolate");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ManualAction {
+    /// [`Breaker::reset`](crate::Breaker::reset) (`"reset"`).
+    Reset,
+    /// [`Breaker::isolate`](crate::Breaker::isolate) (`"isolate"`).
+    Isolate,
+    /// [`Breaker::disable`](crate::Breaker::disable) (`"disable"`).
+    Disable,
+    /// [`Breaker::open_for`](crate::Breaker::open_for) (`"open_for"`).
+    OpenFor,
+    /// [`Breaker::open_until`](crate::Breaker::open_until) (`"open_until"`).
+    OpenUntil,
+}
+
+impl ManualAction {
+    /// The stable name of the action.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ManualAction::Reset => "reset",
+            ManualAction::Isolate => "isolate",
+            ManualAction::Disable => "disable",
+            ManualAction::OpenFor => "open_for",
+            ManualAction::OpenUntil => "open_until",
+        }
+    }
+}
+
+impl std::fmt::Display for ManualAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }

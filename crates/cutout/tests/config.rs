@@ -583,6 +583,34 @@ fn every_config_error_code_from_a_file() {
             "recovery_fraction",
             "0.5",
         ),
+        (
+            "[configs.steady]\nbreak-multiplier = 0.8",
+            ErrorCode::BreakMultiplierOutOfRange,
+            "configs.steady",
+            "break-multiplier",
+            "0.8",
+        ),
+        (
+            "[defaults]\nhalf-open-timeout = \"wait\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "half-open-timeout",
+            "\"wait\"",
+        ),
+        (
+            "[defaults]\ninitial-state = \"open\"",
+            ErrorCode::InvalidValue,
+            "defaults",
+            "initial-state",
+            "\"open\"",
+        ),
+        (
+            "[instances.x]\nenabled = false\ninitial-state = \"closed\"",
+            ErrorCode::Contradiction,
+            "instances.x",
+            "initial-state",
+            "\"closed\"",
+        ),
     ];
     let mut seen = std::collections::HashSet::new();
     for &(doc, code, section, key, value) in cases {
@@ -641,6 +669,7 @@ fn every_config_error_code_from_a_file() {
         ErrorCode::BaselineTooShort,
         ErrorCode::MultipleTooSmall,
         ErrorCode::MaxBelowMin,
+        ErrorCode::BreakMultiplierOutOfRange,
     ] {
         assert!(seen.contains(&code), "no case for {code}");
     }
@@ -701,6 +730,10 @@ fn documented_example_messages() {
         (
             "[defaults]\nrecovery-fraction = 0.5\nrecovery-min-duration = \"10s\"\nrecovery-max-duration = \"5s\"",
             "CUT-CFG-014: invalid recovery-max-duration = \"5s\" in [defaults]: recovery-min-duration = \"10s\"; allowed a duration at least recovery-min-duration",
+        ),
+        (
+            "[defaults]\nbreak-multiplier = 0.5",
+            "CUT-CFG-015: invalid break-multiplier = 0.5 in [defaults]: allowed a finite number of at least 1 (1 keeps the break constant)",
         ),
     ];
     for (doc, message) in cases {
@@ -1706,7 +1739,15 @@ fn plausible(key: &'static str) -> BoxedStrategy<String> {
         | "failure-baseline-window"
         | "recovery-min-duration"
         | "recovery-max-duration" => durations.boxed(),
-        "slow-calls-multiple" | "failures-multiple" => multiples.boxed(),
+        "slow-calls-multiple" | "failures-multiple" | "break-multiplier" => multiples.boxed(),
+        "half-open-timeout" => prop::sample::select(&["\"open\"", "\"close\"", "\"clsoe\""][..])
+            .prop_map(str::to_owned)
+            .boxed(),
+        "initial-state" => {
+            prop::sample::select(&["\"closed\"", "\"disabled\"", "\"isolated\"", "\"open\""][..])
+                .prop_map(str::to_owned)
+                .boxed()
+        }
         "slow-calls" | "failures" | "recovery" => {
             prop::sample::select(&["false", "\"off\"", "true"][..])
                 .prop_map(str::to_owned)
@@ -1813,4 +1854,163 @@ fn the_slow_call_floor_is_read_and_merged() {
         (error.code(), error.key()),
         (ErrorCode::WrongType, "slow-calls-floor")
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The break multiplier, what running out of the maximum wait in half-open does, and the
+// initial state.
+
+const CONTROL_DOCUMENT: &str = r#"
+[defaults]
+break-multiplier = 1.5
+half-open-timeout = "close"
+initial-state = "isolated"
+
+[configs.off]
+enabled = false
+
+[instances.a]
+enabled = true
+
+[instances.b]
+enabled = false
+
+[instances.c]
+initial-state = "CLOSED"
+break-multiplier = 1
+half-open-timeout = "Open"
+
+[instances.d]
+base-config = "off"
+initial-state = "closed"
+
+[instances.e]
+base-config = "off"
+enabled = true
+"#;
+
+#[test]
+fn the_multiplier_half_open_timeout_and_initial_state_keys_are_read_and_merged() {
+    use cutout::{HalfOpenTimeout, InitialState};
+    let config = Config::from_toml(CONTROL_DOCUMENT).unwrap();
+    let defaults = Settings::builder()
+        .break_multiplier(1.5)
+        .half_open_timeout(HalfOpenTimeout::Close)
+        .initial_state(InitialState::Isolated)
+        .build()
+        .unwrap();
+    assert_eq!(config.defaults(), &defaults);
+    let with = |state: InitialState| defaults.to_builder().initial_state(state).build().unwrap();
+    assert_eq!(config.config("off"), Some(&with(InitialState::Disabled)));
+    // `enabled = true` keeps an isolated start; `false` disables it.
+    assert_eq!(config.instance("a"), Some(&with(InitialState::Isolated)));
+    assert_eq!(config.instance("b"), Some(&with(InitialState::Disabled)));
+    let c = defaults
+        .to_builder()
+        .break_multiplier(1.0)
+        .half_open_timeout(HalfOpenTimeout::Open)
+        .initial_state(InitialState::Closed)
+        .build()
+        .unwrap();
+    assert_eq!(config.instance("c"), Some(&c));
+    // A later section overrides the earlier one's `enabled = false` either way.
+    assert_eq!(config.instance("d"), Some(&with(InitialState::Closed)));
+    assert_eq!(config.instance("e"), Some(&with(InitialState::Closed)));
+    for key in ["break-multiplier", "half-open-timeout", "initial-state"] {
+        assert!(cutout::config::SETTINGS_KEYS.contains(&key), "{key}");
+    }
+    // Loaded breakers start where their settings say.
+    let registry = Registry::new();
+    config.register(&registry).unwrap();
+    let states: Vec<State> = ["a", "b", "c"]
+        .iter()
+        .map(|id| registry.get(id).unwrap().state())
+        .collect();
+    assert_eq!(states, [State::Isolated, State::Disabled, State::Closed]);
+}
+
+#[test]
+fn the_multiplier_half_open_timeout_and_initial_state_keys_fail_with_their_codes() {
+    let error = load_err("[defaults]\nbreak-multiplier = 0.5\n");
+    assert_eq!(error.code(), ErrorCode::BreakMultiplierOutOfRange);
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-015: invalid break-multiplier = 0.5 in [defaults]: allowed a finite number of \
+         at least 1 (1 keeps the break constant)"
+    );
+    assert_eq!(
+        error.settings_error().map(|e| e.key()),
+        Some("break-multiplier")
+    );
+    for bad in ["0", "-2", "nan", "inf", "0.999"] {
+        let error = load_err(&format!("[instances.x]\nbreak-multiplier = {bad}\n"));
+        assert_eq!(
+            (error.code(), error.key(), error.section()),
+            (
+                ErrorCode::BreakMultiplierOutOfRange,
+                "break-multiplier",
+                "instances.x"
+            ),
+            "{bad}"
+        );
+    }
+    let error = load_err("[defaults]\nbreak-multiplier = \"fast\"\n");
+    assert_eq!(
+        (error.code(), error.key()),
+        (ErrorCode::WrongType, "break-multiplier")
+    );
+
+    let error = load_err("[defaults]\nhalf-open-timeout = \"closed\"\n");
+    assert_eq!(
+        (error.code(), error.key(), error.suggestion()),
+        (ErrorCode::InvalidValue, "half-open-timeout", Some("close"))
+    );
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-010: invalid half-open-timeout = \"closed\" in [defaults]: not one of the \
+         choices; allowed \"open\" or \"close\"; did you mean \"close\"?"
+    );
+    let error = load_err("[defaults]\nhalf-open-timeout = false\n");
+    assert_eq!(
+        (error.code(), error.key()),
+        (ErrorCode::WrongType, "half-open-timeout")
+    );
+
+    let error = load_err("[configs.new]\ninitial-state = \"half-open\"\n");
+    assert_eq!(
+        (error.code(), error.key(), error.section()),
+        (ErrorCode::InvalidValue, "initial-state", "configs.new")
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("allowed \"closed\", \"disabled\" or \"isolated\""),
+        "{error}"
+    );
+    let error = load_err("[defaults]\ninitial-state = 1\n");
+    assert_eq!(
+        (error.code(), error.key()),
+        (ErrorCode::WrongType, "initial-state")
+    );
+
+    // One section giving both must have them agree.
+    let error = load_err("[instances.x]\nenabled = false\ninitial-state = \"isolated\"\n");
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-006: invalid initial-state = \"isolated\" in [instances.x]: enabled = false \
+         starts the breaker disabled; allowed enabled or initial-state in one section, or both \
+         saying the same"
+    );
+    let error = load_err("[defaults]\nenabled = true\ninitial-state = \"disabled\"\n");
+    assert_eq!(
+        (error.code(), error.key()),
+        (ErrorCode::Contradiction, "initial-state")
+    );
+    for agreeing in [
+        "enabled = false\ninitial-state = \"disabled\"",
+        "enabled = true\ninitial-state = \"isolated\"",
+        "enabled = true\ninitial-state = \"closed\"",
+    ] {
+        Config::from_toml(&format!("[defaults]\n{agreeing}\n")).unwrap();
+    }
 }

@@ -113,7 +113,7 @@ fn admission_never_exceeds(limit: u32, threads: usize) {
                     }
                     Err(refused) => {
                         assert_eq!(refused.reason(), RejectReason::HalfOpenFull);
-                        assert_eq!(refused.retry_after(), None);
+                        assert!(refused.retry_after().is_some());
                         None
                     }
                 })

@@ -435,6 +435,11 @@ struct Ticket {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Retry {
     Exactly(Option<Duration>),
+    /// The retry-after of a refusal for want of a probe slot (docs of
+    /// `Rejected::retry_after`): the breaker's normal latency as of the last merge (one of the
+    /// candidates, within 10 %) or what is left of the maximum wait (the second field, when
+    /// set), whichever is sooner; with neither, the first field (the break last served).
+    NormalLatencyOr(Duration, Option<Duration>),
     /// DESIGN §2: ramp refusals "carry a short retry-after" (Spec silent on how short: the
     /// model asks for one above zero and at most a second).
     Short,
@@ -953,7 +958,14 @@ impl Model {
                     self.taken += 1;
                     Answer::Admit(Role::Probe)
                 } else {
-                    self.refuse(RejectReason::HalfOpenFull, Retry::Exactly(None))
+                    // Docs of `Rejected::retry_after`: the sooner of the normal latency once
+                    // measured and what is left of the maximum wait, else the break last served.
+                    let left = self
+                        .spec
+                        .max_wait_ms
+                        .map(|max| Duration::from_nanos(since + max * MS - self.now));
+                    let retry = Retry::NormalLatencyOr(Duration::from_nanos(self.served), left);
+                    self.refuse(RejectReason::HalfOpenFull, retry)
                 }
             }
             Phase::Recovering(mut r) => {
@@ -1699,6 +1711,37 @@ impl Harness {
                 match retry {
                     Retry::Exactly(retry) => {
                         prop_assert_eq!(refused.retry_after(), retry, "retry-after");
+                    }
+                    Retry::NormalLatencyOr(fallback, left) => {
+                        let candidates: Vec<Option<u64>> = match self.model.spec.rel_slow() {
+                            Some(rel) => self
+                                .model
+                                .samples
+                                .candidates(rel.quantile_pct)
+                                .into_iter()
+                                .map(|merged| merged.normal)
+                                .collect(),
+                            None => vec![None],
+                        };
+                        let read = refused.retry_after();
+                        let fits = candidates.iter().any(|c| match (c, read) {
+                            (None, read) => read == Some(left.unwrap_or(fallback)),
+                            (Some(v), Some(read)) => {
+                                let (low, high) = reported(*v);
+                                let read = u64::try_from(read.as_nanos()).unwrap();
+                                let cap = left.map_or(u64::MAX, |l| l.as_nanos() as u64);
+                                (low.min(cap)..=high.min(cap)).contains(&read)
+                            }
+                            (Some(_), None) => false,
+                        });
+                        prop_assert!(
+                            fits,
+                            "a half-open refusal's retry-after {:?} is neither a normal latency \
+                             of {:?} nor the break {:?}",
+                            read,
+                            candidates,
+                            fallback
+                        );
                     }
                     Retry::Short => prop_assert!(
                         refused

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use cutout::clock::ManualClock;
 use cutout::{
-    ErrorCode, Failures, Jitter, Recovery, Registry, Settings, SlowCalls, State, TripWindow,
+    BreakSchedule, ErrorCode, Failures, HalfOpenTimeout, InitialState, Jitter, Recovery, Registry,
+    Settings, SlowCalls, State, TripWindow,
 };
 
 fn settings(consecutive: u32) -> Settings {
@@ -158,6 +159,81 @@ fn a_conflict_in_an_adaptive_key_names_that_key() {
             )
         );
     }
+}
+
+#[test]
+fn a_conflict_in_a_break_half_open_or_initial_state_key_names_that_key() {
+    let schedule = BreakSchedule::new(|opens| Duration::from_secs(u64::from(opens)));
+    let base = Settings::default();
+    let with = |f: fn(cutout::SettingsBuilder) -> cutout::SettingsBuilder| {
+        f(base.to_builder()).build().unwrap()
+    };
+    let scheduled = base
+        .to_builder()
+        .break_schedule(Some(schedule.clone()))
+        .build()
+        .unwrap();
+    let cases: [(Settings, Settings, &str, &str); 6] = [
+        (
+            base.clone(),
+            with(|b| b.break_multiplier(1.5)),
+            "break-multiplier",
+            "break-multiplier = 2 (existing), 1.5 (requested)",
+        ),
+        (
+            base.clone(),
+            with(|b| b.half_open_timeout(HalfOpenTimeout::Close)),
+            "half-open-timeout",
+            "half-open-timeout = open (existing), close (requested)",
+        ),
+        (
+            base.clone(),
+            with(|b| b.initial_state(InitialState::Isolated)),
+            "initial-state",
+            "initial-state = closed (existing), isolated (requested)",
+        ),
+        (
+            base.clone(),
+            with(|b| b.enabled(false)),
+            "initial-state",
+            "initial-state = closed (existing), disabled (requested)",
+        ),
+        (
+            base.clone(),
+            scheduled.clone(),
+            "break-schedule",
+            "break-schedule = off (existing), a function (requested)",
+        ),
+        (
+            scheduled.clone(),
+            base.to_builder()
+                .break_schedule(Some(BreakSchedule::new(|_| Duration::from_secs(1))))
+                .build()
+                .unwrap(),
+            "break-schedule",
+            "break-schedule = a function (existing), another function (requested)",
+        ),
+    ];
+    for (existing, requested, key, difference) in cases {
+        let registry = Registry::new();
+        registry.breaker("payments", existing).unwrap();
+        let error = registry.breaker("payments", requested).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::SettingsConflict);
+        assert_eq!(error.conflicting_keys().collect::<Vec<_>>(), [key]);
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "CUT-REG-001: breaker \"payments\" already exists with different settings: \
+                 {difference}"
+            )
+        );
+    }
+    // Settings sharing one schedule are the same breaker.
+    let registry = Registry::new();
+    let first = registry.breaker("payments", scheduled.clone()).unwrap();
+    let second = registry.breaker("payments", scheduled).unwrap();
+    first.isolate();
+    assert_eq!(second.state(), State::Isolated);
 }
 
 #[test]

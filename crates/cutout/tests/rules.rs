@@ -366,7 +366,8 @@ fn half_open_admits_at_most_the_probe_limit_at_once() {
     assert!(first.is_probe() && second.is_probe());
     let third = b.try_acquire().unwrap_err();
     assert_eq!(third.reason(), RejectReason::HalfOpenFull);
-    assert_eq!(third.retry_after(), None);
+    // What is left of the maximum wait in half-open (60 s by default; none has passed).
+    assert_eq!(third.retry_after(), Some(60 * SEC));
     assert_eq!(b.snapshot().probes_in_flight, 2);
     first.success();
     let third = b.try_acquire().unwrap();

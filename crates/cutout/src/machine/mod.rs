@@ -18,14 +18,14 @@ use crate::classify::Outcome;
 use crate::error::RejectReason;
 use crate::event::{OpenReason, Transition};
 use crate::front::word::{Flags, Word};
-use crate::machine::backoff::{grown_break, jittered};
+use crate::machine::backoff::{computed_break, jittered};
 use crate::machine::baseline::{FailureBaseline, LatencyBaseline};
 use crate::machine::inflight::Marks;
 use crate::machine::ramp::Ramp;
 use crate::machine::trip::{Baselines, Share, ratio_trip};
 use crate::machine::window::{Mark, Totals, Window};
-use crate::settings::{HalfOpenRule, Settings};
-use crate::snapshot::Snapshot;
+use crate::settings::{HalfOpenRule, HalfOpenTimeout, InitialState, Settings};
+use crate::snapshot::{ManualAction, Snapshot};
 use crate::state::State;
 
 /// How often, at most, the fast path's latency samples are merged into the baseline (and the
@@ -87,7 +87,9 @@ pub(crate) struct Machine {
     consecutive_failures: u32,
     consecutive_opens: u32,
     opened_at: Option<u64>,
-    break_served: Duration,
+    /// The break being served (after jitter), or the one served last, in nanoseconds (a
+    /// `Duration` would take twice the room: see the layout note below).
+    break_served: u64,
     until: u64,
     half_open_since: u64,
     probes_in_flight: u32,
@@ -122,6 +124,12 @@ pub(crate) struct Machine {
     /// No call is timed: no slow-call rule, absolute or relative.
     untimed: bool,
     rng: fastrand::Rng,
+    /// The last manual action that took effect, and when.
+    manual: Option<ManualAction>,
+    manual_at: u64,
+    // Layout: the machine lives inside the breaker's shared allocation, which a default
+    // breaker fills to a whole number of cache lines; a field more there costs a line (128
+    // bytes) of the 4 KiB budget (tests/memory.rs). The small fields above share their padding.
 }
 
 /// What the breaker publishes for the hot path after each locked operation.
@@ -146,16 +154,16 @@ fn ratio(part: u64, whole: u64) -> f64 {
 }
 
 impl Machine {
+    /// A machine in the configured initial state at `now` (an isolated one counts as opened
+    /// then).
     pub(crate) fn new(
         settings: std::sync::Arc<Settings>,
         seed: u64,
         gate: Option<Gate>,
+        now: u64,
     ) -> Machine {
-        let state = if settings.enabled {
-            State::Closed
-        } else {
-            State::Disabled
-        };
+        let state = settings.initial_state.state();
+        let opened_at = (state == State::Isolated).then_some(now);
         let nanos_of = |d: Option<Duration>| d.map(nanos);
         let failure_baseline = settings
             .relative_failures()
@@ -183,8 +191,8 @@ impl Machine {
             generation: 0,
             consecutive_failures: 0,
             consecutive_opens: 0,
-            opened_at: None,
-            break_served: Duration::ZERO,
+            opened_at,
+            break_served: 0,
             until: 0,
             half_open_since: 0,
             probes_in_flight: 0,
@@ -197,6 +205,8 @@ impl Machine {
             suppressed_opens: 0,
             fast_since: 0,
             rng: fastrand::Rng::with_seed(seed),
+            manual: None,
+            manual_at: 0,
         }
     }
 
@@ -491,6 +501,13 @@ impl Machine {
             transition = Some(Transition::HalfOpened);
         }
         self.finish_ramp(now);
+        if self.state == State::HalfOpen && self.half_open_timed_out(now) {
+            // (Never on the call that entered half-open above: the wait is positive.)
+            transition = Some(match self.settings.half_open_timeout {
+                HalfOpenTimeout::Open => self.open(now, OpenReason::HalfOpenTimeout),
+                HalfOpenTimeout::Close => self.close(now),
+            });
+        }
         let admission = match self.state {
             State::Closed => self.admitted(Role::Normal),
             State::Recovering => {
@@ -510,24 +527,44 @@ impl Machine {
                 self.refused(RejectReason::Open, Some(left))
             }
             State::HalfOpen => {
-                let waited = now.saturating_sub(self.half_open_since);
-                let timed_out = self
-                    .settings
-                    .max_wait_in_half_open
-                    .is_some_and(|max| waited >= nanos(max));
-                if timed_out {
-                    transition = Some(self.open(now, OpenReason::HalfOpenTimeout));
-                    self.refused(RejectReason::Open, Some(self.break_served))
-                } else if self.probe_slot_free() {
+                if self.probe_slot_free() {
                     self.probes_in_flight += 1;
                     self.probes_admitted += 1;
                     self.admitted(Role::Probe)
                 } else {
-                    self.refused(RejectReason::HalfOpenFull, None)
+                    let retry_after = self.half_open_retry_after(now);
+                    self.refused(RejectReason::HalfOpenFull, Some(retry_after))
                 }
             }
         };
         (admission, transition)
+    }
+
+    /// Whether half-open has lasted `max_wait_in_half_open` at `now` (reaching it counts, as
+    /// a break's end does).
+    fn half_open_timed_out(&self, now: u64) -> bool {
+        let waited = now.saturating_sub(self.half_open_since);
+        self.settings
+            .max_wait_in_half_open
+            .is_some_and(|max| waited >= nanos(max))
+    }
+
+    /// The retry-after of a call refused because every probe slot is taken: the sooner of
+    /// the normal latency once measured (about when a probe in flight finishes and frees its
+    /// slot or decides) and what is left of the maximum wait (by then a slot is free or the
+    /// wait has run out); with neither, the break last served (the first break if that was
+    /// zero: a manual open for no time).
+    fn half_open_retry_after(&self, now: u64) -> Duration {
+        let left = self.settings.max_wait_in_half_open.map(|max| {
+            let waited = now.saturating_sub(self.half_open_since);
+            Duration::from_nanos(nanos(max).saturating_sub(waited))
+        });
+        match (self.normal_latency(), left) {
+            (Some(normal), Some(left)) => normal.min(left),
+            (Some(hint), None) | (None, Some(hint)) => hint,
+            (None, None) if self.break_served == 0 => self.settings.break_duration,
+            (None, None) => Duration::from_nanos(self.break_served),
+        }
     }
 
     fn admitted(&self, role: Role) -> Admission {
@@ -721,27 +758,31 @@ impl Machine {
     fn open(&mut self, now: u64, reason: OpenReason) -> Transition {
         let from = self.state;
         self.consecutive_opens = self.consecutive_opens.saturating_add(1);
-        let s = &self.settings;
-        let computed = grown_break(
-            s.break_duration,
-            s.max_break_duration,
-            self.consecutive_opens,
-        );
-        self.break_served = jittered(computed, s.jitter, &mut self.rng);
-        self.state = State::Open;
-        self.ramp = None;
+        let computed = computed_break(&self.settings, self.consecutive_opens);
+        let served = jittered(computed, self.settings.jitter, &mut self.rng);
         self.opened_at = Some(now);
-        self.until = now.saturating_add(nanos(self.break_served));
-        // The probes' counts stay visible while open if probes caused this opening.
-        let probes = self.probes;
-        self.transition_generation();
-        if from == State::HalfOpen {
-            self.probes = probes;
-        }
+        self.enter_open(now.saturating_add(nanos(served)));
         Transition::Opened {
             from,
             reason,
-            break_for: self.break_served,
+            break_for: served,
+        }
+    }
+
+    /// Open until `until` (nanoseconds), counting the break from `opened_at` (set already).
+    fn enter_open(&mut self, until: u64) {
+        let from = self.state;
+        let opened_at = self.opened_at.unwrap_or(until);
+        self.break_served = until.saturating_sub(opened_at);
+        self.state = State::Open;
+        self.ramp = None;
+        self.until = until;
+        // The probes' counts stay visible while open if this opening ended a half-open period
+        // (or, for a manual open of an open breaker, if they were visible already).
+        let probes = self.probes;
+        self.transition_generation();
+        if matches!(from, State::HalfOpen | State::Open) {
+            self.probes = probes;
         }
     }
 
@@ -757,7 +798,8 @@ impl Machine {
         let from = self.state;
         if let Some(recovery) = self.settings.recovery {
             self.state = State::Recovering;
-            self.ramp = Some(Ramp::start(now, self.break_served, &recovery));
+            let served = Duration::from_nanos(self.break_served);
+            self.ramp = Some(Ramp::start(now, served, &recovery));
             self.transition_generation();
             self.window.clear();
             self.showing_probes = false;
@@ -777,11 +819,21 @@ impl Machine {
         self.consecutive_failures = 0;
         self.consecutive_opens = 0;
         self.opened_at = None;
-        self.break_served = Duration::ZERO;
+        self.break_served = 0;
+    }
+
+    fn manual(&mut self, action: ManualAction, now: u64) {
+        self.manual = Some(action);
+        self.manual_at = now;
     }
 
     /// Forces the breaker open until [`Machine::reset`]. No event.
     pub(crate) fn isolate(&mut self, now: u64) {
+        self.isolated(now);
+        self.manual(ManualAction::Isolate, now);
+    }
+
+    fn isolated(&mut self, now: u64) {
         self.state = State::Isolated;
         self.ramp = None;
         self.opened_at.get_or_insert(now);
@@ -789,21 +841,42 @@ impl Machine {
     }
 
     /// Lets every call through, recording nothing, until [`Machine::reset`]. No event.
-    pub(crate) fn disable(&mut self) {
+    pub(crate) fn disable(&mut self, now: u64) {
         self.state = State::Disabled;
         self.ramp = None;
         self.opened_at = None;
         self.transition_generation();
+        self.manual(ManualAction::Disable, now);
     }
 
-    /// Back to the configured starting state with an empty window and no break growth.
-    pub(crate) fn reset(&mut self) {
-        self.state = if self.settings.enabled {
-            State::Closed
-        } else {
-            State::Disabled
-        };
+    /// Back to the configured starting state with an empty window and no break growth (an
+    /// isolated one counts as opened at `now`). No event.
+    pub(crate) fn reset(&mut self, now: u64) {
         self.forget_history();
+        match self.settings.initial_state {
+            InitialState::Closed => self.state = State::Closed,
+            InitialState::Disabled => self.state = State::Disabled,
+            InitialState::Isolated => self.isolated(now),
+        }
+        self.manual(ManualAction::Reset, now);
+    }
+
+    /// Forces the breaker open until `until` (nanoseconds on its clock; at least `now`, so an
+    /// instant already past half-opens on the next call), then half-open as after any break.
+    /// No event, no break growth: the consecutive opens stay as they were, so the break after
+    /// a failed probe is the one the last opening would have grown to. From closed, half-open
+    /// or recovering (as `state()` sees it: an open breaker whose break has elapsed is
+    /// half-open) it opens now; an open breaker keeps when it opened and serves the new end
+    /// instead of its own. An isolated or disabled breaker is left as it is (`false`).
+    pub(crate) fn force_open(&mut self, now: u64, until: u64, action: ManualAction) -> bool {
+        match self.state_at(now) {
+            State::Isolated | State::Disabled => return false,
+            State::Open => {}
+            State::Closed | State::HalfOpen | State::Recovering => self.opened_at = Some(now),
+        }
+        self.enter_open(until.max(now));
+        self.manual(action, now);
+        true
     }
 
     /// The state and counts at `now`, with `pending` successes (how many, and how many of
@@ -850,7 +923,7 @@ impl Machine {
                 self.consecutive_failures
             },
             opened_at: self.opened_at(now),
-            current_break: in_break.then_some(self.break_served),
+            current_break: in_break.then_some(Duration::from_nanos(self.break_served)),
             consecutive_opens: if state == State::Closed && self.state == State::Recovering {
                 0
             } else {
@@ -863,6 +936,8 @@ impl Machine {
             normal_failure_rate: self.normal_failure_rate(now, pending.0),
             ramp_fraction: ramp.map(|ramp| ramp.fraction(now)),
             recovering_for: ramp.map(|ramp| ramp.elapsed(now)),
+            last_manual_action: self.manual,
+            last_manual_action_at: self.manual.map(|_| Duration::from_nanos(self.manual_at)),
         }
     }
 }
