@@ -768,17 +768,15 @@ fn without_a_maximum_wait_it_carries_the_break_last_served() {
     assert_eq!(zero.refusal().retry_after(), Some(10 * SEC));
 }
 
-#[test]
-fn without_a_maximum_wait_it_carries_the_normal_latency_once_measured() {
+/// An adaptive breaker whose normal latency is measured (40 calls of 20 ms), half-open with
+/// its one probe slot taken: the breaker, its clock, the probe and the normal latency.
+fn measured_and_half_open_full(
+    max_wait: Option<Duration>,
+) -> (Breaker, ManualClock, cutout::OwnedPermit, Duration) {
     let clock = ManualClock::new();
+    let settings = base().adaptive(true).max_wait_in_half_open(max_wait);
     let b = Breaker::builder("dep")
-        .settings(
-            base()
-                .adaptive(true)
-                .max_wait_in_half_open(None)
-                .build()
-                .unwrap(),
-        )
+        .settings(settings.build().unwrap())
         .clock(clock.clone())
         .build();
     for _ in 0..40 {
@@ -789,7 +787,13 @@ fn without_a_maximum_wait_it_carries_the_normal_latency_once_measured() {
     let normal = b.normal_latency().expect("measured");
     b.call(|| Err::<(), _>(())).unwrap_err();
     clock.elapse_break(&b);
-    let _probe = b.try_acquire().unwrap();
+    let probe = b.try_acquire_owned().unwrap();
+    (b, clock, probe, normal)
+}
+
+#[test]
+fn without_a_maximum_wait_it_carries_the_normal_latency_once_measured() {
+    let (b, _clock, _probe, normal) = measured_and_half_open_full(None);
     let refused = b.try_acquire().unwrap_err();
     assert_eq!(refused.reason(), RejectReason::HalfOpenFull);
     assert_eq!(refused.retry_after(), Some(normal));
@@ -797,26 +801,7 @@ fn without_a_maximum_wait_it_carries_the_normal_latency_once_measured() {
 
 #[test]
 fn with_both_it_carries_the_sooner_of_the_normal_latency_and_the_wait_left() {
-    let clock = ManualClock::new();
-    let b = Breaker::builder("dep")
-        .settings(
-            base()
-                .adaptive(true)
-                .max_wait_in_half_open(Some(20 * SEC))
-                .build()
-                .unwrap(),
-        )
-        .clock(clock.clone())
-        .build();
-    for _ in 0..40 {
-        let permit = b.try_acquire().unwrap();
-        clock.advance(20 * MS);
-        permit.success();
-    }
-    let normal = b.normal_latency().expect("measured");
-    b.call(|| Err::<(), _>(())).unwrap_err();
-    clock.elapse_break(&b);
-    let _probe = b.try_acquire().unwrap();
+    let (b, clock, _probe, normal) = measured_and_half_open_full(Some(20 * SEC));
     // A probe in flight takes about the normal latency: far sooner than the 20 s wait.
     assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(normal));
     // With less of the wait left than a normal call takes, what is left.
