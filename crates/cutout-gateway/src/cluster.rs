@@ -39,7 +39,9 @@ pub fn http_client(connect_timeout: Duration) -> HttpClient {
 /// a timed-out attempt is a failure the breaker counts (tower's `Timeout` drops the forward's
 /// future, and hyper closes the connection of a request whose response future is dropped, so
 /// the upstream sees the request cancelled), and the response is classified by
-/// [`HttpClassifier`] (5xx and errors fail; 429 and 503 with `Retry-After` are ignored).
+/// [`HttpClassifier`] (5xx and errors fail; 429 and 503 with `Retry-After` are ignored, or
+/// with [`honor-retry-after`](crate::config::ClusterConfig::honor_retry_after) open the
+/// breaker for the time the upstream asked).
 #[derive(Debug)]
 pub struct Cluster {
     name: String,
@@ -50,14 +52,17 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster forwarding to `upstreams` with `client`; `guarded` false leaves the breaker
-    /// out of the stack (it is still listed, but sees no calls).
+    /// A cluster forwarding to `upstreams` with `client`, its breaker judging responses with
+    /// `classifier` (see [`ClusterConfig::classifier`](crate::config::ClusterConfig::classifier));
+    /// `guarded` false leaves the breaker out of the stack (it is still listed, but sees no
+    /// calls).
     pub fn new(
         name: &str,
         upstreams: Vec<Uri>,
         breaker: Breaker,
         attempt_timeout: Duration,
         client: HttpClient,
+        classifier: HttpClassifier,
         guarded: bool,
     ) -> Cluster {
         let upstreams: Arc<[Uri]> = upstreams.into();
@@ -74,7 +79,7 @@ impl Cluster {
             BoxCloneSyncService::new(BreakerService::with_classifier(
                 timed,
                 breaker.clone(),
-                HttpClassifier::new(),
+                classifier,
             ))
         } else {
             BoxCloneSyncService::new(timed.map_err(cutout_tower::Error::inner))

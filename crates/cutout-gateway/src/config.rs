@@ -7,6 +7,7 @@
 //! admin-token = "s3cret"           # optional: bearer token for the admin API
 //! attempt-timeout = "2s"           # per forwarded attempt, inside the breaker
 //! breakers = true                  # false: no breaker at all (benchmarks)
+//! honor-retry-after = false        # true: a 429 / 503 `Retry-After` opens the breaker
 //!
 //! [[routes]]
 //! prefix = "/accounts"             # longest matching prefix wins
@@ -16,6 +17,7 @@
 //! [clusters.account-service]
 //! upstreams = ["http://127.0.0.1:7001"]   # round-robin over these
 //! attempt-timeout = "1s"           # optional: overrides [gateway]
+//! honor-retry-after = true         # optional: overrides [gateway]
 //!
 //! # cutout's own format (see `cutout::config`): [breakers.defaults],
 //! # [breakers.configs.<name>], [breakers.instances.<cluster>].
@@ -41,6 +43,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
 /// The default attempt timeout.
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Whether a throttled upstream's `Retry-After` opens its cluster's breaker, by default.
+pub const DEFAULT_HONOR_RETRY_AFTER: bool = false;
 
 /// The whole gateway configuration, validated.
 #[derive(Debug, Clone)]
@@ -85,13 +89,49 @@ impl Route {
     }
 }
 
-/// One cluster: its upstreams and timeout.
+/// One cluster: its upstreams, timeout and how its responses are classified.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
     /// Base URLs (`http://host:port`), tried round-robin.
     pub upstreams: Vec<Uri>,
     /// The attempt timeout inside the breaker.
     pub attempt_timeout: Duration,
+    /// `honor-retry-after`: whether an upstream's 429, or 503 with `Retry-After`, carrying
+    /// `Retry-After` in seconds opens the cluster's breaker for that long (capped by the
+    /// breaker's `max-break-duration`; cutout-tower's
+    /// [`HttpClassifier::honor_retry_after`](cutout_tower::HttpClassifier::honor_retry_after)).
+    /// The cluster's key, else `[gateway]`'s, else `false`: such responses are then only
+    /// ignored by the breaker. Either way the upstream's response is passed to the client.
+    pub honor_retry_after: bool,
+}
+
+impl ClusterConfig {
+    /// How the cluster's breaker classifies upstream responses: cutout-tower's
+    /// [`HttpClassifier`](cutout_tower::HttpClassifier) (5xx, forwarding errors and timeouts
+    /// fail; 429 and 503 with `Retry-After` are throttling, other 4xx ignored), honouring
+    /// `Retry-After` when [`honor_retry_after`](ClusterConfig::honor_retry_after) is set.
+    ///
+    /// ```
+    /// use cutout::classify::{Classify, Verdict};
+    /// use cutout_gateway::GatewayConfig;
+    ///
+    /// let config = GatewayConfig::from_toml(r#"
+    ///     [gateway]
+    ///     honor-retry-after = true
+    ///     [clusters.quotes]
+    ///     upstreams = ["http://127.0.0.1:7001"]
+    /// "#)?;
+    /// let classifier = config.clusters["quotes"].classifier();
+    /// let busy = http::Response::builder().status(429).header("retry-after", "7").body(())?;
+    /// assert_eq!(
+    ///     classifier.verdict(&Ok::<_, ()>(busy)),
+    ///     Verdict::OpenFor(std::time::Duration::from_secs(7))
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn classifier(&self) -> cutout_tower::HttpClassifier {
+        cutout_tower::HttpClassifier::new().honor_retry_after(self.honor_retry_after)
+    }
 }
 
 impl GatewayConfig {
@@ -119,6 +159,7 @@ impl GatewayConfig {
         let mut admin_token = None;
         let mut timeout = DEFAULT_ATTEMPT_TIMEOUT;
         let mut breakers_enabled = true;
+        let mut honor_retry_after = DEFAULT_HONOR_RETRY_AFTER;
         for (key, value) in &gateway {
             let path = format!("gateway.{key}");
             match key.as_str() {
@@ -138,17 +179,23 @@ impl GatewayConfig {
                 }
                 "attempt-timeout" => timeout = duration(&path, value)?,
                 "breakers" => breakers_enabled = boolean(&path, value)?,
+                "honor-retry-after" => honor_retry_after = boolean(&path, value)?,
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
-                        "listen, admin, admin-token, attempt-timeout, breakers",
+                        "listen, admin, admin-token, attempt-timeout, breakers, \
+                         honor-retry-after",
                     ));
                 }
             }
         }
 
-        let clusters = parse_clusters(table.remove("clusters"), timeout)?;
+        let defaults = ClusterDefaults {
+            attempt_timeout: timeout,
+            honor_retry_after,
+        };
+        let clusters = parse_clusters(table.remove("clusters"), defaults)?;
         let routes = parse_routes(table.remove("routes"), &clusters)?;
         let breakers = match table.remove("breakers") {
             None => BreakerConfig::from_toml("").expect("an empty document is valid"),
@@ -198,9 +245,16 @@ impl GatewayConfig {
     }
 }
 
+/// What `[gateway]` sets for every cluster that does not set it itself.
+#[derive(Debug, Clone, Copy)]
+struct ClusterDefaults {
+    attempt_timeout: Duration,
+    honor_retry_after: bool,
+}
+
 fn parse_clusters(
     value: Option<toml::Value>,
-    default_timeout: Duration,
+    defaults: ClusterDefaults,
 ) -> Result<BTreeMap<String, ClusterConfig>, ConfigError> {
     let table = match value {
         Some(toml::Value::Table(t)) => t,
@@ -221,7 +275,8 @@ fn parse_clusters(
             return Err(wrong_type(&section, &value, "a table"));
         };
         let mut upstreams = Vec::new();
-        let mut attempt_timeout = default_timeout;
+        let mut attempt_timeout = defaults.attempt_timeout;
+        let mut honor_retry_after = defaults.honor_retry_after;
         for (key, value) in &entries {
             let path = format!("{section}.{key}");
             match key.as_str() {
@@ -234,8 +289,13 @@ fn parse_clusters(
                     }
                 }
                 "attempt-timeout" => attempt_timeout = duration(&path, value)?,
+                "honor-retry-after" => honor_retry_after = boolean(&path, value)?,
                 _ => {
-                    return Err(unknown_key(&path, value, "upstreams, attempt-timeout"));
+                    return Err(unknown_key(
+                        &path,
+                        value,
+                        "upstreams, attempt-timeout, honor-retry-after",
+                    ));
                 }
             }
         }
@@ -252,6 +312,7 @@ fn parse_clusters(
             ClusterConfig {
                 upstreams,
                 attempt_timeout,
+                honor_retry_after,
             },
         );
     }
@@ -438,6 +499,7 @@ mod tests {
         let c = GatewayConfig::from_toml(MINIMAL).unwrap();
         assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(c.clusters["a"].attempt_timeout, DEFAULT_ATTEMPT_TIMEOUT);
+        assert!(!c.clusters["a"].honor_retry_after, "off unless configured");
         assert!(c.breakers_enabled);
         assert_eq!(c.route("/a/x").unwrap().cluster, "a");
         assert!(c.route("/ab").is_none());
@@ -462,6 +524,67 @@ mod tests {
         .unwrap();
         assert_eq!(c.route("/b/1").unwrap().cluster, "b");
         assert_eq!(c.route("/c").unwrap().cluster, "a");
+    }
+
+    #[test]
+    fn honor_retry_after_is_read_from_the_gateway_and_each_cluster() {
+        let doc = |gateway: &str, a: &str| {
+            format!(
+                "[gateway]\n{gateway}\n\
+                 [clusters.a]\nupstreams = [\"http://127.0.0.1:1\"]\n{a}\n\
+                 [clusters.b]\nupstreams = [\"http://127.0.0.1:2\"]\n"
+            )
+        };
+        let read = |gateway: &str, a: &str| {
+            let c = GatewayConfig::from_toml(&doc(gateway, a)).unwrap();
+            (
+                c.clusters["a"].honor_retry_after,
+                c.clusters["b"].honor_retry_after,
+            )
+        };
+        assert_eq!(read("", ""), (false, false));
+        assert_eq!(read("honor-retry-after = true", ""), (true, true));
+        assert_eq!(read("", "honor-retry-after = true"), (true, false));
+        assert_eq!(
+            read("honor-retry-after = true", "honor-retry-after = false"),
+            (false, true),
+            "a cluster's key overrides [gateway]'s"
+        );
+        // And the classifier follows it.
+        let c = GatewayConfig::from_toml(&doc("", "honor-retry-after = true")).unwrap();
+        let headers = {
+            let mut h = http::HeaderMap::new();
+            h.insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("7"),
+            );
+            h
+        };
+        let of = |cluster: &str| {
+            c.clusters[cluster]
+                .classifier()
+                .verdict_of(http::StatusCode::TOO_MANY_REQUESTS, &headers)
+        };
+        assert_eq!(
+            of("a"),
+            cutout::classify::Verdict::OpenFor(Duration::from_secs(7))
+        );
+        assert_eq!(of("b"), cutout::classify::Verdict::Ignored);
+
+        for (gateway, a, key) in [
+            (
+                "honor-retry-after = \"yes\"",
+                "",
+                "gateway.honor-retry-after",
+            ),
+            ("", "honor-retry-after = 1", "clusters.a.honor-retry-after"),
+        ] {
+            let e = err(&doc(gateway, a));
+            assert_eq!((e.code(), e.key()), ("GW-CFG-003", key));
+        }
+        let e = err(&doc("honr-retry-after = true", ""));
+        assert_eq!(e.code(), "GW-CFG-002");
+        assert!(e.to_string().contains("honor-retry-after"), "{e}");
     }
 
     fn err(doc: &str) -> ConfigError {

@@ -73,6 +73,7 @@ impl Gateway {
                     breaker,
                     cluster.attempt_timeout,
                     client,
+                    cluster.classifier(),
                     config.breakers_enabled,
                 ),
             );

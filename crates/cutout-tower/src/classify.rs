@@ -1,8 +1,9 @@
 //! [`HttpClassifier`]: what an HTTP response or error means to a breaker.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use cutout::classify::{Classify, ErrorClass, Outcome};
+use cutout::classify::{Classify, ErrorClass, Outcome, Verdict};
 use http::{HeaderMap, StatusCode, header::RETRY_AFTER};
 
 /// Classifies `Result<http::Response<B>, E>` for a breaker.
@@ -17,6 +18,13 @@ use http::{HeaderMap, StatusCode, header::RETRY_AFTER};
 /// | anything else (1xx, 2xx, 3xx) | — | Success |
 ///
 /// Every row can be changed; an override for one status wins over the rows.
+///
+/// With [`honor_retry_after`](HttpClassifier::honor_retry_after), a response classed
+/// Throttled that carries a `Retry-After` of a positive number of seconds has the
+/// [verdict](Classify::verdict) [`Verdict::OpenFor`] that long: the breaker opens for it
+/// (capped by its `max_break_duration`) and refuses calls until then, with that retry-after,
+/// then lets a probe through. It counts as nothing in the trip window, as any throttled
+/// response. Off by default: the table above is then the whole story.
 ///
 /// ```
 /// use cutout::classify::{Classify, ErrorClass, Outcome};
@@ -43,6 +51,7 @@ pub struct HttpClassifier {
     server_errors: ErrorClass,
     throttled: ErrorClass,
     client_errors: ErrorClass,
+    honor_retry_after: bool,
     /// `None` while empty, so cloning the default classifier per call costs no reference
     /// count.
     overrides: Option<Arc<[Override]>>,
@@ -58,6 +67,7 @@ impl Default for HttpClassifier {
             server_errors: ErrorClass::Transient,
             throttled: ErrorClass::Throttled,
             client_errors: ErrorClass::Permanent,
+            honor_retry_after: false,
             overrides: None,
         }
     }
@@ -94,6 +104,50 @@ impl HttpClassifier {
         self
     }
 
+    /// Whether a throttled response's `Retry-After` opens the breaker for that long (default
+    /// `false`: a throttled response is only ignored).
+    ///
+    /// - It applies to responses classed [`ErrorClass::Throttled`]: by default a 429, and a
+    ///   503 with `Retry-After`; any status classed Throttled with [`status`](Self::status)
+    ///   too. A 429 classed otherwise (with [`throttled`](Self::throttled), or an override) is
+    ///   left to its class.
+    /// - `Retry-After` is read as delta-seconds only ([`HttpClassifier::retry_after`]); an
+    ///   HTTP-date, a malformed value or `0` leaves the response to its class (ignored). This
+    ///   crate has no date parser and the classifier no wall clock to measure a date against.
+    /// - The breaker caps the time by its `max_break_duration` (a server asking for an hour
+    ///   gets the breaker's longest break), serves it without jitter, raises an
+    ///   [`OpenReason::RetryAfter`](cutout::OpenReason::RetryAfter) event and does not grow
+    ///   its break; a half-open probe told to back off re-opens it for the time asked. See
+    ///   [`Verdict::OpenFor`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::classify::{Classify, Outcome, Verdict};
+    /// use cutout_tower::HttpClassifier;
+    /// use http::Response;
+    ///
+    /// let honoring = HttpClassifier::new().honor_retry_after(true);
+    /// let of = |status: u16, retry_after: &str| {
+    ///     let response = Response::builder()
+    ///         .status(status)
+    ///         .header("retry-after", retry_after)
+    ///         .body(())
+    ///         .unwrap();
+    ///     Ok::<_, std::io::Error>(response)
+    /// };
+    /// let seven = Verdict::OpenFor(Duration::from_secs(7));
+    /// assert_eq!(honoring.verdict(&of(429, "7")), seven);
+    /// assert_eq!(honoring.verdict(&of(503, "7")), seven);
+    /// assert_eq!(honoring.classify(&of(429, "7")), Outcome::Ignored, "counted as nothing");
+    /// assert_eq!(honoring.verdict(&of(429, "Wed, 21 Oct 2015 07:28:00 GMT")), Verdict::Ignored);
+    /// assert_eq!(honoring.verdict(&of(500, "7")), Verdict::Failure, "a 500 is not throttling");
+    /// assert_eq!(HttpClassifier::new().verdict(&of(429, "7")), Verdict::Ignored, "off by default");
+    /// ```
+    pub fn honor_retry_after(mut self, honor: bool) -> Self {
+        self.honor_retry_after = honor;
+        self
+    }
+
     /// Classes `status` as `class` (`None`: a success), whatever the rows say.
     pub fn status(mut self, status: StatusCode, class: Option<ErrorClass>) -> Self {
         let mut overrides: Vec<_> = self
@@ -126,6 +180,50 @@ impl HttpClassifier {
             _ => None,
         }
     }
+
+    /// The verdict on a response with `status` and `headers`: its class as an outcome
+    /// ([`class_of`](Self::class_of)), or with
+    /// [`honor_retry_after`](Self::honor_retry_after) [`Verdict::OpenFor`] the time a
+    /// throttled one asks for.
+    pub fn verdict_of(&self, status: StatusCode, headers: &HeaderMap) -> Verdict {
+        let class = self.class_of(status, headers);
+        if self.honor_retry_after && class == Some(ErrorClass::Throttled) {
+            let asked = HttpClassifier::retry_after(headers).filter(|after| !after.is_zero());
+            if let Some(after) = asked {
+                return Verdict::OpenFor(after);
+            }
+        }
+        class.map_or(Verdict::Success, Verdict::from)
+    }
+
+    /// The delay a `Retry-After` header asks for, if it is in delta-seconds: ASCII digits,
+    /// optionally surrounded by spaces or tabs (the first `Retry-After` header, if several).
+    /// A number beyond `u64` seconds saturates; anything else (an HTTP-date, `1.5`, `-1`, an
+    /// empty value) is `None`. Never panics.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout_tower::HttpClassifier;
+    /// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// assert_eq!(HttpClassifier::retry_after(&headers), None);
+    /// headers.insert(RETRY_AFTER, HeaderValue::from_static(" 120 "));
+    /// assert_eq!(HttpClassifier::retry_after(&headers), Some(Duration::from_secs(120)));
+    /// headers.insert(RETRY_AFTER, HeaderValue::from_static("Fri, 31 Dec 1999 23:59:59 GMT"));
+    /// assert_eq!(HttpClassifier::retry_after(&headers), None);
+    /// ```
+    pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+        let value = headers.get(RETRY_AFTER)?.as_bytes();
+        let digits = value.trim_ascii_start().trim_ascii_end();
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let seconds = digits.iter().fold(0u64, |n, digit| {
+            n.saturating_mul(10).saturating_add(u64::from(digit - b'0'))
+        });
+        Some(Duration::from_secs(seconds))
+    }
 }
 
 impl<B, E> Classify<http::Response<B>, E> for HttpClassifier {
@@ -134,6 +232,13 @@ impl<B, E> Classify<http::Response<B>, E> for HttpClassifier {
             Ok(response) => self
                 .class_of(response.status(), response.headers())
                 .map_or(Outcome::Success, Outcome::from),
+            Err(_) => self.errors.into(),
+        }
+    }
+
+    fn verdict(&self, result: &Result<http::Response<B>, E>) -> Verdict {
+        match result {
+            Ok(response) => self.verdict_of(response.status(), response.headers()),
             Err(_) => self.errors.into(),
         }
     }
@@ -194,5 +299,107 @@ mod tests {
         );
         let c = c.server_errors(ErrorClass::Permanent);
         assert_eq!(outcome(&c, 500, false), Outcome::Ignored);
+    }
+
+    fn verdict(classifier: &HttpClassifier, status: u16, retry_after: &[u8]) -> Verdict {
+        let value = http::HeaderValue::from_bytes(retry_after).unwrap();
+        let response = http::Response::builder()
+            .status(status)
+            .header(RETRY_AFTER, value)
+            .body(())
+            .unwrap();
+        classifier.verdict(&Ok::<_, ()>(response))
+    }
+
+    #[test]
+    fn without_the_option_verdicts_are_the_outcomes() {
+        let c = HttpClassifier::new();
+        for status in [200, 429, 500, 503, 404] {
+            let plain = http::Response::builder().status(status).body(()).unwrap();
+            let plain = Ok::<_, ()>(plain);
+            assert_eq!(c.verdict(&plain), c.classify(&plain).into(), "{status}");
+            assert_eq!(
+                verdict(&c, status, b"7"),
+                outcome(&c, status, true).into(),
+                "{status} with Retry-After"
+            );
+        }
+        assert_eq!(
+            c.verdict(&Err::<http::Response<()>, _>(())),
+            Verdict::Failure
+        );
+    }
+
+    #[test]
+    fn honoring_opens_for_a_throttled_response_s_delta_seconds() {
+        let c = HttpClassifier::new().honor_retry_after(true);
+        let secs = |n| Verdict::OpenFor(Duration::from_secs(n));
+        assert_eq!(verdict(&c, 429, b"7"), secs(7));
+        assert_eq!(verdict(&c, 503, b"120"), secs(120));
+        assert_eq!(verdict(&c, 429, b" \t007 "), secs(7));
+        assert_eq!(
+            verdict(&c, 429, b"99999999999999999999999999"),
+            secs(u64::MAX),
+            "saturates; the breaker caps it"
+        );
+        // Not delta-seconds, or no time: the response's class.
+        for bad in [
+            &b"0"[..],
+            b"",
+            b"  ",
+            b"1.5",
+            b"-1",
+            b"+5",
+            b"7s",
+            b"7 7",
+            b"Wed, 21 Oct 2015 07:28:00 GMT",
+            b"\xff\xfe",
+        ] {
+            assert_eq!(verdict(&c, 429, bad), Verdict::Ignored, "{bad:?}");
+        }
+        // A 503 with a Retry-After it cannot read is throttling still (ignored), as without
+        // the option; without one it is a server error.
+        assert_eq!(verdict(&c, 503, b"soon"), Verdict::Ignored);
+        let plain = http::Response::builder().status(503).body(()).unwrap();
+        assert_eq!(c.verdict(&Ok::<_, ()>(plain)), Verdict::Failure);
+        // Other statuses are not throttling, whatever they carry.
+        assert_eq!(verdict(&c, 500, b"7"), Verdict::Failure);
+        assert_eq!(verdict(&c, 200, b"7"), Verdict::Success);
+        assert_eq!(verdict(&c, 404, b"7"), Verdict::Ignored);
+        // What it counts as: nothing.
+        let busy = http::Response::builder()
+            .status(429)
+            .header(RETRY_AFTER, "7")
+            .body(())
+            .unwrap();
+        assert_eq!(c.classify(&Ok::<_, ()>(busy)), Outcome::Ignored);
+        // The first of several headers.
+        let mut headers = HeaderMap::new();
+        headers.append(RETRY_AFTER, http::HeaderValue::from_static("3"));
+        headers.append(RETRY_AFTER, http::HeaderValue::from_static("9"));
+        assert_eq!(
+            c.verdict_of(StatusCode::TOO_MANY_REQUESTS, &headers),
+            secs(3)
+        );
+    }
+
+    #[test]
+    fn honoring_follows_the_class_rows_and_overrides_decide() {
+        let secs = |n| Verdict::OpenFor(Duration::from_secs(n));
+        // 429 counted as a failure here: a failure, Retry-After or not.
+        let c = HttpClassifier::new()
+            .throttled(ErrorClass::Transient)
+            .honor_retry_after(true);
+        assert_eq!(verdict(&c, 429, b"7"), Verdict::Failure);
+        // An override to success, or to throttling for another status.
+        let c = HttpClassifier::new()
+            .status(StatusCode::TOO_MANY_REQUESTS, None)
+            .status(StatusCode::BAD_GATEWAY, Some(ErrorClass::Throttled))
+            .honor_retry_after(true);
+        assert_eq!(verdict(&c, 429, b"7"), Verdict::Success);
+        assert_eq!(verdict(&c, 502, b"4"), secs(4));
+        // Turned off again.
+        let c = c.honor_retry_after(false);
+        assert_eq!(verdict(&c, 502, b"4"), Verdict::Ignored);
     }
 }

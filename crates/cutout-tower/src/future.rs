@@ -18,7 +18,8 @@ pin_project! {
     /// [`KeyedService`](crate::keyed::KeyedService).
     ///
     /// While the inner call runs it holds the breaker's [`OwnedPermit`]; when the call finishes
-    /// the classifier decides the outcome and the permit records it. Dropping the future before
+    /// the classifier decides its [verdict](Classify::verdict) (an outcome, or "open for a
+    /// while") and the permit records it. Dropping the future before
     /// it finishes (a timeout outside, a `select!`, a client that went away) drops the permit
     /// unrecorded: nothing is counted and a half-open probe slot is given back.
     ///
@@ -92,7 +93,9 @@ where
             StateProj::Called { future } => {
                 let result = ready!(future.poll(cx));
                 if let Some(permit) = this.permit.take() {
-                    permit.record(this.classifier.classify(&result));
+                    // The verdict: an outcome, or "open for a while" (a `Retry-After` honoured
+                    // by the classifier).
+                    permit.record_verdict(this.classifier.verdict(&result));
                 }
                 // The call is over: the key may be evicted from now on.
                 drop(this.guard.take());

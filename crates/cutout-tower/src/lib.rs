@@ -9,7 +9,10 @@
 //!   key, a function of the key, or (feature `config`) its `[instances.<id>]` of a
 //!   `cutout::config::Config`, else the document's `[defaults]`.
 //! - [`HttpClassifier`]: 5xx and errors fail, 429 and 503 with `Retry-After` are throttling,
-//!   other 4xx the caller's fault.
+//!   other 4xx the caller's fault. With
+//!   [`honor_retry_after`](HttpClassifier::honor_retry_after), a throttled response's
+//!   `Retry-After` (delta-seconds) opens the breaker for that long, capped by its maximum
+//!   break.
 //! - [`respond`]: a refusal as 503 with `Retry-After`, a timeout as 504, for axum or hyper.
 //! - [`retry::BreakerRetry`]: a tower retry policy that never retries a refusal, stops when
 //!   the breaker opens, draws on a retry budget, backs off with jitter and keeps deadlines.

@@ -239,7 +239,9 @@ impl<L, C> BreakerRetry<L, C> {
         match self.jitter {
             Jitter::None => computed,
             Jitter::Full => Duration::from_nanos(fastrand::u64(0..=nanos)),
-            Jitter::Equal => {
+            // `Jitter::Equal`, and any kind a later cutout adds (`Jitter` is non-exhaustive):
+            // the default's draw, which keeps half the backoff as a floor.
+            _ => {
                 let half = nanos / 2;
                 Duration::from_nanos(half + fastrand::u64(0..=nanos - half))
             }

@@ -37,7 +37,7 @@ use std::future::Future;
 use crossbeam_utils::CachePadded;
 
 use crate::BreakerId;
-use crate::classify::{Classify, DefaultClassifier, Outcome};
+use crate::classify::{Classify, DefaultClassifier, Verdict};
 use crate::clock::{Clock, TimeSource};
 use crate::error::{Error, Rejected};
 use crate::event::Event;
@@ -298,7 +298,10 @@ impl Breaker {
         self.call_with(&DefaultClassifier, f)
     }
 
-    /// Runs `f` through the breaker, with `classifier` deciding what its result means.
+    /// Runs `f` through the breaker, with `classifier` deciding what its result means: the
+    /// breaker records its [verdict](Classify::verdict), which for a classifier of outcomes
+    /// is its outcome, and may be [`Verdict::OpenFor`] (a throttled answer that says when to
+    /// come back).
     #[inline(always)]
     pub fn call_with<T, E, C>(
         &self,
@@ -314,7 +317,7 @@ impl Breaker {
         }
         let permit = Permit::new(self, self.ticket_at(word)?);
         let result = f();
-        permit.record(classifier.classify(&result));
+        permit.record_verdict(classifier.verdict(&result));
         result.map_err(Error::Inner)
     }
 
@@ -332,12 +335,14 @@ impl Breaker {
         C: Classify<T, E> + ?Sized,
     {
         let result = f();
-        let outcome = classifier.classify(&result);
+        // A classifier of outcomes answers the verdict of its outcome (`Classify::verdict`'s
+        // default, inlined): the test below is then the outcome's against a success.
+        let verdict = classifier.verdict(&result);
         // With `metrics`, every call is counted and no success skips `finish`.
-        if cfg!(feature = "metrics") || outcome != Outcome::Success || self.word() != word {
+        if cfg!(feature = "metrics") || verdict != Verdict::Success || self.word() != word {
             // Laid out of line, so that the healthy call runs straight through.
             std::hint::cold_path();
-            self.finish(Ticket::new(word.generation(), Role::Normal, 0), outcome);
+            self.finish_verdict(Ticket::new(word.generation(), Role::Normal, 0), verdict);
         }
         result.map_err(Error::Inner)
     }
@@ -353,7 +358,8 @@ impl Breaker {
         self.call_async_with(&DefaultClassifier, future).await
     }
 
-    /// Like [`Breaker::call_async`], with `classifier` deciding what the result means.
+    /// Like [`Breaker::call_async`], with `classifier` deciding what the result means (its
+    /// [verdict](Classify::verdict), as for [`Breaker::call_with`]).
     pub async fn call_async_with<T, E, C, F>(
         &self,
         classifier: &C,
@@ -365,7 +371,7 @@ impl Breaker {
     {
         let permit = self.try_acquire()?;
         let result = future.await;
-        permit.record(classifier.classify(&result));
+        permit.record_verdict(classifier.verdict(&result));
         result.map_err(Error::Inner)
     }
 }

@@ -158,6 +158,55 @@
 //! Where a value came from another section than the one being resolved (a bad `[defaults]`
 //! key that only fails once merged into an instance), the message adds
 //! `(merged into [instances.<id>])`; a built-in default at fault says `(built-in default)`.
+//!
+//! # A breaker table in your own configuration
+//!
+//! [`Settings`] is [`Deserialize`]: a field of your own configuration struct reads a table of
+//! the keys above (those of `[defaults]`; `base-config` has no named configs to start from),
+//! merged over the built-in defaults and validated exactly as a document's `[defaults]` is,
+//! by the same code. Errors have the same codes and words, without the section: the format's
+//! error carries the message (through [`serde::de::Error::custom`]) and says where.
+//! [`duration`](mod@duration) reads `"30s"`-style fields of your own the same way.
+//!
+//! ```
+//! use std::time::Duration;
+//! use cutout::{Settings, TripWindow};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! #[serde(rename_all = "kebab-case")]
+//! struct Upstream {
+//!     url: String,
+//!     #[serde(with = "cutout::config::duration")]
+//!     timeout: Duration,
+//!     breaker: Settings,
+//! }
+//!
+//! let upstream: Upstream = toml::from_str(r#"
+//!     url = "http://inventory:8080"
+//!     timeout = "2s"
+//!
+//!     [breaker]
+//!     failure-ratio = "50%"
+//!     window-size = 20
+//!     break-duration = "30s"
+//! "#)?;
+//! assert_eq!(upstream.timeout, Duration::from_secs(2));
+//! assert_eq!(upstream.breaker.failure_ratio(), Some(0.5));
+//! assert_eq!(upstream.breaker.window(), TripWindow::Count(20));
+//! assert_eq!(upstream.breaker.break_duration(), Duration::from_secs(30));
+//!
+//! // The code, the key as written and the nearest known key, as in a configuration file.
+//! let typo = toml::from_str::<Upstream>(r#"
+//!     url = "http://inventory:8080"
+//!     timeout = "2s"
+//!     breaker = { failure_ratio = 0.5 }
+//! "#).err().unwrap();
+//! assert!(typo.to_string().contains(
+//!     "CUT-CFG-008: unknown key failure_ratio = 0.5: did you mean failure-ratio?"
+//! ));
+//! # Ok::<(), toml::de::Error>(())
+//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -173,6 +222,8 @@ use crate::settings::{
     HalfOpenRule, HalfOpenTimeout, InitialState, Jitter, MAX_COUNT_WINDOW, Settings, TripWindow,
 };
 use crate::{Breaker, Registry, RegistryError};
+
+pub mod duration;
 
 /// Every key a settings table (`defaults`, `configs.<name>`, `instances.<id>`) accepts, in the
 /// order of the docs' table; an instance also takes `base-config`. For tools that check or
@@ -332,6 +383,21 @@ impl<'de> Deserialize<'de> for Config {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Config, D::Error> {
         let raw = Raw::deserialize(deserializer)?;
         load(raw).map_err(de::Error::custom)
+    }
+}
+
+/// A breaker's settings from a table of the keys a `[defaults]` section takes, inside a
+/// configuration of your own (see [the module docs](self#a-breaker-table-in-your-own-configuration)).
+/// Keys, merging over the built-in defaults, validation and every error's code and words are
+/// those of a document's `[defaults]`; the error is the format's, carrying that message (code
+/// included) without a section, since the format says where. `base-config` is not read (there
+/// are no named configs to start from). Needs a self-describing format (TOML, JSON, YAML).
+impl<'de> Deserialize<'de> for Settings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Settings, D::Error> {
+        let raw = Raw::deserialize(deserializer)?;
+        read_table("", &raw)
+            .map(|(_, settings)| settings)
+            .map_err(|error| de::Error::custom(error.alone(Alone::Table)))
     }
 }
 
@@ -499,6 +565,18 @@ struct LoadInner {
     quote_suggestion: bool,
     note: Option<String>,
     settings: Option<ConfigError>,
+    /// Read outside a document (`section` is then empty and not shown): the format that
+    /// carries the error says where.
+    alone: Option<Alone>,
+}
+
+/// What was read outside a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Alone {
+    /// A settings table: [`Settings`]'s `Deserialize`.
+    Table,
+    /// One value: the [`duration`](mod@duration) helpers. The key is then the kind of value (`"duration"`).
+    Value,
 }
 
 impl LoadError {
@@ -514,7 +592,14 @@ impl LoadError {
             quote_suggestion: true,
             note: None,
             settings: None,
+            alone: None,
         }))
+    }
+
+    /// Marks an error found outside a document.
+    fn alone(mut self, alone: Alone) -> Self {
+        self.0.alone = Some(alone);
+        self
     }
 
     fn detail(mut self, detail: impl Into<String>) -> Self {
@@ -592,15 +677,21 @@ impl fmt::Display for LoadError {
                 ErrorCode::UnknownBaseConfig => "unknown",
                 _ => "invalid",
             };
-            write!(f, "{headline} {}", e.key)?;
-            match &e.value {
-                Some(value) => write!(f, " = {value}")?,
-                None => f.write_str(" (not set)")?,
+            // A settings table that is not a table has no key at fault: the table is.
+            let subject = match (e.alone, e.key.is_empty()) {
+                (Some(Alone::Table), true) => "settings",
+                _ => e.key.as_str(),
+            };
+            write!(f, "{headline} {subject}")?;
+            match (&e.value, e.alone) {
+                (Some(value), Some(Alone::Value)) => write!(f, " {value}")?,
+                (Some(value), _) => write!(f, " = {value}")?,
+                (None, _) => f.write_str(" (not set)")?,
             }
-            if e.section.is_empty() {
-                f.write_str(" at the top level")?;
-            } else {
-                write!(f, " in [{}]", e.section)?;
+            match e.alone {
+                Some(_) => {}
+                None if e.section.is_empty() => f.write_str(" at the top level")?,
+                None => write!(f, " in [{}]", e.section)?,
             }
             if let Some(note) = &e.note {
                 write!(f, " ({note})")?;
@@ -1281,6 +1372,15 @@ fn switched_off_alone(
     Ok(())
 }
 
+/// One settings table on its own: its keys read, then merged over the built-in defaults and
+/// validated. A document's `[defaults]`, and [`Settings`]'s `Deserialize` (with `section`
+/// empty), so both read and check every key the same way.
+fn read_table(section: &str, value: &Raw) -> Result<(Patch, Settings), LoadError> {
+    let patch = read_section(section, value, false)?;
+    let settings = resolve(section, &[&patch])?;
+    Ok((patch, settings))
+}
+
 /// Merges `layers` over the built-in defaults and validates: the settings of `section`.
 fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
     let defaults = Settings::default();
@@ -1596,11 +1696,10 @@ fn load(root: Raw) -> Result<Config, LoadError> {
         );
     }
 
-    let default_patch = match root.get("defaults") {
-        Some(value) => read_section("defaults", value, false)?,
-        None => Patch::default(),
+    let (default_patch, defaults) = match root.get("defaults") {
+        Some(value) => read_table("defaults", value)?,
+        None => (Patch::default(), Settings::default()),
     };
-    let defaults = resolve("defaults", &[&default_patch])?;
 
     let mut config_patches = BTreeMap::new();
     let mut configs = BTreeMap::new();

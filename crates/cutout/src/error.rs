@@ -7,7 +7,11 @@ use std::time::Duration;
 use crate::BreakerId;
 
 /// Why a call was refused. The names from [`RejectReason::as_str`] are stable.
+///
+/// New reasons may be added (the enum is `#[non_exhaustive]`): match with a wildcard arm,
+/// or use [`as_str`](RejectReason::as_str).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RejectReason {
     /// The breaker is open and its break has not elapsed (`"open"`).
     Open,
@@ -231,7 +235,11 @@ impl<E> From<Rejected> for Error<E> {
 ///
 /// The configuration file codes are described with example messages in `cutout::config`
 /// (feature `serde`), the registry codes in [`Registry`](crate::Registry).
+///
+/// The enum is `#[non_exhaustive]`: match with a wildcard arm, or compare
+/// [`as_str`](ErrorCode::as_str).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorCode {
     /// `CUT-CFG-001`: a ratio is outside (0, 1].
     RatioOutOfRange,

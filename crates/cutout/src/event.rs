@@ -7,7 +7,11 @@ use std::time::Duration;
 use crate::{BreakerId, State};
 
 /// Why a breaker opened.
+///
+/// New reasons may be added (the enum is `#[non_exhaustive]`): match with a wildcard arm,
+/// or use [`as_str`](OpenReason::as_str).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum OpenReason {
     /// This many consecutive counted failures.
     ConsecutiveFailures(u32),
@@ -27,6 +31,11 @@ pub enum OpenReason {
     HalfOpenTimeout,
     /// A call admitted by the recovery ramp failed.
     RampFailed,
+    /// A call's dependency asked not to be called for a while (a classifier's
+    /// [`Verdict::OpenFor`](crate::classify::Verdict::OpenFor): an HTTP 429 or 503 with
+    /// `Retry-After`). The break is the time asked, capped by `max_break_duration`, without
+    /// jitter or growth.
+    RetryAfter,
 }
 
 impl OpenReason {
@@ -42,6 +51,7 @@ impl OpenReason {
             OpenReason::ProbeRates => "probe_rates",
             OpenReason::HalfOpenTimeout => "half_open_timeout",
             OpenReason::RampFailed => "ramp_failed",
+            OpenReason::RetryAfter => "retry_after",
         }
     }
 }
@@ -58,16 +68,21 @@ impl fmt::Display for OpenReason {
             OpenReason::ProbeRates => f.write_str("trial calls failed the thresholds"),
             OpenReason::HalfOpenTimeout => f.write_str("half-open for too long"),
             OpenReason::RampFailed => f.write_str("a call failed during the recovery ramp"),
+            OpenReason::RetryAfter => f.write_str("the dependency asked to retry later"),
         }
     }
 }
 
 /// A state transition.
+///
+/// New transitions may be added (the enum is `#[non_exhaustive]`): match with a wildcard
+/// arm; [`from`](Transition::from) and [`to`](Transition::to) name the states of any of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Transition {
     /// The breaker opened for `break_for` (the jittered break it serves).
     Opened {
-        /// The state it left (closed or half-open).
+        /// The state it left (closed, half-open or recovering).
         from: State,
         /// What opened it.
         reason: OpenReason,

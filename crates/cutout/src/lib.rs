@@ -43,7 +43,9 @@
 //! call is.
 //!
 //! # Features
-//! - `serde`: configuration files (the `config` module).
+//! - `serde`: configuration files (the `config` module); [`Settings`] as a `Deserialize`
+//!   breaker table inside a configuration of your own, and `config::duration` for its
+//!   `"30s"`-style fields.
 //! - `tracing`: one `tracing` event per transition, and one per manual action (`reset`,
 //!   `isolate`, `disable`, `open_for`, `open_until`), which raise no transition event.
 //! - `metrics`: counters per outcome, refusal reason and transition, and a state gauge, through
@@ -75,7 +77,7 @@ mod state;
 mod suggest;
 
 pub use breaker::{Breaker, BreakerBuilder};
-pub use classify::{ErrorClass, Outcome};
+pub use classify::{ErrorClass, Outcome, Verdict};
 pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
 pub use event::{Event, OpenReason, Transition};
 pub use id::BreakerId;

@@ -1,7 +1,7 @@
 //! Permits: the right to run one call, and the duty to say how it went.
 
 use crate::Breaker;
-use crate::classify::Outcome;
+use crate::classify::{Outcome, Verdict};
 use crate::error::{RejectReason, RetryAfter};
 use crate::machine::Role;
 
@@ -154,6 +154,40 @@ macro_rules! permit_methods {
             self.record(Outcome::Ignored);
         }
 
+        /// Records that the call's dependency asked not to be called for `duration` (an HTTP
+        /// 429 or 503 with `Retry-After`): [`Verdict::OpenFor`]. Counted as nothing, it opens
+        /// the breaker for `min(duration, max_break_duration)` from now and raises an
+        /// [`OpenReason::RetryAfter`](crate::OpenReason::RetryAfter) event, without growing the
+        /// break; no time at all is [`ignored`](Self::ignored). Unlike
+        /// [`Breaker::open_for`](crate::Breaker::open_for), a control that raises no event and
+        /// is not capped, this is an outcome of a call: see [`Verdict::OpenFor`] for every
+        /// state.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use cutout::{Breaker, OpenReason, State, Transition, clock::ManualClock};
+        ///
+        /// let clock = ManualClock::new();
+        /// let breaker = Breaker::builder("search").clock(clock.clone()).build();
+        /// let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        /// let sink = events.clone();
+        /// breaker.subscribe(move |event| sink.lock().unwrap().push(event.transition));
+        ///
+        /// breaker.try_acquire().unwrap().open_for(Duration::from_secs(7));
+        /// assert_eq!(breaker.break_remaining(), Some(Duration::from_secs(7)));
+        /// assert!(matches!(
+        ///     events.lock().unwrap()[..],
+        ///     [Transition::Opened { reason: OpenReason::RetryAfter, .. }]
+        /// ));
+        /// assert_eq!(breaker.snapshot().calls, 0, "not counted in the window");
+        /// clock.advance(Duration::from_secs(7));
+        /// assert_eq!(breaker.state(), State::HalfOpen);
+        /// ```
+        #[inline]
+        pub fn open_for(self, duration: std::time::Duration) {
+            self.record_verdict(Verdict::OpenFor(duration));
+        }
+
         /// Whether this call is a half-open probe.
         pub fn is_probe(&self) -> bool {
             self.ticket.role() == Role::Probe
@@ -163,7 +197,8 @@ macro_rules! permit_methods {
 
 /// The right to run one call, borrowed from its breaker.
 ///
-/// Record the outcome with [`Permit::record`] (or `success` / `failure` / `ignored`).
+/// Record the outcome with [`Permit::record`] (or `success` / `failure` / `ignored`), or a
+/// classifier's verdict with [`Permit::record_verdict`] (or `open_for`).
 /// Dropping a permit without recording (a cancelled future, an early return, a panic) records
 /// nothing and gives a half-open probe slot back. A permit that is never dropped
 /// (`mem::forget`, a leaked task) holds its probe slot until `max_wait_in_half_open` runs out
@@ -191,6 +226,25 @@ impl<'a> Permit<'a> {
         // drop leaves nothing behind and saves re-reading the ticket.
         let this = std::mem::ManuallyDrop::new(self);
         this.breaker.finish(this.ticket, outcome);
+    }
+
+    /// Records a classifier's [`Verdict`] on the call: an outcome as [`Permit::record`] does,
+    /// or [`Verdict::OpenFor`] as [`Permit::open_for`] does.
+    ///
+    /// ```
+    /// use cutout::Breaker;
+    /// use cutout::classify::{Classify, DefaultClassifier};
+    ///
+    /// let breaker = Breaker::new("search", Default::default());
+    /// let permit = breaker.try_acquire().unwrap();
+    /// let result: Result<u32, ()> = Ok(42);
+    /// permit.record_verdict(DefaultClassifier.verdict(&result));
+    /// assert_eq!(breaker.snapshot().calls, 1);
+    /// ```
+    #[inline]
+    pub fn record_verdict(self, verdict: Verdict) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.breaker.finish_verdict(this.ticket, verdict);
     }
 
     permit_methods!();
@@ -224,6 +278,24 @@ impl OwnedPermit {
         // gives nothing back.
         let ticket = self.ticket.take();
         self.breaker.finish(ticket, outcome);
+    }
+
+    /// Records a classifier's [`Verdict`] on the call: as [`Permit::record_verdict`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, State};
+    /// use cutout::classify::Verdict;
+    ///
+    /// let breaker = Breaker::new("search", Default::default());
+    /// let permit = breaker.try_acquire_owned().unwrap();
+    /// permit.record_verdict(Verdict::OpenFor(Duration::from_secs(30)));
+    /// assert_eq!(breaker.state(), State::Open);
+    /// ```
+    #[inline]
+    pub fn record_verdict(mut self, verdict: Verdict) {
+        let ticket = self.ticket.take();
+        self.breaker.finish_verdict(ticket, verdict);
     }
 
     permit_methods!();

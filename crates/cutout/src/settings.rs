@@ -29,7 +29,10 @@ pub enum TripWindow {
 
 /// How much randomness a break carries, so a fleet that opened together does not probe
 /// together.
+///
+/// New kinds may be added (the enum is `#[non_exhaustive]`): match with a wildcard arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Jitter {
     /// Half the computed break plus a uniform draw of up to the other half (the default): keeps
     /// a floor under the time the dependency is left alone.
@@ -88,7 +91,11 @@ impl HalfOpenTimeout {
 ///
 /// `enabled = false` is another way to write [`InitialState::Disabled`]; see
 /// [`SettingsBuilder::enabled`] for how the two combine.
+///
+/// It follows [`State`], so new initial states may be added (the enum is
+/// `#[non_exhaustive]`): match with a wildcard arm, or on [`state`](InitialState::state).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum InitialState {
     /// Closed: calls flow and are counted (the default, `"closed"`).
     #[default]
@@ -191,6 +198,13 @@ impl PartialEq for BreakSchedule {
 /// assert_eq!(settings.minimum_calls(), 10);
 /// # Ok::<(), cutout::ConfigError>(())
 /// ```
+#[cfg_attr(
+    feature = "serde",
+    doc = "",
+    doc = "With the `serde` feature, `Settings` is also [`Deserialize`](serde::Deserialize): a breaker",
+    doc = "table in a configuration of your own, with the keys, codes and messages of",
+    doc = "[configuration files](crate::config#a-breaker-table-in-your-own-configuration)."
+)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub(crate) consecutive_failures: Option<u32>,

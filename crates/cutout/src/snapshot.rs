@@ -62,7 +62,8 @@ pub struct Snapshot {
 /// An action taken on a breaker by hand rather than caused by a call. None raises a transition
 /// event; each leaves its trace in [`Snapshot::last_manual_action`] and, with the `tracing`
 /// feature, an info-level `tracing` event ("circuit breaker manual action"). The names from
-/// [`ManualAction::as_str`] are stable.
+/// [`ManualAction::as_str`] are stable. New actions may be added with new controls (the enum
+/// is `#[non_exhaustive]`): match with a wildcard arm, or on [`as_str`](ManualAction::as_str).
 ///
 /// ```
 /// use std::time::Duration;
@@ -78,6 +79,7 @@ pub struct Snapshot {
 /// assert_eq!(ManualAction::Isolate.as_str(), "isolate");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ManualAction {
     /// [`Breaker::reset`](crate::Breaker::reset) (`"reset"`).
     Reset,

@@ -3,7 +3,11 @@
 use std::fmt;
 
 /// The state of a breaker.
+///
+/// New states may be added (the enum is `#[non_exhaustive]`): match with a wildcard arm, or
+/// on [`health`](State::health), which maps every state onto three values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum State {
     /// Calls flow; outcomes are recorded and the trip conditions evaluated.
     Closed,

@@ -45,7 +45,12 @@
 //!   doubled by `probe_successes` fast calls in a row and halved by a slow one, never below the
 //!   initial fraction, bounded by the clock's line from the initial fraction to 1 over the
 //!   ramp's length), a failure re-opening with a grown break, and a silent close the moment
-//!   both have reached 1.
+//!   both have reached 1;
+//! - a classifier's "open for a while" verdict (`Verdict::OpenFor`, a `Retry-After`), in the
+//!   properties that generate it: counted as nothing, it opens the breaker for the time asked
+//!   capped by the maximum break, from the call's end, without jitter or growth, with an
+//!   `OpenReason::RetryAfter` event, from closed, half-open or recovering; no time is an
+//!   ignored outcome.
 //!
 //! # Exactness, and where the model stops a case
 //! - Timed samples: a latency-measuring breaker times every call while its trip window holds
@@ -111,7 +116,7 @@
 //! timed calls than calls, estimated slow counts) is left to `tests/review.rs` and the loom
 //! models.
 //!
-//! `cargo test -p cutout --all-features --test model` (debug) runs 20,000 cases across the
+//! `cargo test -p cutout --all-features --test model` (debug) runs 22,500 cases across the
 //! properties below (about 25 s on two shared cores; about a minute while a property fails and
 //! shrinks its case).
 
@@ -120,6 +125,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cutout::classify::{self, Verdict};
 use cutout::clock::ManualClock;
 use cutout::{
     Breaker, Error, Failures, HalfOpenRule, Health, Jitter, OpenReason, Outcome, OwnedPermit,
@@ -129,6 +135,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError, TestRunner};
 
 const MS: u64 = 1_000_000;
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
 const SEC: u64 = 1_000 * MS;
 /// A ramp fraction of 1, in millionths.
 const WHOLE: u64 = 1_000_000;
@@ -633,6 +643,8 @@ struct Seen {
     /// A relative rule met everything but its chance test, and the test held it.
     failure_chance_held: bool,
     slow_chance_held: bool,
+    /// A call told to back off opened the breaker.
+    back_off_opened: bool,
 }
 
 /// The chance tests' levels (trip.rs): how unlikely the window's failures, or its slow calls,
@@ -1013,6 +1025,52 @@ impl Model {
             from,
             reason,
             break_for: Duration::from_nanos(computed),
+        });
+    }
+
+    /// A call told to come back after `asked` nanoseconds (a classifier's `Verdict::OpenFor`).
+    /// Spec (DESIGN §2 "Control", and the verdict's docs): counted as nothing; from closed,
+    /// half-open or recovering it opens for `min(asked, max break)` from now, no jitter, no
+    /// growth, an event; no time is an ignored outcome. As any outcome, a call of an older
+    /// era decides nothing. A call of the current era always takes the lock.
+    fn back_off(&mut self, ticket: Ticket, asked: u64) {
+        if asked == 0 {
+            self.record(ticket, Outcome::Ignored);
+            return;
+        }
+        self.settle();
+        if ticket.role == Role::Free {
+            self.operation(Lock::Maybe);
+            return;
+        }
+        self.operation(Lock::Sure);
+        if ticket.era != self.era {
+            return;
+        }
+        let from = match (self.phase, ticket.role) {
+            (Phase::Closed, Role::Normal) => State::Closed,
+            (Phase::HalfOpen { .. }, Role::Probe) => State::HalfOpen,
+            (Phase::Recovering(_), Role::Ramp) => State::Recovering,
+            other => panic!("a ticket of the current era cannot meet {other:?}"),
+        };
+        let served = asked.min(self.spec.max_break_ms * MS);
+        self.seen.back_off_opened = true;
+        self.served = served;
+        self.opened_at = Some(self.now);
+        self.phase = Phase::Open {
+            until: self.now + served,
+        };
+        let probes = self.probes;
+        self.new_era();
+        match from {
+            State::HalfOpen => self.probes = probes,
+            State::Recovering => self.shown = Shown::Unchecked,
+            _ => self.shown = Shown::Window,
+        }
+        self.events.push(Transition::Opened {
+            from,
+            reason: OpenReason::RetryAfter,
+            break_for: Duration::from_nanos(served),
         });
     }
 
@@ -1486,6 +1544,11 @@ enum Op {
     /// `inner` starts and ends while this one runs (after its latency), so the word this call
     /// was admitted on may have changed when it ends.
     Through(u64, Outcome, Option<Outcome>),
+    /// Records the verdict "open for this many ms" on the held permit at this index.
+    BackOff(usize, u64),
+    /// A call through `Breaker::call_with` of `latency` ms whose classifier answers "open for
+    /// this many ms".
+    ThroughBackOff(u64, u64),
     Isolate,
     Disable,
     Reset,
@@ -1505,6 +1568,35 @@ fn outcome() -> impl Strategy<Value = Outcome> {
         4 => Just(Outcome::Failure),
         1 => Just(Outcome::Ignored),
     ]
+}
+
+/// How long a call is told to back off, in ms: no time, less and more than any break, and
+/// beyond the range of the clock.
+fn back_off_ms() -> impl Strategy<Value = u64> {
+    prop::sample::select(vec![0, 1, 500, 2_000, 15_000, 100_000, u64::MAX / MS])
+}
+
+/// The back-off verdicts: on a held permit, or through `call_with` after one of `latencies`.
+fn back_off_op(latencies: impl Strategy<Value = u64> + 'static) -> BoxedStrategy<Op> {
+    prop_oneof![
+        (any::<usize>(), back_off_ms()).prop_map(|(i, ms)| Op::BackOff(i, ms)),
+        (latencies, back_off_ms()).prop_map(|(l, ms)| Op::ThroughBackOff(l, ms)),
+    ]
+    .boxed()
+}
+
+/// `ops` and, with a weight of `back_offs` (0: none, and the same draws as without them),
+/// back-off verdicts; `weight` is the total weight of `ops`' own choices.
+fn with_back_offs(
+    ops: impl Strategy<Value = Op> + 'static,
+    weight: u32,
+    back_offs: u32,
+    latencies: impl Strategy<Value = u64> + 'static,
+) -> BoxedStrategy<Op> {
+    if back_offs == 0 {
+        return ops.boxed();
+    }
+    prop_oneof![weight => ops, back_offs => back_off_op(latencies)].boxed()
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -1528,6 +1620,12 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op(), 1..80)
+}
+
+/// [`ops`] and, about one operation in thirteen, a back-off verdict.
+fn ops_with_back_offs() -> impl Strategy<Value = Vec<Op>> {
+    let latencies = prop::sample::select(vec![0u64, 100, 400]);
+    prop::collection::vec(with_back_offs(op(), 24, 2, latencies), 1..80)
 }
 
 /// Latencies for the adaptive properties: mostly the case's healthy latency `l` (0, 1 or 2 ms),
@@ -1554,6 +1652,9 @@ struct Mix {
     /// Weight of the controls among the operations (isolate, disable and reset, 1:1:2 among
     /// themselves).
     controls: u32,
+    /// Weight of the back-off verdicts (`Op::BackOff`, `Op::ThroughBackOff`) among the
+    /// operations (0: none, and the same draws as without them).
+    back_offs: u32,
     length: usize,
 }
 
@@ -1594,7 +1695,14 @@ fn adaptive_op(l: u64, mix: Mix) -> impl Strategy<Value = Op> {
 }
 
 fn adaptive_ops(l: u64, mix: Mix) -> impl Strategy<Value = Vec<Op>> {
-    prop::collection::vec(adaptive_op(l, mix), 1..mix.length)
+    let weight = 21 + mix.bursts + mix.controls;
+    let op = with_back_offs(
+        adaptive_op(l, mix),
+        weight,
+        mix.back_offs,
+        adaptive_latency(l),
+    );
+    prop::collection::vec(op, 1..mix.length)
 }
 
 struct Harness {
@@ -1795,6 +1903,33 @@ impl Harness {
         }
     }
 
+    /// [`Harness::through`] with a classifier whose verdict is "open for `ms`".
+    fn through_back_off(&mut self, latency: u64, ms: u64) -> Result<(), TestCaseError> {
+        let breaker = self.breaker.clone();
+        let asked = Duration::from_millis(ms);
+        let mut inside = None;
+        let classifier = classify::by_verdict(|_: &Result<(), ()>| Verdict::OpenFor(asked));
+        let result = breaker.call_with(&classifier, || {
+            inside = Some(self.inside_call(latency, None));
+            Ok(())
+        });
+        if self.halted() {
+            return Ok(());
+        }
+        match (result, inside) {
+            (Ok(()), Some(ticket)) => {
+                if let Some(ticket) = ticket? {
+                    self.model.back_off(ticket, nanos(asked));
+                }
+                Ok(())
+            }
+            (Err(Error::Rejected(refused)), None) => self.judge(Err(refused)).map(drop),
+            (result, _) => Err(TestCaseError::fail(format!(
+                "call_with answered {result:?} and ran the call only if the first is Ok"
+            ))),
+        }
+    }
+
     /// The model's side of a call that the breaker admitted and is running (`None` if the
     /// model stopped the case).
     fn inside_call(
@@ -1895,7 +2030,18 @@ impl Harness {
                 drop(permit);
                 self.model.drop_ticket(ticket);
             }
-            Op::Record(..) | Op::Drop(_) => {}
+            Op::BackOff(i, ms) if !self.held.is_empty() => {
+                let (permit, ticket) = self.held.remove(i % self.held.len());
+                let asked = Duration::from_millis(ms);
+                permit.record_verdict(Verdict::OpenFor(asked));
+                self.model.back_off(ticket, nanos(asked));
+            }
+            Op::Record(..) | Op::Drop(_) | Op::BackOff(..) => {}
+            Op::ThroughBackOff(latency, ms) => {
+                if !self.traffic_capped() {
+                    self.through_back_off(latency, ms)?;
+                }
+            }
             Op::Call(latency, outcome) => self.call(latency, outcome)?,
             Op::Through(latency, outcome, inner) => {
                 if !self.traffic_capped() {
@@ -2151,6 +2297,7 @@ struct Stats {
     ramp_failed: AtomicU64,
     failure_chance_held: AtomicU64,
     slow_chance_held: AtomicU64,
+    back_off_opened: AtomicU64,
     /// Why cases stopped early.
     stops: Mutex<BTreeMap<&'static str, u64>>,
 }
@@ -2172,6 +2319,7 @@ impl Stats {
             ramp_failed: AtomicU64::new(0),
             failure_chance_held: AtomicU64::new(0),
             slow_chance_held: AtomicU64::new(0),
+            back_off_opened: AtomicU64::new(0),
             stops: Mutex::new(BTreeMap::new()),
         }
     }
@@ -2198,6 +2346,7 @@ impl Stats {
         add(&self.ramp_failed, seen.ramp_failed);
         add(&self.failure_chance_held, seen.failure_chance_held);
         add(&self.slow_chance_held, seen.slow_chance_held);
+        add(&self.back_off_opened, seen.back_off_opened);
     }
 
     fn report(&self, name: &str) {
@@ -2206,7 +2355,8 @@ impl Stats {
             "{name}: {} cases ({} stopped early), {} steps; failure baseline armed in {}, \
              relative failure trips in {}, latency baseline armed in {}, relative slow calls in \
              {}; ramps in {} (admitted {}, refused {}, finished {}, failed {}); a chance test \
-             held back relative failures in {}, slow calls in {}",
+             held back relative failures in {}, slow calls in {}; a call told to back off \
+             opened it in {}",
             get(&self.cases),
             get(&self.halted),
             get(&self.steps),
@@ -2221,6 +2371,7 @@ impl Stats {
             get(&self.ramp_failed),
             get(&self.failure_chance_held),
             get(&self.slow_chance_held),
+            get(&self.back_off_opened),
         );
         let cases = get(&self.cases).max(1) as f64;
         for (kind, n) in self.stops.lock().unwrap().iter() {
@@ -2447,6 +2598,34 @@ proptest! {
     }
 }
 
+// Back-off verdicts, beside the older properties: 1,000 + 500 cases.
+
+proptest! {
+    #![proptest_config(config(1_000))]
+    #[test]
+    fn back_off_verdicts_agree_with_the_model(
+        time_window in any::<bool>(),
+        spec_count in spec(shape(false, CONSECUTIVE, true, false)),
+        spec_time in spec(shape(true, RATES, false, false)),
+        seed in any::<u64>(),
+        ops in ops_with_back_offs()
+    ) {
+        run(if time_window { spec_time } else { spec_count }, seed, &ops, true, &UNREPORTED)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(500))]
+    #[test]
+    fn back_off_verdicts_of_shadow_and_disabled_breakers_agree_with_the_model(
+        spec in spec(shape(true, CONSECUTIVE, false, true)),
+        seed in any::<u64>(),
+        ops in ops_with_back_offs()
+    ) {
+        run(spec, seed, &ops, true, &UNREPORTED)?;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Settings strategies: adaptive breakers and the ramp.
 
@@ -2657,6 +2836,7 @@ const EVEN_MIX: Mix = Mix {
     failure: 4,
     bursts: 3,
     controls: 4,
+    back_offs: 0,
     length: 100,
 };
 /// Mostly healthy traffic and many bursts: baselines arm, and failures stand out against them.
@@ -2665,6 +2845,7 @@ const HEALTHY_MIX: Mix = Mix {
     failure: 2,
     bursts: 6,
     controls: 3,
+    back_offs: 0,
     length: 120,
 };
 /// Enough failures to trip, enough successes and bursts to probe and ramp back.
@@ -2673,10 +2854,12 @@ const RAMP_MIX: Mix = Mix {
     failure: 2,
     bursts: 5,
     controls: 1,
+    back_offs: 0,
     length: 150,
 };
 
-// The adaptive properties: 3,000 + 3,000 + 3,000 + 1,000 = 10,000 cases (20,000 in all).
+// The adaptive properties: 3,000 + 3,000 + 3,000 + 1,000 + 1,000 = 11,000 cases (22,500 in
+// all, with the back-off verdicts' 1,500 beside the older properties).
 
 #[test]
 fn relative_failures_agree_with_the_model() {
@@ -2718,6 +2901,24 @@ fn recovery_ramps_agree_with_the_model() {
         quiet: false,
     };
     adaptive_property("recovery ramps", 3_000, shape, RAMP_MIX, &STATS);
+}
+
+#[test]
+fn back_off_verdicts_of_adaptive_and_ramping_breakers_agree_with_the_model() {
+    static STATS: Stats = Stats::new();
+    let shape = Adaptive {
+        failures: None,
+        slow: None,
+        ramp: true,
+        jitter: false,
+        modes: false,
+        quiet: false,
+    };
+    let mix = Mix {
+        back_offs: 2,
+        ..RAMP_MIX
+    };
+    adaptive_property("back-off verdicts", 1_000, shape, mix, &STATS);
 }
 
 #[test]

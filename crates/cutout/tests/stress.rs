@@ -87,6 +87,8 @@ impl Transitions {
                 Transition::Opened { .. } => &sink.opened_from_half_open,
                 Transition::HalfOpened => &sink.half_opened,
                 Transition::Closed { .. } => &sink.closed,
+                // A kind a later cutout adds is none of the four this test counts.
+                _ => return,
             };
             counter.fetch_add(1, Ordering::Relaxed);
         });

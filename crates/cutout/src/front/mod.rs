@@ -9,7 +9,8 @@
 //!   evaluates the trip rules; a timed one also leaves its latency sample in its line.
 //!
 //! Everything else (failures, slow calls, probes, ramp calls, successes a word does not let
-//! off, and admissions that need the machine) takes the lock.
+//! off, a verdict asking to open for a while, and admissions that need the machine) takes the
+//! lock.
 
 pub(crate) mod cells;
 pub(crate) mod slot;
@@ -17,7 +18,7 @@ pub(crate) mod word;
 
 use crate::Breaker;
 use crate::breaker::Timing;
-use crate::classify::Outcome;
+use crate::classify::{Outcome, Verdict};
 use crate::error::{RejectReason, Rejected, RetryAfter};
 use crate::front::word::Word;
 use crate::loom::Ordering;
@@ -212,6 +213,45 @@ impl Breaker {
             return;
         }
         self.finish_slow(ticket, outcome);
+    }
+
+    /// Records a classifier's verdict on a ticket's call: an outcome through
+    /// [`Breaker::finish`], whose healthy path is unchanged; a request to open for a while
+    /// through [`Breaker::finish_open_for`], off the inlined path.
+    #[inline]
+    pub(crate) fn finish_verdict(&self, ticket: Ticket, verdict: Verdict) {
+        match verdict.open_for() {
+            None => self.finish(ticket, verdict.outcome()),
+            Some(duration) => self.finish_open_for(ticket, duration),
+        }
+    }
+
+    /// A call whose dependency asked not to be called for `duration` (more than zero): under
+    /// the lock, as any outcome that changes state, at the call's end (see
+    /// `Machine::record_open_for`). Counted as nothing, so no consumer of counted outcomes is
+    /// skipped; the lock's fold and trip rules run first, as for every call-caused operation.
+    /// Metrics count it as ignored.
+    #[cold]
+    #[inline(never)]
+    fn finish_open_for(&self, ticket: Ticket, duration: std::time::Duration) {
+        let s = &*self.shared;
+        if ticket.role() == Role::Uncounted {
+            return;
+        }
+        #[cfg(feature = "metrics")]
+        s.metrics.call(Outcome::Ignored);
+        if ticket.tracked() {
+            s.hot.cells.untrack();
+        }
+        let now = if ticket.timed() {
+            s.hot.clock.now()
+        } else {
+            s.hot.clock.recent()
+        };
+        self.operate(now, None, |m| {
+            let transition = m.record_open_for(now, ticket.generation(), ticket.role(), duration);
+            ((), transition)
+        });
     }
 
     /// Counts a fast (not slow) success of a normal call in its thread's cell, if the

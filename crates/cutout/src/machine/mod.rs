@@ -325,14 +325,19 @@ impl Machine {
     /// code run under the breaker's lock: a panic in it is caught and counts as a refusal, so
     /// it can never poison the lock.
     fn trip(&mut self, now: u64, reason: OpenReason) -> Option<Transition> {
+        self.gate_allows().then(|| self.open(now, reason))
+    }
+
+    /// Asks the open gate, if any, whether a closed breaker may open (counting a refusal).
+    fn gate_allows(&mut self) -> bool {
         if let Some(Gate(gate)) = &self.gate {
             let allowed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate()));
             if !matches!(allowed, Ok(true)) {
                 self.suppressed_opens += 1;
-                return None;
+                return false;
             }
         }
-        Some(self.open(now, reason))
+        true
     }
 
     /// The measured normal latency, as of the last merge.
@@ -618,6 +623,53 @@ impl Machine {
             (State::HalfOpen, Role::Probe, _) => self.record_probe(now, outcome, timed),
             (State::Recovering, Role::Ramp, _) => self.record_ramp(now, outcome, timed),
             _ => None,
+        }
+    }
+
+    /// Records a call whose dependency asked not to be called for `duration` (a classifier's
+    /// [`Verdict::OpenFor`](crate::classify::Verdict::OpenFor)): counted as nothing, it opens
+    /// the breaker for `min(duration, max_break_duration)` from `now` (the call's end).
+    ///
+    /// Decided here (DESIGN §2 "Control" asks for the verdict, not for its every case):
+    /// - as for any outcome, a call of an older generation or an uncounted one changes
+    ///   nothing, and no duration at all is an ignored outcome (a probe's slot comes back);
+    /// - from closed the opening passes the open gate, as a trip does (a refusal leaves the
+    ///   call ignored); a half-open probe or a ramp call re-opens the breaker;
+    /// - no jitter, no growth (the consecutive opens stay), an event with
+    ///   [`OpenReason::RetryAfter`]: a call caused it.
+    pub(crate) fn record_open_for(
+        &mut self,
+        now: u64,
+        generation: u32,
+        role: Role,
+        duration: Duration,
+    ) -> Option<Transition> {
+        if duration.is_zero() {
+            return self.record(now, generation, role, Outcome::Ignored, None);
+        }
+        if role == Role::Uncounted || generation != self.generation {
+            return None;
+        }
+        match (self.state, role) {
+            (State::Closed, Role::Normal) if self.gate_allows() => {}
+            (State::HalfOpen, Role::Probe) | (State::Recovering, Role::Ramp) => {}
+            _ => return None,
+        }
+        Some(self.open_as_asked(now, duration))
+    }
+
+    /// Opens for `duration` from `now` as the dependency asked, capped by the maximum break:
+    /// no jitter, and the consecutive opens stay as they were (no growth).
+    fn open_as_asked(&mut self, now: u64, duration: Duration) -> Transition {
+        let from = self.state;
+        let asked = duration.min(self.settings.max_break_duration);
+        self.opened_at = Some(now);
+        self.enter_open(now.saturating_add(nanos(asked)));
+        Transition::Opened {
+            from,
+            reason: OpenReason::RetryAfter,
+            // What is served: the time asked, unless the clock's range ends sooner.
+            break_for: Duration::from_nanos(self.break_served),
         }
     }
 
