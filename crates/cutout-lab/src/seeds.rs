@@ -355,14 +355,14 @@ pub fn table(report: &str, seeds: &[u64], metrics: &[Vec<Metrics>]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// A tiny scenario: three pods for a minute, an outage in the middle.
-    pub(crate) const TINY: &str = r#"
-        seed = 3
-        duration = "60s"
-        compare = ["b", "a"]
+    /// The world of the lab's small unit-test scenarios, for `concat!` after a scenario's
+    /// top-level keys: three pods against a small dependency, an outage from 20 s to 35 s.
+    macro_rules! tiny_world {
+        () => {
+            r#"
         [dependency]
         latency-median = "10ms"
         latency-p99 = "40ms"
@@ -376,11 +376,22 @@ mod tests {
         kind = "outage"
         start = "20s"
         duration = "15s"
+"#
+        };
+    }
+    pub(crate) use tiny_world;
+
+    /// A tiny scenario: three pods for a minute, an outage in the middle.
+    pub(crate) const TINY: &str = concat!(
+        "seed = 3\nduration = \"60s\"\ncompare = [\"b\", \"a\"]\n",
+        tiny_world!(),
+        r#"
         [breakers.instances.a]
         jitter = "none"
         [breakers.instances.b]
         break-duration = "5s"
-    "#;
+    "#
+    );
 
     #[test]
     fn seeds_count_up_and_stop_at_the_largest() {

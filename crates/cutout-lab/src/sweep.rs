@@ -300,22 +300,10 @@ mod tests {
     use crate::report::Unit;
     use crate::seeds::Row;
 
-    const BASE: &str = r#"
-        seed = 3
-        duration = "60s"
-        [dependency]
-        latency-median = "10ms"
-        latency-p99 = "40ms"
-        error-rate = 0.01
-        capacity = 1000
-        [fleet]
-        pods = 3
-        rate = 5
-        timeout = "1s"
-        [[incidents]]
-        kind = "outage"
-        start = "20s"
-        duration = "15s"
+    const BASE: &str = concat!(
+        "seed = 3\nduration = \"60s\"\n",
+        crate::seeds::tests::tiny_world!(),
+        r#"
         [breakers.defaults]
         break-duration = "20s"
         [breakers.instances.a]
@@ -324,7 +312,8 @@ mod tests {
         failure-ratio = "20%"
         [breakers.instances.c]
         consecutive-failures = 3
-    "#;
+    "#
+    );
 
     fn spec(text: &str) -> Spec {
         text.parse().unwrap()
