@@ -15,11 +15,7 @@ impl Breaker {
     /// the state changed and with no lock held (the listener list's included): a listener may
     /// subscribe, or call this breaker. A panic in a listener is caught and ignored.
     pub fn subscribe(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
-        let mut listeners = self
-            .shared
-            .listeners
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut listeners = crate::loom::lock(&self.shared.listeners);
         let mut list: Vec<Listener> = listeners.iter().flat_map(|l| l.iter().cloned()).collect();
         list.push(std::sync::Arc::new(listener));
         *listeners = Some(std::sync::Arc::from(list));
@@ -64,7 +60,19 @@ impl Breaker {
     /// folded are included, as the next locked operation will count them. Changes nothing.
     pub fn snapshot(&self) -> Snapshot {
         let now = self.shared.hot.clock.recent();
-        self.read(|m, pending| m.snapshot(now, pending))
+        let refused = &self.shared.refused_elsewhere;
+        self.read(|m, pending| m.snapshot(now, pending, self.shared.hot.cells.refused(refused)))
+    }
+
+    /// Brings the `metrics` feature's gauges (state, failure and slow rates, normal latency)
+    /// to what [`Breaker::state`] and [`Breaker::snapshot`] report now. The gauges follow the
+    /// breaker's locked operations by themselves; a break that has run out with no call since
+    /// shows as half-open only here. Call it before rendering an exposition (on each scrape).
+    #[cfg(feature = "metrics")]
+    pub fn refresh_metrics(&self) {
+        let now = self.shared.hot.clock.recent();
+        let snapshot = self.read(|m, pending| m.snapshot(now, pending, 0));
+        self.shared.metrics.set_gauges(&snapshot);
     }
 
     /// What a successful call normally takes, as this breaker measures it: the configured

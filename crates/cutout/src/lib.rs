@@ -48,9 +48,12 @@
 //!   `"30s"`-style fields.
 //! - `tracing`: one `tracing` event per transition, and one per manual action (`reset`,
 //!   `isolate`, `disable`, `open_for`, `open_until`), which raise no transition event.
-//! - `metrics`: counters per outcome, refusal reason and transition, and a state gauge, through
-//!   the `metrics` facade. A breaker registers its handles when it is built, with the recorder
-//!   installed then: install the exporter's recorder before building breakers.
+//! - `metrics`: counters per outcome, refusal reason and transition, slow calls, a state gauge,
+//!   failure-rate, slow-rate and normal-latency gauges and a duration histogram of timed
+//!   calls, all described, through the `metrics` facade ([`metrics`] lists every name, type
+//!   and label). A breaker registers its handles when it is built, with the recorder installed
+//!   then: install the exporter's recorder before building breakers. The calls are counted by
+//!   a [call observer](observer), so the feature makes every breaker an observed one.
 
 #![forbid(unsafe_code)]
 
@@ -67,7 +70,9 @@ mod id;
 mod locked;
 mod loom;
 mod machine;
+pub mod metrics;
 mod observe;
+pub mod observer;
 mod permit;
 mod registry;
 mod relative;

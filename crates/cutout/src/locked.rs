@@ -96,11 +96,14 @@ impl Breaker {
         let generation = machine.generation();
         let folded = s.hot.cells.fold(generation);
         let result = body(&mut machine, folded);
+        if machine.take_refused_rebase() {
+            machine.rebase_refused(s.hot.cells.refused(&s.refused_elsewhere));
+        }
         self.publish(&mut machine, generation, now);
+        // Under the lock, so gauge updates land in the order of the transitions.
         #[cfg(feature = "metrics")]
-        if machine.state() != state_before {
-            // Under the lock, so gauge updates land in the order of the transitions.
-            s.metrics.set_state(machine.state());
+        if machine.state() != state_before || s.metrics.refresh_due(now) {
+            s.metrics.set_gauges(&machine.snapshot(now, (0, 0), 0));
         }
         result
     }
@@ -155,13 +158,7 @@ impl Breaker {
         self.shared
             .metrics
             .transition(transition.from(), transition.to());
-        let Some(listeners) = self
-            .shared
-            .listeners
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-        else {
+        let Some(listeners) = lock(&self.shared.listeners).clone() else {
             return;
         };
         for listener in listeners.iter() {

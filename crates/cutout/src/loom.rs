@@ -3,12 +3,12 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock};
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Locks a mutex, recovering the data if a previous holder panicked.
 ///

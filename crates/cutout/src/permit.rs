@@ -88,8 +88,6 @@ impl Ticket {
     }
 
     /// A normal ticket, neither timed nor tracked: the plain healthy call.
-    // With `metrics`, every call is counted and no success skips the lock.
-    #[cfg_attr(feature = "metrics", allow(dead_code))]
     #[inline]
     pub(crate) fn is_plain(self) -> bool {
         self.bits >> ROLE_SHIFT == 0

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::ErrorCode;
+use crate::observer::CallObserver;
 use crate::settings::{HalfOpenRule, Jitter, Settings, TripWindow};
 use crate::{Breaker, BreakerId, Snapshot, State};
 
@@ -62,13 +63,26 @@ struct Inner {
     breakers: RwLock<BTreeMap<String, Breaker>>,
     clock: Option<Arc<dyn Clock>>,
     seed: Option<u64>,
+    observers: Vec<Arc<dyn CallObserver>>,
 }
 
-/// Builds a [`Registry`] with a clock or a jitter seed shared by every breaker it creates.
-#[derive(Debug, Default)]
+/// Builds a [`Registry`] with a clock, a jitter seed or call observers shared by every breaker
+/// it creates.
+#[derive(Default)]
 pub struct RegistryBuilder {
     clock: Option<Arc<dyn Clock>>,
     seed: Option<u64>,
+    observers: Vec<Arc<dyn CallObserver>>,
+}
+
+impl std::fmt::Debug for RegistryBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryBuilder")
+            .field("clock", &self.clock)
+            .field("seed", &self.seed)
+            .field("observers", &self.observers.len())
+            .finish()
+    }
 }
 
 impl RegistryBuilder {
@@ -87,6 +101,14 @@ impl RegistryBuilder {
         self
     }
 
+    /// A call observer every breaker of the registry reports to (see
+    /// [`observer`](crate::observer)); [`Call::breaker`](crate::observer::Call::breaker) tells
+    /// them apart. May be called more than once.
+    pub fn observer(mut self, observer: impl CallObserver) -> Self {
+        self.observers.push(Arc::new(observer));
+        self
+    }
+
     /// Builds the registry, empty.
     pub fn build(self) -> Registry {
         Registry {
@@ -94,6 +116,7 @@ impl RegistryBuilder {
                 breakers: RwLock::new(BTreeMap::new()),
                 clock: self.clock,
                 seed: self.seed,
+                observers: self.observers,
             }),
         }
     }
@@ -184,6 +207,9 @@ impl Registry {
         }
         if let Some(seed) = self.inner.seed {
             builder = builder.seed(seed ^ fnv1a(id));
+        }
+        for observer in &self.inner.observers {
+            builder = builder.shared_observer(Arc::clone(observer));
         }
         builder.build()
     }

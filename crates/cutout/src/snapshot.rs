@@ -57,6 +57,13 @@ pub struct Snapshot {
     /// When [`last_manual_action`](Snapshot::last_manual_action) happened, on the breaker's
     /// clock (as [`Event::at`](crate::Event::at)); `None` exactly when it is.
     pub last_manual_action_at: Option<Duration>,
+    /// Calls refused in the current state episode, as resilience4j counts its not-permitted
+    /// calls: an opening keeps the count of the state it ended (closed's is zero, a failed
+    /// half-open's is what the full half-open refused), and every other state starts at zero
+    /// (half-open, recovering, closed, isolated, disabled; `reset` too). Counted while open,
+    /// isolated, half-open with every probe taken, and recovering over a ramp. A refusal
+    /// decided just as the state changes may be counted in the next episode.
+    pub refused_calls: u64,
 }
 
 /// An action taken on a breaker by hand rather than caused by a call. None raises a transition

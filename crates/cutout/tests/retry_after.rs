@@ -392,10 +392,11 @@ fn the_break_runs_from_the_end_of_a_timed_call() {
     assert_eq!(s.slow, 0, "not counted as slow either");
 }
 
-/// With `metrics`: counted as an ignored call, and its opening as a transition.
+/// With `metrics`: counted as a call with outcome `open_for` (not a failure, not a success),
+/// and its opening as a transition.
 #[cfg(feature = "metrics")]
 #[test]
-fn metrics_count_it_as_an_ignored_call_and_an_opening() {
+fn metrics_count_it_as_an_open_for_call_and_an_opening() {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     let recorder = DebuggingRecorder::new();
@@ -429,7 +430,7 @@ fn metrics_count_it_as_an_ignored_call_and_an_opening() {
         [
             (
                 "cutout_calls_total".to_owned(),
-                vec!["ignored".to_owned()],
+                vec!["open_for".to_owned()],
                 1
             ),
             (

@@ -79,6 +79,7 @@ use std::time::Duration;
 use cutout::clock::{Clock, SystemClock};
 #[cfg(feature = "config")]
 use cutout::config::Config;
+use cutout::observer::CallObserver;
 use cutout::{Breaker, BreakerId, Settings, Snapshot, State};
 
 /// A shared clock handed to every key's breaker.
@@ -180,6 +181,7 @@ impl<K> Clone for KeyedBreakers<K> {
 struct Inner<K> {
     settings: SettingsSource<K>,
     clock: SharedClock,
+    observers: Vec<Arc<dyn CallObserver>>,
     max_keys: usize,
     idle_nanos: u64,
     map: RwLock<HashMap<K, Arc<Entry>>>,
@@ -359,6 +361,7 @@ pub struct KeyedBuilder<K> {
     max_keys: usize,
     idle_after: Duration,
     max_open: Option<usize>,
+    observers: Vec<Arc<dyn CallObserver>>,
 }
 
 impl<K> fmt::Debug for KeyedBuilder<K> {
@@ -380,7 +383,16 @@ impl<K> KeyedBuilder<K> {
             max_keys: 1024,
             idle_after: Duration::from_secs(600),
             max_open: None,
+            observers: Vec::new(),
         }
+    }
+
+    /// A call observer every key's breaker reports to (see [`cutout::observer`]); the call's
+    /// [`breaker`](cutout::observer::Call::breaker) is the key's id. May be called more than
+    /// once.
+    pub fn observer(mut self, observer: impl CallObserver) -> Self {
+        self.observers.push(Arc::new(observer));
+        self
     }
 
     /// The most keys held at once (default 1024, at least 1).
@@ -419,6 +431,7 @@ impl<K> KeyedBuilder<K> {
             inner: Arc::new(Inner {
                 settings: self.settings,
                 clock: SharedClock(self.clock),
+                observers: self.observers,
                 max_keys: self.max_keys,
                 idle_nanos,
                 map: RwLock::new(HashMap::new()),
@@ -671,9 +684,12 @@ where
     }
 
     fn new_entry(&self, (id, settings): (String, Settings), now: u64) -> Arc<Entry> {
-        let builder = Breaker::builder(id)
-            .settings(settings)
-            .clock(self.inner.clock.clone());
+        let builder = self.inner.observers.iter().fold(
+            Breaker::builder(id)
+                .settings(settings)
+                .clock(self.inner.clock.clone()),
+            |builder, observer| builder.shared_observer(Arc::clone(observer)),
+        );
         Arc::new_cyclic(|weak_entry: &Weak<Entry>| {
             let builder = match &self.inner.cap {
                 Some(cap) => {

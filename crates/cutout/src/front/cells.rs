@@ -1,7 +1,7 @@
 //! The one way outcomes are counted off the lock: a line per core of what its threads' calls
 //! did since the last locked operation, folded into the machine by the next one.
 //!
-//! A line holds four things, one cache line in all:
+//! A line holds five things, one cache line in all:
 //! - `successes`: successes counted under a fast word (see `word.rs`), tagged with the
 //!   generation they belong to (bits 32–63), with how many of them were timed (bits 16–31)
 //!   and how many in all (bits 0–15). An add that finds another generation's tag is refused,
@@ -9,6 +9,8 @@
 //! - `turn`: a pseudo-random sequence of the line's own, for choosing which calls are timed:
 //!   each one with a chance of one in [`SAMPLE`].
 //! - `started` / `finished`: tracked calls (see `machine/inflight.rs`), for calls hung in flight.
+//! - `refused`: refusals counted by the line's own thread (see [`Cells::refuse`]), a total that
+//!   only grows; the machine keeps the total at which the current state episode began.
 //! - `samples`: up to [`LANES`] latency samples (a histogram bucket each) waiting for the lock.
 //!
 //! # The invariant
@@ -31,6 +33,13 @@
 //! lands after a read is seen by the next one, and a late finish only makes the hung estimate
 //! lower). `turn` is a plain load and store: two threads sharing a line may draw the same
 //! number, which only shifts which call is sampled.
+//!
+//! `refused` is a plain load and store too, but of one writer: only the thread whose slot is
+//! the line's index writes it (slots are unique among live threads, and a slot given back
+//! happens before it is handed out again, see `slot.rs`), so no count is lost. Threads without
+//! a line of their own (more threads than lines, or a thread already exiting) add to a shared
+//! counter instead, with a read-modify-write. Readers sum them under the breaker's lock; a
+//! refusal that lands after a read is seen by the next one.
 
 use crate::front::slot::thread_slot;
 use crate::loom::{AtomicU64, Ordering};
@@ -38,8 +47,8 @@ use crate::loom::{AtomicU64, Ordering};
 /// One call in this many is timed on a sampled breaker above low traffic.
 pub(crate) const SAMPLE: u64 = 8;
 
-/// Latency samples a line holds: four 16-bit lanes in each of four words.
-pub(crate) const LANES: usize = 16;
+/// Latency samples a line holds: four 16-bit lanes in each of three words.
+pub(crate) const LANES: usize = 12;
 
 /// A core's line. Aligned to 64 bytes so that two cores never write one line; not to 128 (as
 /// `CachePadded` is on x86_64, for the adjacent-line prefetcher): a breaker may pay 64 bytes
@@ -50,6 +59,7 @@ struct Line {
     turn: AtomicU64,
     started: AtomicU64,
     finished: AtomicU64,
+    refused: AtomicU64,
     samples: [AtomicU64; LANES / 4],
 }
 
@@ -65,6 +75,7 @@ impl Line {
             turn: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
             started: AtomicU64::new(0),
             finished: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
             samples: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -212,6 +223,30 @@ impl Cells {
         })
     }
 
+    /// Counts a refusal: on this thread's own line if it has one (a load and a store, no
+    /// read-modify-write: the line has no other writer of `refused`), else on `elsewhere`, the
+    /// breaker's counter for threads without a line.
+    #[inline]
+    pub(crate) fn refuse(&self, elsewhere: &AtomicU64) {
+        // Under loom every modelled thread runs on one OS thread, so they would share a slot:
+        // the shared counter is the path a model can check.
+        #[cfg(not(loom))]
+        if let Some(line) = self.lines.get(thread_slot()) {
+            let refused = line.refused.load(Ordering::Relaxed);
+            line.refused.store(refused + 1, Ordering::Relaxed);
+            return;
+        }
+        elsewhere.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every refusal counted so far, on the lines and `elsewhere`.
+    pub(crate) fn refused(&self, elsewhere: &AtomicU64) -> u64 {
+        self.lines
+            .iter()
+            .map(|line| line.refused.load(Ordering::Relaxed))
+            .fold(elsewhere.load(Ordering::Relaxed), u64::wrapping_add)
+    }
+
     /// Leaves a latency sample (histogram `bucket`) for the next merge; `false` when this
     /// thread's lanes are all taken (the caller then takes the lock and merges).
     #[inline]
@@ -345,6 +380,34 @@ mod tests {
                 (1_000..1_500).contains(&here),
                 "position {position}: {here}"
             );
+        }
+    }
+
+    #[test]
+    fn refusals_from_more_threads_than_lines_are_all_counted() {
+        // Eight threads on 2 lines (at most two own a line and store, the rest add to the
+        // shared counter) and on 64 (most own one). A lost store shows as a short total.
+        for lines in [2, 64] {
+            let cells = std::sync::Arc::new(Cells::with_lines(lines, 0));
+            let elsewhere = std::sync::Arc::new(AtomicU64::new(0));
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let cells = std::sync::Arc::clone(&cells);
+                    let elsewhere = std::sync::Arc::clone(&elsewhere);
+                    let barrier = std::sync::Arc::clone(&barrier);
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        for _ in 0..20_000 {
+                            cells.refuse(&elsewhere);
+                        }
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            assert_eq!(cells.refused(&elsewhere), 160_000, "{lines} lines");
         }
     }
 

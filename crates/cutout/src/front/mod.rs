@@ -23,6 +23,7 @@ use crate::error::{RejectReason, Rejected, RetryAfter};
 use crate::front::word::Word;
 use crate::loom::Ordering;
 use crate::machine::{Admission, Role};
+use crate::observer::{Call, CallKind};
 use crate::permit::Ticket;
 use crate::state::State;
 
@@ -164,11 +165,27 @@ impl Breaker {
         }
     }
 
+    /// A refusal: counted for the snapshot's refused calls (on this thread's line; see
+    /// `Cells::refuse`) and told to the observers.
     #[inline]
     fn refuse(&self, reason: RejectReason, retry_after: RetryAfter) -> Ticket {
-        #[cfg(feature = "metrics")]
-        self.shared.metrics.rejection(reason);
+        let s = &*self.shared;
+        s.hot.cells.refuse(&s.refused_elsewhere);
+        self.observe(CallKind::Refused(reason), None, false);
         Ticket::refused(reason, retry_after)
+    }
+
+    /// Tells the observers of a call, if there are any: one pointer test when there are none.
+    #[inline(always)]
+    fn observe(&self, kind: CallKind, duration: Option<u64>, slow: bool) {
+        if let Some(observers) = &self.shared.hot.observers {
+            observers.tell(&Call {
+                breaker: &self.shared.id,
+                kind,
+                duration: duration.map(std::time::Duration::from_nanos),
+                slow,
+            });
+        }
     }
 
     /// An admission by the machine; `timed`: a closed call is timed (its turn drawn already).
@@ -203,13 +220,13 @@ impl Breaker {
     pub(crate) fn finish(&self, ticket: Ticket, outcome: Outcome) {
         // The healthy path, small enough to inline: an untimed success on a still breaker
         // writes nothing; on a fast one it adds one to its thread's cell.
-        #[cfg(not(feature = "metrics"))]
         if outcome == Outcome::Success && ticket.is_plain() {
-            // Under a still word a success changes nothing, whichever generation admitted it.
-            if self.word().is_closed_still() || self.success_off_lock(ticket, None) {
-                return;
+            // Under a still word a success changes nothing, whichever generation admitted it
+            // (an observed breaker is never still).
+            if !self.word().is_closed_still() && !self.success_off_lock(ticket, None) {
+                self.finish_locked(ticket, outcome, None, self.shared.hot.clock.recent(), None);
             }
-            self.finish_locked(ticket, outcome, None, self.shared.hot.clock.recent(), None);
+            self.observe(CallKind::Success, None, false);
             return;
         }
         self.finish_slow(ticket, outcome);
@@ -230,7 +247,7 @@ impl Breaker {
     /// the lock, as any outcome that changes state, at the call's end (see
     /// `Machine::record_open_for`). Counted as nothing, so no consumer of counted outcomes is
     /// skipped; the lock's fold and trip rules run first, as for every call-caused operation.
-    /// Metrics count it as ignored.
+    /// Observers see it as [`CallKind::OpenFor`].
     #[cold]
     #[inline(never)]
     fn finish_open_for(&self, ticket: Ticket, duration: std::time::Duration) {
@@ -238,8 +255,6 @@ impl Breaker {
         if ticket.role() == Role::Uncounted {
             return;
         }
-        #[cfg(feature = "metrics")]
-        s.metrics.call(Outcome::Ignored);
         if ticket.tracked() {
             s.hot.cells.untrack();
         }
@@ -252,6 +267,8 @@ impl Breaker {
             let transition = m.record_open_for(now, ticket.generation(), ticket.role(), duration);
             ((), transition)
         });
+        let took = ticket.timed().then(|| now.saturating_sub(ticket.start));
+        self.observe(CallKind::OpenFor(duration), took, false);
     }
 
     /// Counts a fast (not slow) success of a normal call in its thread's cell, if the
@@ -286,14 +303,25 @@ impl Breaker {
     }
 
     /// Every other outcome: timed calls, failures, probes, and successes that must be counted.
+    /// Observers are told once it is recorded.
     #[inline(never)]
     fn finish_slow(&self, ticket: Ticket, outcome: Outcome) {
-        let s = &*self.shared;
         if ticket.role() == Role::Uncounted {
             return;
         }
-        #[cfg(feature = "metrics")]
-        s.metrics.call(outcome);
+        let (duration, slow) = self.record_slow(ticket, outcome);
+        let kind = match outcome {
+            Outcome::Success => CallKind::Success,
+            Outcome::Failure => CallKind::Failure,
+            Outcome::Ignored => CallKind::Ignored,
+        };
+        self.observe(kind, duration, slow);
+    }
+
+    /// [`Breaker::finish_slow`]'s recording: the call's duration when timed, and whether slow.
+    #[inline(always)]
+    fn record_slow(&self, ticket: Ticket, outcome: Outcome) -> (Option<u64>, bool) {
+        let s = &*self.shared;
         if ticket.tracked() {
             s.hot.cells.untrack();
         }
@@ -310,18 +338,20 @@ impl Breaker {
                 sample = Some(bucket);
             }
         }
+        let slow = timed == Some(true);
         if ticket.role() == Role::Normal && sample.is_none() {
             match outcome {
                 // Ignored touches nothing while closed.
-                Outcome::Ignored => return,
-                Outcome::Success if timed != Some(true) && self.success_off_lock(ticket, end) => {
-                    return;
+                Outcome::Ignored => return (duration, slow),
+                Outcome::Success if !slow && self.success_off_lock(ticket, end) => {
+                    return (duration, slow);
                 }
                 _ => {}
             }
         }
         let now = end.unwrap_or_else(|| s.hot.clock.recent());
         self.finish_locked(ticket, outcome, timed, now, sample);
+        (duration, slow)
     }
 
     /// `timed`: `None` for an untimed call, otherwise whether it was slow.

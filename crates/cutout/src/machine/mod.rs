@@ -127,6 +127,15 @@ pub(crate) struct Machine {
     /// The last manual action that took effect, and when.
     manual: Option<ManualAction>,
     manual_at: u64,
+    /// The refusal total (see `Cells::refused`) when the current state episode began: the
+    /// snapshot's refused calls are the total less this.
+    refused_base: u64,
+    /// A state other than open began since the last locked operation's end: the refusal base
+    /// is to be taken again (see [`Machine::take_refused_rebase`]).
+    rebase_refused: bool,
+    /// Call observers are registered: a success always has a consumer, so the word is never
+    /// still.
+    observed: bool,
     // Layout: the machine lives inside the breaker's shared allocation, which a default
     // breaker fills to a whole number of cache lines; a field more there costs a line (128
     // bytes) of the 4 KiB budget (tests/memory.rs). The small fields above share their padding.
@@ -207,12 +216,34 @@ impl Machine {
             rng: fastrand::Rng::with_seed(seed),
             manual: None,
             manual_at: 0,
+            refused_base: 0,
+            rebase_refused: false,
+            observed: false,
         }
     }
 
+    /// The state as last set under the lock (a lapsed break still reads open: see
+    /// [`Machine::state_at`]).
     #[cfg(feature = "metrics")]
     pub(crate) fn state(&self) -> State {
         self.state
+    }
+
+    /// Whether call observers are registered (see the `observed` field).
+    pub(crate) fn set_observed(&mut self, observed: bool) {
+        self.observed = observed;
+    }
+
+    /// Whether a state other than open began since the last call (every state but open starts
+    /// its refused count at zero; an opening keeps the count of the state it ended, as
+    /// resilience4j's does). Under the lock, after a locked operation's step.
+    pub(crate) fn take_refused_rebase(&mut self) -> bool {
+        std::mem::take(&mut self.rebase_refused)
+    }
+
+    /// Starts the refused count of the current state episode at `total`.
+    pub(crate) fn rebase_refused(&mut self, total: u64) {
+        self.refused_base = total;
     }
 
     /// The generation: it changes with every transition.
@@ -411,6 +442,7 @@ impl Machine {
         // failures to reset), no baseline (none kept, nothing timed), and no rule has a
         // deadline (so nothing changes with time either).
         let still = closed
+            && !self.observed
             && self.consecutive_failures == 0
             && self.window.success_is_noop()
             && self.failure_baseline.is_none()
@@ -840,6 +872,7 @@ impl Machine {
 
     fn half_open(&mut self, now: u64) {
         self.state = State::HalfOpen;
+        self.rebase_refused = true;
         self.half_open_since = now;
         self.showing_probes = true;
         self.transition_generation();
@@ -850,6 +883,7 @@ impl Machine {
         let from = self.state;
         if let Some(recovery) = self.settings.recovery {
             self.state = State::Recovering;
+            self.rebase_refused = true;
             let served = Duration::from_nanos(self.break_served);
             self.ramp = Some(Ramp::start(now, served, &recovery));
             self.transition_generation();
@@ -862,8 +896,10 @@ impl Machine {
         Transition::Closed { from }
     }
 
+    /// Every path to closed (and `reset`) passes here.
     fn forget_history(&mut self) {
         self.transition_generation();
+        self.rebase_refused = true;
         self.rebase_marks = true;
         self.ramp = None;
         self.window.clear();
@@ -887,6 +923,7 @@ impl Machine {
 
     fn isolated(&mut self, now: u64) {
         self.state = State::Isolated;
+        self.rebase_refused = true;
         self.ramp = None;
         self.opened_at.get_or_insert(now);
         self.transition_generation();
@@ -895,6 +932,7 @@ impl Machine {
     /// Lets every call through, recording nothing, until [`Machine::reset`]. No event.
     pub(crate) fn disable(&mut self, now: u64) {
         self.state = State::Disabled;
+        self.rebase_refused = true;
         self.ramp = None;
         self.opened_at = None;
         self.transition_generation();
@@ -935,7 +973,8 @@ impl Machine {
     /// them timed) counted off the lock and not yet folded: what the next locked operation
     /// would fold, read without folding it. Slow calls are the window's slow share of its
     /// calls (estimated where only a sample is timed).
-    pub(crate) fn snapshot(&self, now: u64, pending: (u64, u64)) -> Snapshot {
+    /// `refused`: the refusal total now (see `Cells::refused`).
+    pub(crate) fn snapshot(&self, now: u64, pending: (u64, u64), refused: u64) -> Snapshot {
         let closed = self.state == State::Closed;
         let pending = if closed { pending } else { (0, 0) };
         let state = self.state_at(now);
@@ -990,6 +1029,12 @@ impl Machine {
             recovering_for: ramp.map(|ramp| ramp.elapsed(now)),
             last_manual_action: self.manual,
             last_manual_action_at: self.manual.map(|_| Duration::from_nanos(self.manual_at)),
+            // A lapsed break is half-open, whose count starts at zero.
+            refused_calls: if lazily_half_open {
+                0
+            } else {
+                refused.wrapping_sub(self.refused_base)
+            },
         }
     }
 }
