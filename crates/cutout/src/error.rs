@@ -230,6 +230,7 @@ impl<E> From<Rejected> for Error<E> {
 /// | `CUT-CFG-013` | a baseline multiple is not above 1 |
 /// | `CUT-CFG-014` | a maximum is below its minimum (recovery ramp durations) |
 /// | `CUT-CFG-015` | the break multiplier is below 1 or not a finite number (a schedule that does not grow) |
+/// | `CUT-CFG-016` | a break schedule function gives a shorter break for an open than for the one before |
 /// | `CUT-REG-001` | a registry already holds a breaker with this id and different settings |
 /// | `CUT-REG-002` | a registry holds no breaker with this id |
 ///
@@ -277,6 +278,9 @@ pub enum ErrorCode {
     /// `CUT-CFG-015`: the break multiplier is below 1, or NaN or infinite: a break schedule
     /// that does not grow.
     BreakMultiplierOutOfRange,
+    /// `CUT-CFG-016`: a [`BreakSchedule`](crate::BreakSchedule) shrinks: its break for some
+    /// consecutive open (of the first 16) is shorter than for the one before.
+    BreakScheduleShrinks,
 }
 
 impl ErrorCode {
@@ -300,6 +304,7 @@ impl ErrorCode {
             ErrorCode::MultipleTooSmall => "CUT-CFG-013",
             ErrorCode::MaxBelowMin => "CUT-CFG-014",
             ErrorCode::BreakMultiplierOutOfRange => "CUT-CFG-015",
+            ErrorCode::BreakScheduleShrinks => "CUT-CFG-016",
         }
     }
 }

@@ -168,6 +168,36 @@ impl BreakSchedule {
     pub fn break_for(&self, opens: u32) -> Duration {
         (self.0)(opens)
     }
+
+    /// Opens the validation asks the function about: a break that shrinks from one open to
+    /// the next is a mistake (a flapping dependency would be probed ever more often).
+    const CHECKED_OPENS: u32 = 16;
+
+    /// `CUT-CFG-016` unless the break never shrinks over the first
+    /// [`CHECKED_OPENS`](Self::CHECKED_OPENS) opens. A constant schedule is fine (as a
+    /// multiplier of 1 is); an open whose call panics is skipped (the breaker serves the
+    /// multiplier's break there).
+    fn check_grows(&self) -> Result<(), ConfigError> {
+        let breaks: Vec<Option<Duration>> = (1..=Self::CHECKED_OPENS)
+            .map(|opens| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.break_for(opens)))
+                    .ok()
+            })
+            .collect();
+        for pair in breaks.windows(2) {
+            if let [Some(before), Some(after)] = *pair
+                && after < before
+            {
+                return Err(ConfigError::new(
+                    ErrorCode::BreakScheduleShrinks,
+                    "break-schedule",
+                    (before, after),
+                    "a schedule whose break never shrinks from one consecutive open to the next",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for BreakSchedule {
@@ -484,6 +514,9 @@ impl Settings {
                 self.break_multiplier,
                 "a finite number of at least 1 (1 keeps the break constant)",
             ));
+        }
+        if let Some(schedule) = &self.break_schedule {
+            schedule.check_grows()?;
         }
         count("half-open-probes", self.half_open_probes)?;
         count("probe-successes", self.probe_successes)?;

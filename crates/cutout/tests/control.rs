@@ -447,6 +447,40 @@ fn bad_break_multipliers_are_a_coded_error_naming_the_key() {
 }
 
 #[test]
+fn a_break_schedule_that_shrinks_is_refused_with_a_code_naming_the_key() {
+    // 60 s, then 30 s, then 15 s …: a flapping dependency would be probed ever more often.
+    let halving = BreakSchedule::new(|opens| Duration::from_secs(120 >> opens.min(7)));
+    let error = base().break_schedule(Some(halving)).build().unwrap_err();
+    assert_eq!(
+        (error.code(), error.code().as_str(), error.key()),
+        (
+            ErrorCode::BreakScheduleShrinks,
+            "CUT-CFG-016",
+            "break-schedule"
+        )
+    );
+    assert_eq!(
+        error.to_string(),
+        "CUT-CFG-016: invalid break-schedule = (60s, 30s): allowed a schedule whose break never \
+         shrinks from one consecutive open to the next"
+    );
+    // One that shrinks late (after the tenth open) is caught too; constant and growing ones,
+    // and ones that panic somewhere, pass.
+    let late = BreakSchedule::new(|opens| if opens > 10 { SEC } else { 9 * SEC });
+    assert!(base().break_schedule(Some(late)).build().is_err());
+    for fine in [
+        BreakSchedule::new(|_| 5 * SEC),
+        BreakSchedule::new(|opens| opens * SEC),
+        BreakSchedule::new(|opens| {
+            assert!(opens < 3);
+            SEC
+        }),
+    ] {
+        base().break_schedule(Some(fine)).build().unwrap();
+    }
+}
+
+#[test]
 fn a_break_schedule_decides_the_break_capped_and_then_jittered() {
     let schedule = BreakSchedule::new(|opens| opens * 7 * SEC);
     let exact = Sim::new(
