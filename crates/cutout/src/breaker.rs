@@ -403,6 +403,13 @@ impl Breaker {
 
     /// Awaits `future` through the breaker; works on any runtime.
     ///
+    /// **A timeout outside this call leaves the breaker blind**: `tokio::time::timeout(d,
+    /// breaker.call_async(f))` cancels the call at the deadline and records nothing, so calls
+    /// that hang are never counted and the breaker never opens on them. Put the timeout
+    /// inside (`breaker.call_async(tokio::time::timeout(d, f))`, mapping the elapsed error to
+    /// `Err`), or use `call_async_timeout` (feature `tokio`), which counts a call that runs
+    /// out of time as a failure.
+    ///
     /// A refused call drops `future` unpolled. Dropping the returned future before it
     /// finishes (a timeout, a `select!`) records nothing and gives a probe slot back.
     pub async fn call_async<T, E, F>(&self, future: F) -> Result<T, Error<E>>

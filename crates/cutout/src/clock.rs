@@ -13,6 +13,8 @@
 //! of the value itself is needed. The coarse clock's orderings are in `coarse.rs`.
 
 mod coarse;
+#[cfg(feature = "tokio")]
+mod tokio;
 
 use std::fmt;
 use std::sync::Arc;
@@ -34,6 +36,8 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     }
 }
 
+#[cfg(feature = "tokio")]
+pub use self::tokio::TokioClock;
 pub(crate) use coarse::coarse_time;
 pub use coarse::{CoarseClock, CoarseClockError};
 

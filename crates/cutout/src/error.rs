@@ -146,7 +146,7 @@ impl fmt::Display for Rejected {
             self.breaker, self.reason
         )?;
         if let Some(after) = self.retry_after() {
-            write!(f, ", retry after {after:?}")?;
+            write!(f, ", retry after {}", crate::HumanDuration(after))?;
         }
         Ok(())
     }

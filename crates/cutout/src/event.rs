@@ -146,7 +146,7 @@ impl fmt::Display for Event {
         let t = &self.transition;
         write!(f, "{}: {} -> {}: {t}", self.breaker, t.from(), t.to())?;
         if let Transition::Opened { break_for, .. } = t {
-            write!(f, " (break {break_for:?})")?;
+            write!(f, " (break {})", crate::HumanDuration(*break_for))?;
         }
         Ok(())
     }

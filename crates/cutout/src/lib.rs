@@ -48,6 +48,9 @@
 //!   `"30s"`-style fields.
 //! - `tracing`: one `tracing` event per transition, and one per manual action (`reset`,
 //!   `isolate`, `disable`, `open_for`, `open_until`), which raise no transition event.
+//! - `tokio`: [`Breaker::call_async_timeout`] (an attempt timeout the breaker counts as a
+//!   failure; see [`timeout`]) and [`clock::TokioClock`] (breakers on tokio's paused time in
+//!   tests).
 //! - `metrics`: counters per outcome, refusal reason and transition, slow calls, a state gauge,
 //!   failure-rate, slow-rate and normal-latency gauges and a duration histogram of timed
 //!   calls, all described, through the `metrics` facade ([`metrics`] lists every name, type
@@ -66,6 +69,7 @@ mod control;
 mod error;
 mod event;
 mod front;
+mod human;
 mod id;
 mod locked;
 mod loom;
@@ -80,11 +84,14 @@ mod settings;
 mod snapshot;
 mod state;
 mod suggest;
+#[cfg(feature = "tokio")]
+pub mod timeout;
 
 pub use breaker::{Breaker, BreakerBuilder};
 pub use classify::{ErrorClass, Outcome, Verdict};
 pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
 pub use event::{Event, OpenReason, Transition};
+pub use human::HumanDuration;
 pub use id::BreakerId;
 pub use machine::ramp::Recovery;
 pub use permit::{OwnedPermit, Permit};
