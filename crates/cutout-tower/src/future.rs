@@ -58,15 +58,7 @@ impl<F, C> ResponseFuture<F, C> {
     }
 
     pub(crate) fn refused(rejection: Rejected, pause: Option<Duration>, classifier: C) -> Self {
-        // Never wait past the moment the breaker could admit the call again.
-        let pause = pause
-            .map(|pause| {
-                rejection
-                    .retry_after()
-                    .map_or(pause, |after| pause.min(after))
-            })
-            .filter(|pause| !pause.is_zero())
-            .map(|pause| Box::pin(tokio::time::sleep(pause)));
+        let pause = refusal_sleep(&rejection, pause);
         ResponseFuture {
             state: State::Refused {
                 rejection: Some(rejection),
@@ -77,6 +69,22 @@ impl<F, C> ResponseFuture<F, C> {
             guard: None,
         }
     }
+}
+
+/// The refusal pause for `rejection`, if any: `pause`, but never past the moment the breaker
+/// could admit the call again (its retry-after); no timer for no time.
+pub(crate) fn refusal_sleep(
+    rejection: &Rejected,
+    pause: Option<Duration>,
+) -> Option<Pin<Box<Sleep>>> {
+    pause
+        .map(|pause| {
+            rejection
+                .retry_after()
+                .map_or(pause, |after| pause.min(after))
+        })
+        .filter(|pause| !pause.is_zero())
+        .map(|pause| Box::pin(tokio::time::sleep(pause)))
 }
 
 impl<F, C, T, E> Future for ResponseFuture<F, C>

@@ -4,6 +4,16 @@
 //!   answers `Ready` in `poll_ready` and fails the call's future with a refusal, without calling
 //!   the inner service. The response future holds the permit and records the outcome through a
 //!   classifier; dropping it records nothing and frees a half-open probe slot.
+//! - [`WholeResponseLayer`] / [`WholeResponseService`] ([`body`]): the same, for HTTP responses
+//!   whose verdict may wait for the end of the body: the permit moves into the response's
+//!   [`BreakerBody`](body::BreakerBody) and records when the trailers arrive, the body ends or
+//!   breaks (a failure); a body dropped before its end records nothing. For gRPC (a status in
+//!   the trailers) and for bodies that break after good headers.
+//! - `grpc::GrpcClassifier` (feature `grpc`): `grpc-status` from a trailers-only response's
+//!   headers or from the trailers; `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `INTERNAL`, `UNKNOWN`,
+//!   `DATA_LOSS` and transport errors fail, `RESOURCE_EXHAUSTED` is throttling, the caller's
+//!   codes are ignored. No tonic dependency: it wraps a `tonic::transport::Channel` as any
+//!   tower service of HTTP requests.
 //! - [`keyed`]: one breaker per key (per destination host by default), bounded, observable and
 //!   with a cap on how many keys may be open at once. A key's settings are the same for every
 //!   key, a function of the key, or (feature `config`) its `[instances.<id>]` of a
@@ -57,16 +67,20 @@
 
 #![forbid(unsafe_code)]
 
+pub mod body;
 mod classify;
 mod clock;
 mod error;
 mod future;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod keyed;
 mod layer;
 pub mod respond;
 pub mod retry;
 mod service;
 
+pub use body::{WholeResponseLayer, WholeResponseService};
 pub use classify::HttpClassifier;
 pub use clock::TokioClock;
 pub use error::{BoxError, Error, RetryStop};

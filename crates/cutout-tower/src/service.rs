@@ -26,8 +26,16 @@ use crate::future::ResponseFuture;
 /// through the classifier `C` (default: `Ok` success, `Err` failure).
 pub struct BreakerService<S, C = DefaultClassifier> {
     inner: S,
-    breaker: Breaker,
     classifier: C,
+    admission: Admission,
+}
+
+/// What a breaker service's `poll_ready` decided for the next `call`: the breaker's answer,
+/// kept between the two. Shared by [`BreakerService`] and
+/// [`WholeResponseService`](crate::WholeResponseService), which differ only in when the permit
+/// records.
+pub(crate) struct Admission {
+    breaker: Breaker,
     pause: Option<Duration>,
     ready: Ready,
 }
@@ -38,6 +46,84 @@ enum Ready {
     Unpolled,
     Admitted(OwnedPermit),
     Refused(Rejected),
+}
+
+impl Admission {
+    pub(crate) fn new(breaker: Breaker) -> Self {
+        Admission {
+            breaker,
+            pause: None,
+            ready: Ready::Unpolled,
+        }
+    }
+
+    pub(crate) fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    pub(crate) fn pause(&self) -> Option<Duration> {
+        self.pause
+    }
+
+    pub(crate) fn set_pause(&mut self, pause: Duration) {
+        self.pause = Some(pause);
+    }
+
+    /// The breaker first, then `inner` (see [`BreakerService`]'s docs for the contract).
+    pub(crate) fn poll_ready<S, Req>(
+        &mut self,
+        inner: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), Error>>
+    where
+        S: Service<Req>,
+        S::Error: Into<BoxError>,
+    {
+        if !matches!(self.ready, Ready::Admitted(_)) {
+            // A refusal kept from an earlier poll may be stale: ask again.
+            match self.breaker.try_acquire_owned() {
+                Ok(permit) => self.ready = Ready::Admitted(permit),
+                Err(rejected) => {
+                    self.ready = Ready::Refused(rejected);
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        }
+        match inner.poll_ready(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+            Poll::Ready(Err(error)) => {
+                self.ready = Ready::Unpolled;
+                Poll::Ready(Err(Error::inner(error)))
+            }
+            Poll::Pending => {
+                // Do not sit on a probe slot while the inner service is busy.
+                self.ready = Ready::Unpolled;
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The permit for the call being made, or the refusal to fail it with.
+    pub(crate) fn take(&mut self) -> Result<OwnedPermit, Rejected> {
+        match std::mem::take(&mut self.ready) {
+            Ready::Admitted(permit) => Ok(permit),
+            Ready::Refused(rejected) => Err(rejected),
+            // Called without `poll_ready` (a contract breach tower allows services to punish):
+            // ask the breaker now and leave readiness to the inner service's own contract.
+            Ready::Unpolled => self.breaker.try_acquire_owned(),
+        }
+    }
+}
+
+/// A clone shares the breaker and starts unpolled: a permit is never used by two services.
+impl Clone for Admission {
+    fn clone(&self) -> Self {
+        Admission {
+            breaker: self.breaker.clone(),
+            pause: self.pause,
+            ready: Ready::Unpolled,
+        }
+    }
 }
 
 impl<S> BreakerService<S> {
@@ -52,10 +138,8 @@ impl<S, C> BreakerService<S, C> {
     pub fn with_classifier(inner: S, breaker: Breaker, classifier: C) -> Self {
         BreakerService {
             inner,
-            breaker,
             classifier,
-            pause: None,
-            ready: Ready::Unpolled,
+            admission: Admission::new(breaker),
         }
     }
 
@@ -63,13 +147,13 @@ impl<S, C> BreakerService<S, C> {
     /// so that a caller polling in a tight loop does not spin. Default: no pause. Needs a tokio
     /// timer.
     pub fn refusal_pause(mut self, pause: Duration) -> Self {
-        self.pause = Some(pause);
+        self.admission.set_pause(pause);
         self
     }
 
     /// The breaker.
     pub fn breaker(&self) -> &Breaker {
-        &self.breaker
+        self.admission.breaker()
     }
 
     /// The inner service.
@@ -94,10 +178,8 @@ impl<S: Clone, C: Clone> Clone for BreakerService<S, C> {
     fn clone(&self) -> Self {
         BreakerService {
             inner: self.inner.clone(),
-            breaker: self.breaker.clone(),
             classifier: self.classifier.clone(),
-            pause: self.pause,
-            ready: Ready::Unpolled,
+            admission: self.admission.clone(),
         }
     }
 }
@@ -113,45 +195,17 @@ where
     type Future = ResponseFuture<S::Future, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        if !matches!(self.ready, Ready::Admitted(_)) {
-            // A refusal kept from an earlier poll may be stale: ask again.
-            match self.breaker.try_acquire_owned() {
-                Ok(permit) => self.ready = Ready::Admitted(permit),
-                Err(rejected) => {
-                    self.ready = Ready::Refused(rejected);
-                    return Poll::Ready(Ok(()));
-                }
-            }
-        }
-        match self.inner.poll_ready(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
-            Poll::Ready(Err(error)) => {
-                self.ready = Ready::Unpolled;
-                Poll::Ready(Err(Error::inner(error)))
-            }
-            Poll::Pending => {
-                // Do not sit on a probe slot while the inner service is busy.
-                self.ready = Ready::Unpolled;
-                Poll::Pending
-            }
-        }
+        self.admission.poll_ready(&mut self.inner, cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
         let classifier = self.classifier.clone();
-        let permit = match std::mem::take(&mut self.ready) {
-            Ready::Admitted(permit) => permit,
-            Ready::Refused(rejected) => {
-                return ResponseFuture::refused(rejected, self.pause, classifier);
+        match self.admission.take() {
+            Ok(permit) => {
+                ResponseFuture::called(self.inner.call(request), classifier, Some(permit), None)
             }
-            // Called without `poll_ready` (a contract breach tower allows services to punish):
-            // ask the breaker now and leave readiness to the inner service's own contract.
-            Ready::Unpolled => match self.breaker.try_acquire_owned() {
-                Ok(permit) => permit,
-                Err(rejected) => return ResponseFuture::refused(rejected, self.pause, classifier),
-            },
-        };
-        ResponseFuture::called(self.inner.call(request), classifier, Some(permit), None)
+            Err(rejected) => ResponseFuture::refused(rejected, self.admission.pause(), classifier),
+        }
     }
 }
 
@@ -159,8 +213,8 @@ impl<S: fmt::Debug, C> fmt::Debug for BreakerService<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerService")
             .field("inner", &self.inner)
-            .field("breaker", &self.breaker)
-            .field("refusal_pause", &self.pause)
+            .field("breaker", self.admission.breaker())
+            .field("refusal_pause", &self.admission.pause())
             .finish_non_exhaustive()
     }
 }
