@@ -1,6 +1,6 @@
 //! The series the `metrics` feature records, with their names, types and labels.
 //!
-//! With the feature on, every breaker registers these through the [`metrics`] facade when it
+//! With the feature on, every breaker registers these through the `metrics` facade when it
 //! is built, with the recorder installed then (install the exporter's recorder, e.g.
 //! `metrics-exporter-prometheus`, before building breakers; breakers built before record to
 //! the no-op recorder). Each is described (`describe_*`), so a Prometheus exposition carries a
@@ -25,8 +25,8 @@
 //! The gauges follow the breaker's locked operations: the state gauge at every change of
 //! state, the rates and the latency at every transition and at most once a second otherwise.
 //! A break that has run out shows as half-open in [`Breaker::state`](crate::Breaker::state)
-//! before any call reaches the breaker; call
-//! [`Breaker::refresh_metrics`](crate::Breaker::refresh_metrics) before rendering an
+//! before any call reaches the breaker; call `Breaker::refresh_metrics` (feature `metrics`)
+//! before rendering an
 //! exposition (on each scrape) to bring every gauge to what `state()` and `snapshot()` report.
 //!
 //! Histograms: `metrics-exporter-prometheus` renders a histogram as a summary unless buckets

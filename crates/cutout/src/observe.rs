@@ -4,7 +4,7 @@
 //! compiles to nothing the breaker calls.
 //!
 //! The metrics and what each one means are listed in the crate docs
-//! ([`crate::metrics_reference`] with the feature on).
+//! ([`crate::metrics`]).
 
 #[cfg(feature = "metrics")]
 pub(crate) use metrics_glue::Metrics;
