@@ -3,37 +3,150 @@
 //! | endpoint | answer |
 //! |---|---|
 //! | `GET /` | the live status page (HTML; no data in it, so no token needed) |
-//! | `GET /healthz` | per-cluster health as JSON; 200 while no breaker is unhealthy (open or isolated), else 503. Half-open / recovering count as degraded: still 200. No token needed (load balancers probe it) |
+//! | `GET /livez` | 200 while the process answers (no token) |
+//! | `GET /readyz` | 200 once both listeners are bound and serving, 503 before and while draining; upstream state is not readiness (no token) |
+//! | `GET /healthz` | per-cluster health as JSON, always 200: `status` is `ok`, or `degraded` while a cluster is not closed. With `healthz-strict = true`, 503 while a cluster is open or isolated (`status` `unhealthy`); half-open / recovering stay 200. No token (load balancers probe it) |
 //! | `GET /metrics` | Prometheus text exposition (503 if another metrics recorder owns the process) |
 //! | `GET /breakers` | JSON: every breaker's snapshot and the recent transitions |
-//! | `POST /breakers/{id}/isolate`, `POST /breakers/{id}/reset` | 200 with the new snapshot; unknown id → 404 (with a suggestion), unknown action → 404 |
+//! | `POST /breakers/{id}/isolate`, `POST /breakers/{id}/reset` | 200 with the new snapshot; unknown id → 404 (with a suggestion), unknown action → 404; other methods → 405 |
 //!
-//! With a token configured, every endpoint but `/` and `/healthz` requires
-//! `Authorization: Bearer <token>`: missing → 401 with `WWW-Authenticate: Bearer`, wrong → 403.
-//! The status page reads the token from its URL fragment (`/#token=…`, never sent to the server)
-//! and sends it with each poll.
+//! Every request passes [`guard`] first (403 otherwise):
+//! - **Host** (DNS-rebinding defence), when the listener is bound to a loopback address:
+//!   exactly one `Host`, naming a loopback host (`localhost`, `127.x.x.x`, `[::1]`) and the
+//!   listener's own port. A page on `evil.example` that rebinds its name to 127.0.0.1 sends
+//!   `Host: evil.example:…` and is refused. Off loopback the name is not checked (the
+//!   operator's names are unknown): set `admin-token` there (`GW-WARN-001` says so).
+//! - **Origin** (cross-site defence), on every bind: when present, it must be the same origin
+//!   as `Host` (`http://` + the `Host` value); `null` or another origin is refused. When
+//!   present, `Sec-Fetch-Site` must be `same-origin` or `none`.
+//!
+//! With a token configured, every endpoint but `/`, `/livez`, `/readyz` and `/healthz` requires
+//! it in a header: `Authorization: Bearer <token>` or `x-cutout-token: <token>`; missing → 401
+//! with `WWW-Authenticate: Bearer`, wrong → 403. A token in the query string or a cookie is
+//! never read (a browser would attach a cookie to a cross-site request; a URL leaks into logs).
+//! The status page reads the token from its URL fragment (`/#token=…`, never sent to the
+//! server) and sends it in `Authorization` with each poll.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{Path, Request, State};
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use cutout::{Breaker, Health};
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use cutout_tower::BoxError;
+use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use serde_json::{Value, json};
+use tower::ServiceBuilder;
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Readiness};
+use crate::refusal::{Refusal, note};
+use crate::server::LocalAddr;
 
-/// The admin API (see the module docs for the endpoints).
+/// The admin API (see the module docs for the endpoints and checks).
 pub fn app(gateway: Arc<Gateway>) -> Router {
+    let request_timeout = gateway.config().limits.request_timeout;
     Router::new()
         .route("/", get(page))
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/breakers", get(breakers))
         .route("/breakers/{id}/{action}", post(control))
+        .layer(
+            ServiceBuilder::new()
+                .layer(from_fn_with_state(Arc::clone(&gateway), guard))
+                .layer(HandleErrorLayer::new(deadline_passed))
+                .timeout(request_timeout),
+        )
         .with_state(gateway)
+}
+
+async fn deadline_passed(_: BoxError) -> Response {
+    note(
+        Refusal::RequestTimeout,
+        "admin",
+        "an admin request passed request-timeout; answered 503",
+    );
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the request took longer than request-timeout",
+    )
+}
+
+/// The Host and Origin checks of every admin request (see the module docs).
+pub async fn guard(State(gateway): State<Arc<Gateway>>, request: Request, next: Next) -> Response {
+    let local = request
+        .extensions()
+        .get::<LocalAddr>()
+        .map_or(gateway.config().admin, |l| l.0);
+    if let Err(why) = check_host_and_origin(local, request.headers()) {
+        note(Refusal::AdminForbidden, "admin", format_args!("403: {why}"));
+        return error(StatusCode::FORBIDDEN, why);
+    }
+    next.run(request).await
+}
+
+/// Whether `host` (an authority) names a loopback host: `localhost`, an address in
+/// 127.0.0.0/8 or `[::1]`.
+fn is_loopback_name(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
+        return true;
+    }
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    literal.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The checks of [`guard`], for a listener bound at `local`.
+fn check_host_and_origin(local: SocketAddr, headers: &HeaderMap) -> Result<(), &'static str> {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => host.to_str().ok(),
+        (None, _) if !local.ip().is_loopback() => None,
+        _ => return Err("exactly one Host header is required"),
+    };
+    if local.ip().is_loopback() {
+        let host = host.ok_or("the Host header is not a valid host")?;
+        let authority: http::uri::Authority = host
+            .parse()
+            .map_err(|_| "the Host header is not a valid host")?;
+        if !is_loopback_name(authority.host()) {
+            return Err("this admin listener answers only to a loopback Host");
+        }
+        if authority.port_u16().unwrap_or(80) != local.port() || host.contains('@') {
+            return Err("the Host header's port is not this admin listener's");
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let same = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.parse::<Uri>().ok())
+            .zip(host)
+            .is_some_and(|(origin, host)| {
+                origin.scheme_str() == Some("http")
+                    && origin.path_and_query().is_none_or(|pq| pq.as_str() == "/")
+                    && origin
+                        .authority()
+                        .is_some_and(|a| a.as_str().eq_ignore_ascii_case(host))
+            });
+        if !same {
+            return Err("cross-origin requests are refused");
+        }
+    }
+    if let Some(site) = headers.get("sec-fetch-site")
+        && !matches!(site.as_bytes(), b"same-origin" | b"none")
+    {
+        return Err("cross-site requests are refused");
+    }
+    Ok(())
 }
 
 async fn page() -> Html<&'static str> {
@@ -56,25 +169,35 @@ fn error(status: StatusCode, message: &str) -> Response {
     json_response(status, &json!({ "error": message }))
 }
 
-/// The 401/403 answer when a token is configured and the request lacks it.
+/// The 401/403 answer when a token is configured and the request lacks it. The token is read
+/// from `Authorization: Bearer` or `x-cutout-token`, never from the query or a cookie.
 fn authorize(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
-    // No token configured: everything is open (the listener is loopback by default).
+    // No token configured: everything is open (the listener is loopback by default, and the
+    // guard holds off other origins).
     let token = gateway.config().admin_token.as_deref()?;
-    let given = headers
+    let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        None => {
-            let mut response = error(StatusCode::UNAUTHORIZED, "a bearer token is required");
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"cutout-gateway\""),
-            );
-            Some(response)
-        }
-        Some(given) if constant_time_eq(given.trim().as_bytes(), token.as_bytes()) => None,
-        Some(_) => Some(error(StatusCode::FORBIDDEN, "wrong bearer token")),
+    let header = headers.get("x-cutout-token").and_then(|v| v.to_str().ok());
+    let given: Vec<&str> = bearer.into_iter().chain(header).collect();
+    if given.is_empty() {
+        note(Refusal::AdminForbidden, "admin", "401: no token");
+        let mut response = error(StatusCode::UNAUTHORIZED, "a token is required");
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"cutout-gateway\""),
+        );
+        return Some(response);
+    }
+    if given
+        .iter()
+        .any(|g| constant_time_eq(g.trim().as_bytes(), token.as_bytes()))
+    {
+        None
+    } else {
+        note(Refusal::AdminForbidden, "admin", "403: wrong token");
+        Some(error(StatusCode::FORBIDDEN, "wrong token"))
     }
 }
 
@@ -82,27 +205,55 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+async fn livez() -> Response {
+    json_response(StatusCode::OK, &json!({ "status": "alive" }))
+}
+
+async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
+    let readiness = gateway.readiness();
+    let ready = readiness == Readiness::Ready;
+    let listening = gateway.listening();
+    json_response(
+        if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        &json!({
+            "ready": ready,
+            "state": readiness.as_str(),
+            "proxy": listening.map(|(p, _)| p.to_string()),
+            "admin": listening.map(|(_, a)| a.to_string()),
+            "clusters": gateway.clusters().len(),
+        }),
+    )
+}
+
 async fn healthz(State(gateway): State<Arc<Gateway>>) -> Response {
     let mut clusters = serde_json::Map::new();
     let mut unhealthy = false;
+    let mut degraded = false;
     for (name, cluster) in gateway.clusters() {
         let breaker = cluster.breaker();
         let health = breaker.health();
         unhealthy |= health == Health::Unhealthy;
+        degraded |= health != Health::Healthy;
         clusters.insert(
             name.clone(),
             json!({ "health": health.as_str(), "state": breaker.state().as_str() }),
         );
     }
-    let status = if unhealthy {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
-        StatusCode::OK
+    let strict = gateway.config().healthz_strict;
+    let (status, word) = match (unhealthy, degraded) {
+        (true, _) if strict => (StatusCode::SERVICE_UNAVAILABLE, "unhealthy"),
+        (_, true) => (StatusCode::OK, "degraded"),
+        _ => (StatusCode::OK, "ok"),
     };
     json_response(
         status,
         &json!({
-            "status": if unhealthy { "unhealthy" } else { "ok" },
+            "status": word,
+            "strict": strict,
             "clusters": clusters,
         }),
     )
@@ -208,5 +359,99 @@ async fn control(
         }
         Err(e) if e.is_unknown_id() => error(StatusCode::NOT_FOUND, &e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn loopback_listeners_answer_loopback_hosts_on_their_port_only() {
+        let local: SocketAddr = "127.0.0.1:9090".parse().unwrap();
+        let check = |pairs: &[(&str, &str)]| check_host_and_origin(local, &headers(pairs));
+        for host in [
+            "127.0.0.1:9090",
+            "localhost:9090",
+            "LOCALHOST:9090",
+            "127.9.9.9:9090",
+            "[::1]:9090",
+        ] {
+            assert_eq!(check(&[("host", host)]), Ok(()), "{host}");
+        }
+        for host in [
+            "evil.example:9090",
+            "127.0.0.1:9091",
+            "127.0.0.1",
+            "u@127.0.0.1:9090",
+            "localhost.evil:9090",
+            "[::2]:9090",
+            "",
+        ] {
+            assert!(check(&[("host", host)]).is_err(), "{host}");
+        }
+        assert!(check(&[]).is_err(), "no Host");
+        assert!(check(&[("host", "127.0.0.1:9090"), ("host", "127.0.0.1:9090")]).is_err());
+        // Port 80 may be left out.
+        let on_80: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        assert_eq!(
+            check_host_and_origin(on_80, &headers(&[("host", "localhost")])),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn origins_must_be_the_host_s_own() {
+        let local: SocketAddr = "127.0.0.1:9090".parse().unwrap();
+        let check = |origin: &str| {
+            check_host_and_origin(
+                local,
+                &headers(&[("host", "127.0.0.1:9090"), ("origin", origin)]),
+            )
+        };
+        assert_eq!(check("http://127.0.0.1:9090"), Ok(()));
+        for origin in [
+            "http://evil.example",
+            "null",
+            "https://127.0.0.1:9090",
+            "http://127.0.0.1:8080",
+            "http://localhost:9090",
+            "http://127.0.0.1:9090/x",
+        ] {
+            assert!(check(origin).is_err(), "{origin}");
+        }
+        let site = |value: &str| {
+            check_host_and_origin(
+                local,
+                &headers(&[("host", "127.0.0.1:9090"), ("sec-fetch-site", value)]),
+            )
+        };
+        assert_eq!(site("same-origin"), Ok(()));
+        assert_eq!(site("none"), Ok(()));
+        assert!(site("same-site").is_err());
+        assert!(site("cross-site").is_err());
+        // Off loopback: any name, but still one origin.
+        let exposed: SocketAddr = "10.0.0.5:9090".parse().unwrap();
+        let h = headers(&[
+            ("host", "gw.internal:9090"),
+            ("origin", "http://gw.internal:9090"),
+        ]);
+        assert_eq!(check_host_and_origin(exposed, &h), Ok(()));
+        let h = headers(&[
+            ("host", "gw.internal:9090"),
+            ("origin", "http://evil.example"),
+        ]);
+        assert!(check_host_and_origin(exposed, &h).is_err());
     }
 }

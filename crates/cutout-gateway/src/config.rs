@@ -8,6 +8,16 @@
 //! attempt-timeout = "2s"           # per forwarded attempt, inside the breaker
 //! breakers = true                  # false: no breaker at all (benchmarks)
 //! honor-retry-after = false        # true: a 429 / 503 `Retry-After` opens the breaker
+//! healthz-strict = false           # true: /healthz answers 503 while a cluster is open
+//! # Limits (see [`Limits`]; every one has a default):
+//! header-read-timeout = "10s"      # a request head must arrive within this
+//! idle-timeout = "60s"             # a connection moving no byte for this long is closed
+//! request-timeout = "30s"          # whole-request deadline (until the response head)
+//! max-connections = 1024           # open connections on the proxy listener
+//! admin-max-connections = 32       # open connections on the admin listener
+//! max-request-body = "10MiB"       # larger bodies are answered 413
+//! pool-idle-timeout = "30s"        # idle pooled upstream connections are closed after this
+//! shutdown-timeout = "30s"         # how long shutdown waits for in-flight requests
 //!
 //! [[routes]]
 //! prefix = "/accounts"             # longest matching prefix wins
@@ -45,6 +55,71 @@ pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Whether a throttled upstream's `Retry-After` opens its cluster's breaker, by default.
 pub const DEFAULT_HONOR_RETRY_AFTER: bool = false;
+/// The default `header-read-timeout`.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default `idle-timeout`.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default `request-timeout`.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `max-connections` (proxy listener).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The default `admin-max-connections`.
+pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 32;
+/// The default `max-request-body`: 10 MiB.
+pub const DEFAULT_MAX_REQUEST_BODY: usize = 10 * 1024 * 1024;
+/// The default `pool-idle-timeout`.
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `shutdown-timeout`.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest `max-connections` / `admin-max-connections` accepted.
+pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+
+/// The gateway's resource limits (`[gateway]` keys), each with a default.
+///
+/// | key | default | what it bounds |
+/// |---|---|---|
+/// | `header-read-timeout` | 10 s | hyper's header-read timer: from the moment a connection waits for a request head (accept, or the end of the previous response) until the head is complete. It closes slow-header (slowloris) connections, connections that never send, and kept-alive connections left unused |
+/// | `idle-timeout` | 60 s | a connection on which no byte moves either way for this long is closed, whatever it is doing (a stalled upload, a client that stops reading its response). At least `request-timeout` (`GW-CFG-010`), so it never cuts a request the deadline would let finish |
+/// | `request-timeout` | 30 s | the whole-request deadline on both listeners, until the response head: the proxy answers 504, admin 503; the breaker counts nothing (the gateway gave up, not the upstream) |
+/// | `max-connections` | 1024 | open connections on the proxy listener; more are accepted and closed at once |
+/// | `admin-max-connections` | 32 | the same for the admin listener, counted apart, so a flood on the proxy cannot lock the operator out |
+/// | `max-request-body` | 10 MiB | a request body larger than this is answered 413 (at once from `Content-Length`, or when the streamed body crosses it), never counted by the breaker |
+/// | `pool-idle-timeout` | 30 s | an idle pooled connection to an upstream is closed after this |
+/// | `shutdown-timeout` | 30 s | on SIGTERM / Ctrl-C, how long in-flight requests may finish before their connections are closed |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `header-read-timeout`.
+    pub header_read_timeout: Duration,
+    /// `idle-timeout`.
+    pub idle_timeout: Duration,
+    /// `request-timeout`.
+    pub request_timeout: Duration,
+    /// `max-connections` (proxy listener).
+    pub max_connections: usize,
+    /// `admin-max-connections`.
+    pub admin_max_connections: usize,
+    /// `max-request-body`, in bytes.
+    pub max_request_body: usize,
+    /// `pool-idle-timeout`.
+    pub pool_idle_timeout: Duration,
+    /// `shutdown-timeout`.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            admin_max_connections: DEFAULT_ADMIN_MAX_CONNECTIONS,
+            max_request_body: DEFAULT_MAX_REQUEST_BODY,
+            pool_idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        }
+    }
+}
 
 /// The whole gateway configuration, validated.
 #[derive(Debug, Clone)]
@@ -53,8 +128,14 @@ pub struct GatewayConfig {
     pub listen: SocketAddr,
     /// Where the admin API listens.
     pub admin: SocketAddr,
-    /// Bearer token the admin API requires (all endpoints but `/healthz` and the page itself).
+    /// Token the admin API requires (all endpoints but the page and the health endpoints), in
+    /// `Authorization: Bearer <token>` or `x-cutout-token: <token>`.
     pub admin_token: Option<String>,
+    /// `healthz-strict`: `/healthz` answers 503 while any cluster is open or isolated (default
+    /// `false`: always 200, the body tells each cluster's health).
+    pub healthz_strict: bool,
+    /// Resource limits of both listeners and the upstream pool.
+    pub limits: Limits,
     /// Whether clusters are guarded by breakers (`false` only for comparisons).
     pub breakers_enabled: bool,
     /// Routes, longest prefix first.
@@ -160,6 +241,8 @@ impl GatewayConfig {
         let mut timeout = DEFAULT_ATTEMPT_TIMEOUT;
         let mut breakers_enabled = true;
         let mut honor_retry_after = DEFAULT_HONOR_RETRY_AFTER;
+        let mut healthz_strict = false;
+        let mut limits = Limits::default();
         for (key, value) in &gateway {
             let path = format!("gateway.{key}");
             match key.as_str() {
@@ -180,15 +263,42 @@ impl GatewayConfig {
                 "attempt-timeout" => timeout = duration(&path, value)?,
                 "breakers" => breakers_enabled = boolean(&path, value)?,
                 "honor-retry-after" => honor_retry_after = boolean(&path, value)?,
+                "healthz-strict" => healthz_strict = boolean(&path, value)?,
+                "header-read-timeout" => limits.header_read_timeout = duration(&path, value)?,
+                "idle-timeout" => limits.idle_timeout = duration(&path, value)?,
+                "request-timeout" => limits.request_timeout = duration(&path, value)?,
+                "max-connections" => {
+                    limits.max_connections = count(&path, value, 1, MAX_CONNECTIONS_LIMIT)?;
+                }
+                "admin-max-connections" => {
+                    limits.admin_max_connections = count(&path, value, 1, MAX_CONNECTIONS_LIMIT)?;
+                }
+                "max-request-body" => limits.max_request_body = size(&path, value)?,
+                "pool-idle-timeout" => limits.pool_idle_timeout = duration(&path, value)?,
+                "shutdown-timeout" => limits.shutdown_timeout = duration(&path, value)?,
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
                         "listen, admin, admin-token, attempt-timeout, breakers, \
-                         honor-retry-after",
+                         honor-retry-after, healthz-strict, header-read-timeout, idle-timeout, \
+                         request-timeout, max-connections, admin-max-connections, \
+                         max-request-body, pool-idle-timeout, shutdown-timeout",
                     ));
                 }
             }
+        }
+        if limits.idle_timeout < limits.request_timeout {
+            return Err(ConfigError::new(
+                "GW-CFG-010",
+                "gateway.idle-timeout",
+                &humantime::format_duration(limits.idle_timeout).to_string(),
+                &format!(
+                    "shorter than gateway.request-timeout ({}): an idle connection would be cut \
+                     before the request's deadline; allowed at least request-timeout",
+                    humantime::format_duration(limits.request_timeout)
+                ),
+            ));
         }
 
         let defaults = ClusterDefaults {
@@ -232,6 +342,8 @@ impl GatewayConfig {
             listen,
             admin,
             admin_token,
+            healthz_strict,
+            limits,
             breakers_enabled,
             routes,
             clusters,
@@ -242,6 +354,22 @@ impl GatewayConfig {
     /// The route for `path`: the longest matching prefix.
     pub fn route(&self, path: &str) -> Option<&Route> {
         self.routes.iter().find(|r| r.matches(path))
+    }
+
+    /// Warnings about a valid configuration, each with a stable code: `GW-WARN-001` when the
+    /// admin listener is bound off loopback without `admin-token` (anyone who reaches the
+    /// address can isolate clusters). `--check` prints them, and the gateway logs them at start.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if !self.admin.ip().is_loopback() && self.admin_token.is_none() {
+            warnings.push(format!(
+                "GW-WARN-001: gateway.admin = \"{}\" is not a loopback address and no \
+                 gateway.admin-token is set: anyone who can reach it can read the breakers and \
+                 isolate or reset clusters; set admin-token or bind 127.0.0.1",
+                self.admin
+            ));
+        }
+        warnings
     }
 }
 
@@ -440,6 +568,17 @@ fn string<'a>(path: &str, value: &'a toml::Value) -> Result<&'a str, ConfigError
 fn addr(path: &str, value: &toml::Value) -> Result<SocketAddr, ConfigError> {
     let text = string(path, value)?;
     text.parse().map_err(|_| {
+        if let Some((_, port)) = text.rsplit_once(':')
+            && !port.is_empty()
+            && port.bytes().all(|b| b.is_ascii_digit())
+        {
+            return ConfigError::new(
+                "GW-CFG-009",
+                path,
+                &show(value),
+                "port out of range; allowed 0-65535 (0: any free port)",
+            );
+        }
         ConfigError::new(
             "GW-CFG-004",
             path,
@@ -447,6 +586,90 @@ fn addr(path: &str, value: &toml::Value) -> Result<SocketAddr, ConfigError> {
             "allowed an IP address and port such as \"127.0.0.1:8080\"",
         )
     })
+}
+
+/// The port written in an authority (`host:port`, `[v6]:port`): `Ok(None)` without one,
+/// `Err(())` when it is not a number in 1–65535.
+pub(crate) fn authority_port(authority: &str) -> Result<Option<u16>, ()> {
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return Ok(None);
+    };
+    if host.starts_with('[') && !host.ends_with(']') {
+        // A colon inside an IPv6 literal without a port.
+        return Ok(None);
+    }
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.len() > 5 {
+        return Err(());
+    }
+    match port.parse::<u16>() {
+        Ok(0) | Err(_) => Err(()),
+        Ok(n) => Ok(Some(n)),
+    }
+}
+
+/// An integer in `min..=max`: GW-CFG-003 when not an integer, GW-CFG-009 when out of range.
+fn count(path: &str, value: &toml::Value, min: usize, max: usize) -> Result<usize, ConfigError> {
+    let n = value
+        .as_integer()
+        .ok_or_else(|| wrong_type(path, value, &format!("an integer in {min}-{max}")))?;
+    usize::try_from(n)
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| {
+            ConfigError::new(
+                "GW-CFG-009",
+                path,
+                &show(value),
+                &format!("out of range; allowed {min}-{max}"),
+            )
+        })
+}
+
+/// A size in bytes: an integer, or a string with a unit (`"64KiB"`, `"10 MiB"`, `"1MB"`,
+/// `"512B"`; KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024). At least one byte.
+fn size(path: &str, value: &toml::Value) -> Result<usize, ConfigError> {
+    let out_of_range = || {
+        ConfigError::new(
+            "GW-CFG-009",
+            path,
+            &show(value),
+            "out of range; allowed 1 byte or more",
+        )
+    };
+    let bytes: u64 = match value {
+        toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| out_of_range())?,
+        toml::Value::String(text) => parse_size(text).ok_or_else(|| {
+            ConfigError::new(
+                "GW-CFG-004",
+                path,
+                &show(value),
+                "allowed a size such as 1048576, \"64KiB\", \"10MiB\" or \"1GB\"",
+            )
+        })?,
+        other => return Err(wrong_type(path, other, "a size such as \"10MiB\"")),
+    };
+    if bytes == 0 {
+        return Err(out_of_range());
+    }
+    Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
+}
+
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let unit: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "kib" => 1 << 10,
+        "mb" => 1000 * 1000,
+        "mib" => 1 << 20,
+        "gb" => 1000 * 1000 * 1000,
+        "gib" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(unit)
 }
 
 fn duration(path: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
@@ -475,6 +698,16 @@ fn upstream(path: &str, value: &toml::Value) -> Result<Uri, ConfigError> {
     let uri: Uri = text.parse().map_err(|_| bad())?;
     if uri.scheme_str() != Some("http") || uri.authority().is_none() {
         return Err(bad());
+    }
+    if let Some(authority) = uri.authority()
+        && authority_port(authority.as_str()).is_err()
+    {
+        return Err(ConfigError::new(
+            "GW-CFG-009",
+            path,
+            &show(value),
+            "port out of range; allowed 1-65535",
+        ));
     }
     if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
         return Err(bad());
@@ -585,6 +818,29 @@ mod tests {
         let e = err(&doc("honr-retry-after = true", ""));
         assert_eq!(e.code(), "GW-CFG-002");
         assert!(e.to_string().contains("honor-retry-after"), "{e}");
+    }
+
+    #[test]
+    fn sizes_and_ports_are_read() {
+        assert_eq!(parse_size("64KiB"), Some(65536));
+        assert_eq!(parse_size("10 MiB"), Some(10 << 20));
+        assert_eq!(parse_size("1MB"), Some(1_000_000));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("2gib"), Some(2 << 30));
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("1.5MiB"), None);
+        assert_eq!(parse_size("99999999999999999999GiB"), None);
+        assert_eq!(authority_port("a.example"), Ok(None));
+        assert_eq!(authority_port("a.example:8080"), Ok(Some(8080)));
+        assert_eq!(authority_port("[::1]"), Ok(None));
+        assert_eq!(authority_port("[::1]:9"), Ok(Some(9)));
+        for bad in ["a:0", "a:65536", "a:99999", "a:", "a:x", "a:0000000000080"] {
+            assert_eq!(authority_port(bad), Err(()), "{bad}");
+        }
+        let c = GatewayConfig::from_toml(MINIMAL).unwrap();
+        assert_eq!(c.limits, Limits::default());
+        assert!(!c.healthz_strict);
+        assert!(c.warnings().is_empty());
     }
 
     fn err(doc: &str) -> ConfigError {

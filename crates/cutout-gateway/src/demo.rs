@@ -129,7 +129,7 @@ Try:
   curl -X POST http://{transfer}/chaos/slow              # 1.5 s answers: 504 too (timeout 1 s)
   curl http://{admin}/breakers                            # JSON snapshots
   curl -X POST http://{admin}/breakers/transfer-service/isolate   # force open; .../reset closes it
-  curl http://{admin}/healthz ; curl http://{admin}/metrics
+  curl http://{admin}/healthz ; curl http://{admin}/readyz ; curl http://{admin}/metrics
 Ctrl-C stops the demo.
 "
     )

@@ -10,19 +10,29 @@
 //! | `GW-CFG-006` | a duplicate route prefix |
 //! | `GW-CFG-007` | a name that refers to no cluster |
 //! | `GW-CFG-008` | the admin and proxy listeners are the same address |
+//! | `GW-CFG-009` | a number out of its allowed range: a port (listeners 0–65535, upstreams 1–65535), a connection count, a size |
+//! | `GW-CFG-010` | two values that contradict each other (`idle-timeout` shorter than `request-timeout`) |
 //! | `CUT-CFG-…` | cutout's breaker settings codes, inside `[breakers]` (see `cutout::config`) |
 //! | `GW-RUN-001` | the configuration file cannot be read |
 //! | `GW-RUN-002` | a listener cannot bind its address (in use, not permitted) |
+//! | `GW-WARN-001` | (a warning) the admin listener is off loopback and has no `admin-token` |
+//! | `GW-WARN-002` | (a warning) the connection limits can need more file descriptors than `ulimit -n` allows |
 //!
-//! Proxy responses for errors ([`ProxyError::into_response`]):
+//! Proxy responses for errors ([`ProxyError::into_response`]). None of them names an upstream
+//! address: a refusal names the cluster.
 //!
-//! | error | status |
-//! |---|---|
-//! | no route for the path | 404 Not Found |
-//! | the cluster's breaker refuses | 503 Service Unavailable with `Retry-After` |
-//! | the attempt timed out | 504 Gateway Timeout |
-//! | the upstream cannot be reached / the connection failed | 502 Bad Gateway |
-//! | the request cannot be forwarded (bad URI) | 400 Bad Request |
+//! | error | status | counted by the breaker |
+//! |---|---|---|
+//! | no route for the path | 404 Not Found | no |
+//! | bad request target or `Host` (missing, duplicate, invalid; an absolute-form target whose authority is not `Host`; a path escaping the root with `..`) | 400 Bad Request | no |
+//! | `CONNECT` | 405 Method Not Allowed | no |
+//! | the client's body is broken: bad chunked framing, cut short, the client vanished ([`ClientFault::Body`]) | 400 Bad Request (or nothing, when the client is gone) | no |
+//! | the upstream was waiting for the client's body when the attempt timed out ([`ClientFault::Stalled`]) | 408 Request Timeout | no |
+//! | the body is larger than `max-request-body` ([`ClientFault::TooLarge`]) | 413 Content Too Large | no |
+//! | the cluster's breaker refuses | 503 Service Unavailable with `Retry-After` | (a refusal) |
+//! | the attempt timed out | 504 Gateway Timeout | yes, a failure |
+//! | the whole-request deadline (`request-timeout`) passed | 504 Gateway Timeout | no (the gateway gave up) |
+//! | the upstream cannot be reached / the connection failed | 502 Bad Gateway | yes, a failure |
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -143,14 +153,73 @@ impl From<ConfigError> for StartError {
     }
 }
 
+/// What went wrong on the client's side of a forwarded request. The breaker never counts it:
+/// the upstream was healthy as far as this request could tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientFault {
+    /// The client's body could not be read: bad chunked framing, shorter than its
+    /// `Content-Length`, or the client went away while sending it. Answered 400.
+    Body,
+    /// The attempt timed out while the upstream was waiting for the client's body. Answered
+    /// 408.
+    Stalled,
+    /// The body is larger than `max-request-body`. Answered 413.
+    TooLarge,
+}
+
+impl ClientFault {
+    /// The status the fault is answered with.
+    pub fn status(self) -> StatusCode {
+        match self {
+            ClientFault::Body => StatusCode::BAD_REQUEST,
+            ClientFault::Stalled => StatusCode::REQUEST_TIMEOUT,
+            ClientFault::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        }
+    }
+
+    /// Finds a client fault in `error` or its source chain.
+    pub fn find(error: &(dyn std::error::Error + 'static)) -> Option<ClientFault> {
+        let mut next = Some(error);
+        while let Some(error) = next {
+            if let Some(fault) = error.downcast_ref::<ClientFault>() {
+                return Some(*fault);
+            }
+            next = error.source();
+        }
+        None
+    }
+}
+
+impl fmt::Display for ClientFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ClientFault::Body => "the request body could not be read",
+            ClientFault::Stalled => "the request body stopped arriving",
+            ClientFault::TooLarge => "the request body is larger than the gateway accepts",
+        })
+    }
+}
+
+impl std::error::Error for ClientFault {}
+
 /// Why the proxy could not return an upstream's response.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ProxyError {
     /// No route matches the path.
     NoRoute,
-    /// The request could not be turned into an upstream request.
-    BadRequest(String),
-    /// The breaker stack failed: a refusal, a timeout or a forwarding error.
+    /// The request could not be turned into an upstream request: its target or `Host`. The
+    /// text is sent to the client, so it never holds anything but the gateway's own words.
+    BadRequest(&'static str),
+    /// A method the gateway never forwards (`CONNECT`).
+    MethodNotAllowed,
+    /// The client's side of the request failed.
+    Client(ClientFault),
+    /// The whole-request deadline passed.
+    Deadline,
+    /// The breaker stack failed: a refusal, a timeout or a forwarding error (or, inside it, a
+    /// [`ClientFault`] found while forwarding).
     Stack(cutout_tower::Error),
 }
 
@@ -166,8 +235,31 @@ impl ProxyError {
             ProxyError::BadRequest(why) => {
                 text(StatusCode::BAD_REQUEST, &format!("bad request: {why}\n"))
             }
+            ProxyError::MethodNotAllowed => {
+                let mut response = text(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "the gateway does not forward CONNECT\n",
+                );
+                response.headers_mut().insert(
+                    http::header::ALLOW,
+                    http::HeaderValue::from_static("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),
+                );
+                // A client that asked for a tunnel has nothing else to say on this connection.
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+                response
+            }
+            ProxyError::Client(fault) => client_fault(*fault),
+            ProxyError::Deadline => text(
+                StatusCode::GATEWAY_TIMEOUT,
+                "the gateway's deadline for this request passed\n",
+            ),
             ProxyError::Stack(error) => {
-                if error.is_rejected() || error.is_timeout() {
+                if let Some(fault) = ClientFault::find(error) {
+                    client_fault(fault)
+                } else if error.is_rejected() || error.is_timeout() {
                     respond::error_response(error)
                 } else {
                     text(
@@ -178,6 +270,16 @@ impl ProxyError {
             }
         }
     }
+}
+
+fn client_fault(fault: ClientFault) -> http::Response<String> {
+    let mut response = text(fault.status(), &format!("{fault}\n"));
+    // The rest of the body is unread: the connection cannot carry another request.
+    response.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 fn text(status: StatusCode, body: &str) -> http::Response<String> {
@@ -203,7 +305,15 @@ mod tests {
     #[test]
     fn statuses() {
         assert_eq!(ProxyError::NoRoute.status(), 404);
-        assert_eq!(ProxyError::BadRequest("x".into()).status(), 400);
+        assert_eq!(ProxyError::BadRequest("x").status(), 400);
+        assert_eq!(ProxyError::MethodNotAllowed.status(), 405);
+        assert_eq!(ProxyError::Deadline.status(), 504);
+        assert_eq!(ProxyError::Client(ClientFault::Body).status(), 400);
+        assert_eq!(ProxyError::Client(ClientFault::Stalled).status(), 408);
+        assert_eq!(ProxyError::Client(ClientFault::TooLarge).status(), 413);
+        // A client fault inside the stack's error wins over the timeout it caused.
+        let inside = cutout_tower::Error::inner(ClientFault::Stalled);
+        assert_eq!(ProxyError::Stack(inside).status(), 408);
         let timeout = cutout_tower::Error::inner(tower::timeout::error::Elapsed::new());
         assert_eq!(ProxyError::Stack(timeout).status(), 504);
         let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);

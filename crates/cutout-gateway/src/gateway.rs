@@ -1,7 +1,9 @@
 //! [`Gateway`]: the shared state of both listeners: clusters, their breakers, recent transitions.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cutout::clock::Clock;
@@ -38,6 +40,31 @@ pub struct Gateway {
     clusters: BTreeMap<String, Cluster>,
     transitions: Arc<Mutex<VecDeque<TransitionRecord>>>,
     metrics: Option<PrometheusHandle>,
+    readiness: AtomicU8,
+    listening: OnceLock<(SocketAddr, SocketAddr)>,
+}
+
+/// Where a gateway is in its life, as `/readyz` tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Readiness {
+    /// Configured, listeners not bound yet (or served some other way than [`crate::server::run`]).
+    Starting,
+    /// Both listeners are bound and serving.
+    Ready,
+    /// Shutting down: draining in-flight requests.
+    Draining,
+}
+
+impl Readiness {
+    /// `starting`, `ready`, `draining`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Readiness::Starting => "starting",
+            Readiness::Ready => "ready",
+            Readiness::Draining => "draining",
+        }
+    }
 }
 
 impl Gateway {
@@ -64,7 +91,7 @@ impl Gateway {
                 .expect("cluster names are unique, so no settings conflict");
             let log = Arc::clone(&transitions);
             breaker.subscribe(move |event| record(&log, event));
-            let client = http_client(cluster.attempt_timeout);
+            let client = http_client(cluster.attempt_timeout, config.limits.pool_idle_timeout);
             clusters.insert(
                 name.clone(),
                 Cluster::new(
@@ -84,7 +111,37 @@ impl Gateway {
             clusters,
             transitions,
             metrics,
+            readiness: AtomicU8::new(0),
+            listening: OnceLock::new(),
         })
+    }
+
+    /// Where the gateway is in its life (see [`Readiness`]).
+    pub fn readiness(&self) -> Readiness {
+        // Relaxed: a status word for /readyz; it publishes no other data.
+        match self.readiness.load(Ordering::Relaxed) {
+            0 => Readiness::Starting,
+            1 => Readiness::Ready,
+            _ => Readiness::Draining,
+        }
+    }
+
+    /// The bound proxy and admin addresses, once [`crate::server::run`] bound them.
+    pub fn listening(&self) -> Option<(SocketAddr, SocketAddr)> {
+        self.listening.get().copied()
+    }
+
+    /// Marks both listeners bound at `proxy` and `admin` ([`crate::server::run`] calls it).
+    pub fn set_listening(&self, proxy: SocketAddr, admin: SocketAddr) {
+        let _ = self.listening.set((proxy, admin));
+        let _ = self
+            .readiness
+            .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Marks the gateway draining (shutdown has begun); it stays so.
+    pub fn set_draining(&self) {
+        self.readiness.store(2, Ordering::Relaxed);
     }
 
     /// The configuration.

@@ -72,6 +72,13 @@ async fn run_config(path: &str, check: bool) -> Result<()> {
     })?;
     let config = GatewayConfig::from_toml(&text).map_err(StartError::from)?;
     if check {
+        for warning in config
+            .warnings()
+            .into_iter()
+            .chain(server::descriptor_warning(&config))
+        {
+            eprintln!("warning: {warning}");
+        }
         println!(
             "{path}: valid ({} clusters, {} routes)",
             config.clusters.len(),

@@ -1,14 +1,88 @@
-//! Binding listeners with clear errors, and serving the proxy and admin routers until a shutdown signal.
+//! Listeners: binding with clear errors, serving a router within the configured limits, draining with a deadline, and the process signals.
+//!
+//! Each listener ([`serve_with`]) accepts connections up to its own `max-connections` (more are
+//! accepted and closed at once, with a rate-limited log line), serves each with hyper's HTTP/1
+//! server under its `header-read-timeout`, closes a connection on which no byte moved for
+//! `idle-timeout`, and on shutdown stops accepting, lets in-flight requests finish for at most
+//! `shutdown-timeout` (hyper-util's graceful shutdown), then closes what is left.
+//!
+//! Signals ([`shutdown_signal`]): SIGTERM and Ctrl-C (SIGINT) shut down; SIGHUP is logged and
+//! ignored (the configuration is not reloaded: restart to apply a new one).
 
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tower::ServiceExt;
 
+use crate::config::{GatewayConfig, Limits};
 use crate::error::StartError;
 use crate::gateway::Gateway;
+use crate::refusal::{Refusal, note};
+
+/// How long a listener waits after `accept` failed (out of file descriptors, say) before it
+/// tries again: long enough not to spin, short enough to recover quickly.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The limits one listener serves within (from [`Limits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerLimits {
+    /// Open connections at most; more are accepted and closed at once.
+    pub max_connections: usize,
+    /// hyper's header-read timeout.
+    pub header_read_timeout: Duration,
+    /// A connection on which no byte moves for this long is closed.
+    pub idle_timeout: Duration,
+    /// How long shutdown waits for in-flight requests.
+    pub shutdown_timeout: Duration,
+}
+
+impl ListenerLimits {
+    /// The proxy listener's limits.
+    pub fn proxy(limits: &Limits) -> ListenerLimits {
+        ListenerLimits {
+            max_connections: limits.max_connections,
+            ..ListenerLimits::admin(limits)
+        }
+    }
+
+    /// The admin listener's limits.
+    pub fn admin(limits: &Limits) -> ListenerLimits {
+        ListenerLimits {
+            max_connections: limits.admin_max_connections,
+            header_read_timeout: limits.header_read_timeout,
+            idle_timeout: limits.idle_timeout,
+            shutdown_timeout: limits.shutdown_timeout,
+        }
+    }
+}
+
+impl Default for ListenerLimits {
+    /// The proxy listener's default limits.
+    fn default() -> Self {
+        ListenerLimits::proxy(&Limits::default())
+    }
+}
+
+/// The local address of the connection a request came on, in the request's extensions (the
+/// peer's is axum's [`ConnectInfo<SocketAddr>`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAddr(pub SocketAddr);
 
 /// Binds `addr`, naming the listener (`what`) and the address in the error.
 pub async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
@@ -17,69 +91,370 @@ pub async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, S
         .map_err(|source| StartError::Bind { what, addr, source })
 }
 
-/// Resolves on SIGTERM or Ctrl-C (SIGINT).
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Resolves on SIGTERM or Ctrl-C (SIGINT). SIGHUP is logged and ignored, from the moment this
+/// function returns (the handlers are installed at once, not when the future is first
+/// polled, so a SIGHUP during start-up does not kill the process either). Call it inside the
+/// runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let terminate = signal(SignalKind::terminate());
+        let interrupt = signal(SignalKind::interrupt());
+        let hangup = signal(SignalKind::hangup());
+        async move {
+            let wait = |s: io::Result<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            let ignore_hangups = async move {
+                if let Ok(mut hangup) = hangup {
+                    while hangup.recv().await.is_some() {
+                        tracing::warn!(
+                            "SIGHUP received and ignored: the configuration is not reloaded; \
+                             restart the gateway to apply a new one"
+                        );
+                    }
+                }
+                std::future::pending::<()>().await;
+            };
+            tokio::select! {
+                () = wait(terminate) => tracing::info!("SIGTERM received"),
+                () = wait(interrupt) => tracing::info!("SIGINT received"),
+                () = ignore_hangups => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then drains open requests.
+/// Serves `router` on `listener` with the default limits until `shutdown` resolves, then
+/// drains open requests (for at most the default `shutdown-timeout`).
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(
+) -> io::Result<()> {
+    serve_with(
+        "listener",
         listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
+        router,
+        ListenerLimits::default(),
+        shutdown,
     )
-    .with_graceful_shutdown(shutdown)
     .await
 }
 
+/// Serves `router` on `listener` within `limits` until `shutdown` resolves, then stops
+/// accepting, lets in-flight requests finish for at most `limits.shutdown_timeout`, and closes
+/// the connections left. `what` names the listener in log lines (`proxy`, `admin`).
+///
+/// Requests carry the peer's address as axum's [`ConnectInfo<SocketAddr>`] and the local one
+/// as [`LocalAddr`] in their extensions.
+pub async fn serve_with(
+    what: &'static str,
+    listener: TcpListener,
+    router: axum::Router,
+    limits: ListenerLimits,
+    shutdown: impl Future<Output = ()> + Send,
+) -> io::Result<()> {
+    let local = listener.local_addr()?;
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    let mut shutdown = pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) if is_connection_error(&error) => continue,
+                    Err(error) => {
+                        note(Refusal::AcceptError, what, format_args!(
+                            "cannot accept a connection on {local}: {error}; retrying in {} ms",
+                            ACCEPT_BACKOFF.as_millis()
+                        ));
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                        continue;
+                    }
+                };
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    note(Refusal::MaxConnections, what, format_args!(
+                        "{} connections open on {local} ({what} limit); closed the one from {peer}",
+                        limits.max_connections
+                    ));
+                    drop(stream);
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let activity = Arc::new(Activity::new());
+                let io = TokioIo::new(Watched { stream, activity: Arc::clone(&activity) });
+                let service = router.clone().map_request(move |mut request: http::Request<Incoming>| {
+                    request.extensions_mut().insert(ConnectInfo(peer));
+                    request.extensions_mut().insert(LocalAddr(local));
+                    request
+                });
+                let connection = graceful.watch(
+                    http.serve_connection(io, TowerToHyperService::new(service)),
+                );
+                connections.spawn(drive(what, connection, activity, limits.idle_timeout, slot));
+            }
+        }
+    }
+    drop(listener);
+    let open = graceful.count();
+    if tokio::time::timeout(limits.shutdown_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            listener = what,
+            "shutdown-timeout ({}) passed with requests still in flight: closing their \
+             connections ({open} were open when the drain began)",
+            humantime::format_duration(limits.shutdown_timeout)
+        );
+    }
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// Errors of one connection that `accept` reports and that say nothing about the listener.
+fn is_connection_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// Runs one connection until it ends, or until no byte has moved on it for `idle`. Holds its
+/// listener slot until then.
+async fn drive(
+    what: &'static str,
+    connection: impl Future<Output = Result<(), hyper::Error>>,
+    activity: Arc<Activity>,
+    idle: Duration,
+    _slot: OwnedSemaphorePermit,
+) {
+    let mut connection = pin!(connection);
+    // A year stands for "never" when `idle` is too large to add to an instant.
+    let deadline = |activity: &Activity| {
+        activity
+            .last()
+            .checked_add(idle)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600))
+    };
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                match result {
+                    Err(error) if error.is_timeout() => note(
+                        Refusal::HeaderReadTimeout,
+                        what,
+                        "a connection did not send a complete request head within \
+                         header-read-timeout; closed",
+                    ),
+                    Err(error) => tracing::debug!(listener = what, %error, "connection ended"),
+                    Ok(()) => {}
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(deadline(&activity)) => {
+                if deadline(&activity) <= Instant::now() {
+                    note(
+                        Refusal::IdleTimeout,
+                        what,
+                        "a connection moved no byte for idle-timeout; closed",
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// When bytes last moved on a connection.
+///
+/// # Orderings
+/// One word, written by the connection's task and read by the same task's idle check (the
+/// two run in one `select!`), so `Relaxed` is enough: it publishes nothing else.
+#[derive(Debug)]
+struct Activity {
+    start: Instant,
+    /// Nanoseconds from `start` to the last read or write that moved bytes.
+    last: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last.store(nanos, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.start + Duration::from_nanos(self.last.load(Ordering::Relaxed))
+    }
+}
+
+/// A TCP stream that records in [`Activity`] when bytes move.
+struct Watched {
+    stream: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        result
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.stream).poll_write(cx, buf);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        result
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// `GW-WARN-002` when the open-file limit (`ulimit -n`) may be too low for the connection
+/// limits: every proxied connection can hold an upstream connection too, so the gateway may
+/// need about 2 × `max-connections` + `admin-max-connections` + 64 descriptors. Past the
+/// limit, `accept` fails (logged, rate-limited) and both listeners stop taking connections.
+pub fn descriptor_warning(config: &GatewayConfig) -> Option<String> {
+    let need = 2 * config.limits.max_connections + config.limits.admin_max_connections + 64;
+    let soft = open_file_limit()?;
+    (soft < need as u64).then(|| {
+        format!(
+            "GW-WARN-002: the open-file limit is {soft} but gateway.max-connections = {} and \
+             gateway.admin-max-connections = {} may need about {need} descriptors; raise \
+             `ulimit -n` (or LimitNOFILE) or lower max-connections",
+            config.limits.max_connections, config.limits.admin_max_connections
+        )
+    })
+}
+
+#[cfg(unix)]
+fn open_file_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+#[cfg(not(unix))]
+fn open_file_limit() -> Option<u64> {
+    None
+}
+
 /// Binds both listeners of `gateway` (the configured addresses), then serves them until
-/// `shutdown` resolves. `ready` is called with the bound addresses (proxy, admin) once both
-/// are listening.
+/// `shutdown` resolves, each within its limits. `ready` is called with the bound addresses
+/// (proxy, admin) once both are listening. Configuration warnings ([`GatewayConfig::warnings`],
+/// [`descriptor_warning`]) are logged first.
 pub async fn run(
     gateway: Arc<Gateway>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr, SocketAddr),
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let proxy = bind("proxy", gateway.config().listen).await?;
-    let admin = bind("admin", gateway.config().admin).await?;
-    ready(proxy.local_addr()?, admin.local_addr()?);
+    let config = gateway.config();
+    for warning in config
+        .warnings()
+        .into_iter()
+        .chain(descriptor_warning(config))
+    {
+        tracing::warn!("{warning}");
+    }
+    let limits = config.limits;
+    let proxy = bind("proxy", config.listen).await?;
+    let admin = bind("admin", config.admin).await?;
+    let (proxy_addr, admin_addr) = (proxy.local_addr()?, admin.local_addr()?);
+    gateway.set_listening(proxy_addr, admin_addr);
+    ready(proxy_addr, admin_addr);
     let (tx, rx) = watch::channel(false);
     let wait = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let proxy_task = tokio::spawn(serve(
+    let proxy_task = tokio::spawn(serve_with(
+        "proxy",
         proxy,
         crate::proxy::app(Arc::clone(&gateway)),
+        ListenerLimits::proxy(&limits),
         wait(rx.clone()),
     ));
-    let admin_task = tokio::spawn(serve(admin, crate::admin::app(gateway), wait(rx)));
+    let admin_task = tokio::spawn(serve_with(
+        "admin",
+        admin,
+        crate::admin::app(Arc::clone(&gateway)),
+        ListenerLimits::admin(&limits),
+        wait(rx),
+    ));
     shutdown.await;
-    tracing::info!("shutting down: draining open requests");
+    gateway.set_draining();
+    tracing::info!(
+        "shutting down: draining open requests for at most {}",
+        humantime::format_duration(limits.shutdown_timeout)
+    );
     let _ = tx.send(true);
     proxy_task.await??;
     admin_task.await??;
+    tracing::info!("stopped");
     Ok(())
 }

@@ -3,8 +3,9 @@
 //! `POST /chaos/{mode}` sets the mode: `ok` (or `recover`) answers 200, `fail` answers 500,
 //! `hang` sleeps an hour before answering, `slow` sleeps [`SLOW`] before answering.
 //! `GET /chaos` shows the mode and the counters. Every other path is "business": it answers
-//! according to the mode. A request whose connection is dropped before it finished counts
-//! as cancelled.
+//! according to the mode, after reading the whole request body (as a real service would, so a
+//! broken or stalled upload reaches it). A request whose connection is dropped before it
+//! finished, or whose body could not be read whole, counts as cancelled.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -21,6 +22,8 @@ use serde_json::json;
 pub const SLOW: Duration = Duration::from_millis(1500);
 /// How long a `hang` upstream takes (long enough never to finish in a test or a demo).
 pub const HANG: Duration = Duration::from_secs(3600);
+/// The largest request body a business request may carry (larger: 413).
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// What a demo upstream does with business requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,6 +172,13 @@ impl Drop for Guard {
 async fn business(State(up): State<Arc<Upstream>>, request: Request) -> Response {
     up.started.fetch_add(1, Ordering::SeqCst);
     let mut guard = Guard(Arc::clone(&up), false);
+    let (parts, body) = request.into_parts();
+    let body_bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => bytes.len(),
+        // The caller never sent its body whole: it gave the request up (the guard counts a
+        // cancellation).
+        Err(_) => return (StatusCode::BAD_REQUEST, "unreadable request body\n").into_response(),
+    };
     let mode = up.mode();
     match mode {
         Mode::Hang => tokio::time::sleep(HANG).await,
@@ -177,16 +187,17 @@ async fn business(State(up): State<Arc<Upstream>>, request: Request) -> Response
     }
     guard.1 = true;
     up.finished.fetch_add(1, Ordering::SeqCst);
-    let forwarded_for = request
-        .headers()
+    let forwarded_for = parts
+        .headers
         .get("x-forwarded-for")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
     let body = json!({
         "upstream": up.name,
-        "path": request.uri().path(),
+        "path": parts.uri.path(),
         "x-forwarded-for": forwarded_for,
+        "body_bytes": body_bytes,
     })
     .to_string()
         + "\n";

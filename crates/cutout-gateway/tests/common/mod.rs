@@ -1,19 +1,26 @@
-//! Shared test harness: two demo upstreams, a gateway on a manual clock, and an HTTP client, all on loopback.
+//! Shared test harness: two demo upstreams, a gateway on a manual clock served by `server::run` (the binary's
+//! path: both listeners with their configured limits), an HTTP client and raw-socket helpers, all on loopback.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cutout::clock::ManualClock;
 use cutout_gateway::upstream::Upstream;
-use cutout_gateway::{Gateway, GatewayConfig, admin, proxy, server};
+use cutout_gateway::{Gateway, GatewayConfig, server};
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::sync::watch;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// What `server::run` returns.
+pub type RunResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 /// The config of the tests: seed 002's breaker (5 calls, ratio 0.5, 30 s break, one probe).
 pub const CONFIG: &str = r#"
@@ -60,6 +67,10 @@ pub struct Harness {
     pub account_addr: SocketAddr,
     pub transfer: Arc<Upstream>,
     pub transfer_addr: SocketAddr,
+    /// The gateway's `server::run` task (ends after [`Harness::shut_down`]).
+    pub run: Option<JoinHandle<RunResult>>,
+    /// Stops the gateway only (its upstreams keep running).
+    gateway_stop: watch::Sender<bool>,
     stop: watch::Sender<bool>,
 }
 
@@ -75,21 +86,51 @@ async fn serve(router: axum::Router, stop: &watch::Sender<bool>) -> SocketAddr {
     addr
 }
 
+/// [`CONFIG`] with `gateway_extra` in `[gateway]` (an `attempt-timeout` there replaces the
+/// default 300 ms) and the upstreams' ports.
+pub fn config_text(gateway_extra: &str, account: u16, transfer: u16) -> String {
+    let mut text = CONFIG.to_owned();
+    if gateway_extra.contains("attempt-timeout") {
+        text = text.replace("attempt-timeout = \"300ms\"\n", "");
+    }
+    text.replace("{gateway_extra}", gateway_extra)
+        .replace("{account}", &account.to_string())
+        .replace("{transfer}", &transfer.to_string())
+}
+
+/// The gateway of [`CONFIG`] in front of two demo upstreams.
 pub async fn start(gateway_extra: &str) -> Harness {
+    start_with(gateway_extra, None).await
+}
+
+/// As [`start`], with account-service's upstream at `account_port` instead of a demo upstream
+/// (the demo upstream still runs, unused).
+pub async fn start_with(gateway_extra: &str, account_port: Option<u16>) -> Harness {
     let (stop, _) = watch::channel(false);
     let account = Upstream::new("account-service");
     let transfer = Upstream::new("transfer-service");
     let account_addr = serve(account.app(), &stop).await;
     let transfer_addr = serve(transfer.app(), &stop).await;
-    let text = CONFIG
-        .replace("{gateway_extra}", gateway_extra)
-        .replace("{account}", &account_addr.port().to_string())
-        .replace("{transfer}", &transfer_addr.port().to_string());
+    let text = config_text(
+        gateway_extra,
+        account_port.unwrap_or(account_addr.port()),
+        transfer_addr.port(),
+    );
     let config = GatewayConfig::from_toml(&text).unwrap();
     let clock = ManualClock::new();
     let gateway = Gateway::with_clock(config, clock.clone());
-    let proxy = serve(proxy::app(Arc::clone(&gateway)), &stop).await;
-    let admin = serve(admin::app(Arc::clone(&gateway)), &stop).await;
+    let (gateway_stop, mut rx) = watch::channel(false);
+    let (tx, bound) = oneshot::channel();
+    let run = tokio::spawn(server::run(
+        Arc::clone(&gateway),
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        },
+        move |proxy, admin| {
+            let _ = tx.send((proxy, admin));
+        },
+    ));
+    let (proxy, admin) = bound.await.expect("the gateway binds its listeners");
     Harness {
         gateway,
         clock,
@@ -99,14 +140,93 @@ pub async fn start(gateway_extra: &str) -> Harness {
         account_addr,
         transfer,
         transfer_addr,
+        run: Some(run),
+        gateway_stop,
         stop,
+    }
+}
+
+impl Harness {
+    /// Asks the gateway to shut down (as SIGTERM does) and returns its `server::run` task.
+    pub fn shut_down(&mut self) -> JoinHandle<RunResult> {
+        let _ = self.gateway_stop.send(true);
+        self.run.take().expect("shut down once")
     }
 }
 
 impl Drop for Harness {
     fn drop(&mut self) {
+        let _ = self.gateway_stop.send(true);
         let _ = self.stop.send(true);
     }
+}
+
+/// Reads from `stream` until the peer closes it (or resets it) or `limit` passes; returns what
+/// was read, whether it was closed, and when.
+pub async fn read_until_closed(
+    stream: &mut TcpStream,
+    limit: Duration,
+) -> (String, bool, Duration) {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let closed = loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break true,
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break false,
+        }
+    };
+    (
+        String::from_utf8_lossy(&out).into_owned(),
+        closed,
+        started.elapsed(),
+    )
+}
+
+/// Writes `raw` to `addr` and reads the answer until the server closes (at most 5 s).
+pub async fn raw(addr: SocketAddr, raw: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(raw).await.unwrap();
+    read_until_closed(&mut stream, Duration::from_secs(5))
+        .await
+        .0
+}
+
+/// Reads one HTTP/1.1 response with a `Content-Length` from `stream` (at most 5 s): head and
+/// body, nothing more.
+pub async fn read_response(stream: &mut TcpStream) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut out = Vec::new();
+    let mut byte = [0u8; 1];
+    while !out.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout_at(deadline, stream.read(&mut byte))
+            .await
+            .expect("a response head within 5 s")
+            .unwrap();
+        assert!(
+            n == 1,
+            "closed before the head ended: {:?}",
+            String::from_utf8_lossy(&out)
+        );
+        out.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&out).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .expect("a content-length");
+    let mut body = vec![0u8; length];
+    tokio::time::timeout_at(deadline, stream.read_exact(&mut body))
+        .await
+        .expect("a body within 5 s")
+        .unwrap();
+    head + &String::from_utf8_lossy(&body)
 }
 
 pub struct Reply {
