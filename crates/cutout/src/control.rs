@@ -71,8 +71,12 @@ impl Breaker {
     #[cfg(feature = "metrics")]
     pub fn refresh_metrics(&self) {
         let now = self.shared.hot.clock.recent();
-        let snapshot = self.read(|m, pending| m.snapshot(now, pending, 0));
-        self.shared.metrics.set_gauges(&snapshot);
+        // Under the lock, as the locked operations set them, so that a refresh racing a
+        // transition never leaves an older state's gauge behind the newer one.
+        self.read(|m, pending| {
+            let snapshot = m.snapshot(now, pending, 0);
+            crate::contained::contained(|| self.shared.metrics.set_gauges(&snapshot));
+        });
     }
 
     /// What a successful call normally takes, as this breaker measures it: the configured

@@ -65,6 +65,7 @@ pub mod classify;
 pub mod clock;
 #[cfg(feature = "serde")]
 pub mod config;
+mod contained;
 mod control;
 mod error;
 mod event;

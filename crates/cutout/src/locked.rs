@@ -17,7 +17,6 @@
 //! under that list's lock and released before the first one runs: a listener may subscribe, or
 //! call its breaker.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use crate::Breaker;
@@ -91,7 +90,7 @@ impl Breaker {
         let s = &*self.shared;
         let mut machine = lock(&s.machine);
         #[cfg(feature = "metrics")]
-        let state_before = machine.state();
+        let state_before = machine.state_at(now);
         machine.settle(now);
         let generation = machine.generation();
         let folded = s.hot.cells.fold(generation);
@@ -101,9 +100,12 @@ impl Breaker {
         }
         self.publish(&mut machine, generation, now);
         // Under the lock, so gauge updates land in the order of the transitions.
+        // The recorder is user code: contained, so that a panic in it cannot keep the
+        // transition's events from being raised.
         #[cfg(feature = "metrics")]
-        if machine.state() != state_before || s.metrics.refresh_due(now) {
-            s.metrics.set_gauges(&machine.snapshot(now, (0, 0), 0));
+        if s.metrics.refresh_due(now) | (machine.state_at(now) != state_before) {
+            let snapshot = machine.snapshot(now, (0, 0), 0);
+            crate::contained::contained(|| s.metrics.set_gauges(&snapshot));
         }
         result
     }
@@ -164,7 +166,7 @@ impl Breaker {
         for listener in listeners.iter() {
             // A panicking listener must not take the breaker or the caller down with it; the
             // state changed before any listener ran.
-            let _ = catch_unwind(AssertUnwindSafe(|| listener(&event)));
+            crate::contained::contained(|| listener(&event));
         }
     }
 }

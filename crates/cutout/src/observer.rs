@@ -47,7 +47,6 @@
 //! # Ok::<(), cutout::ConfigError>(())
 //! ```
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use crate::BreakerId;
@@ -133,7 +132,7 @@ impl Observers {
     #[inline(never)]
     pub(crate) fn tell(&self, call: &Call<'_>) {
         for observer in self.0.iter() {
-            let _ = catch_unwind(AssertUnwindSafe(|| observer.on_call(call)));
+            crate::contained::contained(|| observer.on_call(call));
         }
     }
 }

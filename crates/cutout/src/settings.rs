@@ -176,25 +176,26 @@ impl BreakSchedule {
     /// `CUT-CFG-016` unless the break never shrinks over the first
     /// [`CHECKED_OPENS`](Self::CHECKED_OPENS) opens. A constant schedule is fine (as a
     /// multiplier of 1 is); an open whose call panics is skipped (the breaker serves the
-    /// multiplier's break there).
+    /// multiplier's break there), and the breaks on either side of it are compared.
     fn check_grows(&self) -> Result<(), ConfigError> {
-        let breaks: Vec<Option<Duration>> = (1..=Self::CHECKED_OPENS)
-            .map(|opens| {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.break_for(opens)))
-                    .ok()
-            })
-            .collect();
-        for pair in breaks.windows(2) {
-            if let [Some(before), Some(after)] = *pair
-                && after < before
+        // Each answered break against the last one answered before it: an open whose call
+        // panicked is served the multiplier's break, and the schedule resumes after it.
+        let mut last: Option<Duration> = None;
+        for opens in 1..=Self::CHECKED_OPENS {
+            let Some(next) = crate::contained::contained(|| self.break_for(opens)) else {
+                continue;
+            };
+            if let Some(before) = last
+                && next < before
             {
                 return Err(ConfigError::new(
                     ErrorCode::BreakScheduleShrinks,
                     "break-schedule",
-                    (before, after),
+                    (before, next),
                     "a schedule whose break never shrinks from one consecutive open to the next",
                 ));
             }
+            last = Some(next);
         }
         Ok(())
     }

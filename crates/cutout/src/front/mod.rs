@@ -268,7 +268,9 @@ impl Breaker {
             ((), transition)
         });
         let took = ticket.timed().then(|| now.saturating_sub(ticket.start));
-        self.observe(CallKind::OpenFor(duration), took, false);
+        // Slow as any timed call is: over the threshold in force.
+        let slow = took.is_some_and(|took| took > s.hot.slow_nanos.load(Ordering::Relaxed));
+        self.observe(CallKind::OpenFor(duration), took, slow);
     }
 
     /// Counts a fast (not slow) success of a normal call in its thread's cell, if the

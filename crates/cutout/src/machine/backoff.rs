@@ -22,10 +22,8 @@ pub(crate) fn computed_break(settings: &Settings, opens: u32) -> Duration {
         )
     };
     match &settings.break_schedule {
-        Some(schedule) => {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| schedule.break_for(opens)))
-                .map_or_else(|_| grown(), |scheduled| scheduled.min(max))
-        }
+        Some(schedule) => crate::contained::contained(|| schedule.break_for(opens))
+            .map_or_else(grown, |scheduled| scheduled.min(max)),
         None => grown(),
     }
 }

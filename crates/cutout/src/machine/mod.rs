@@ -362,8 +362,7 @@ impl Machine {
     /// Asks the open gate, if any, whether a closed breaker may open (counting a refusal).
     fn gate_allows(&mut self) -> bool {
         if let Some(Gate(gate)) = &self.gate {
-            let allowed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate()));
-            if !matches!(allowed, Ok(true)) {
+            if crate::contained::contained(|| gate()) != Some(true) {
                 self.suppressed_opens += 1;
                 return false;
             }
@@ -962,7 +961,14 @@ impl Machine {
         match self.state_at(now) {
             State::Isolated | State::Disabled => return false,
             State::Open => {}
-            State::Closed | State::HalfOpen | State::Recovering => self.opened_at = Some(now),
+            State::Closed | State::HalfOpen | State::Recovering => {
+                self.opened_at = Some(now);
+                // A lapsed break reads half-open (with no refusals yet): opening from there
+                // keeps that episode's count, zero, not the old opening's.
+                if self.state == State::Open {
+                    self.rebase_refused = true;
+                }
+            }
         }
         self.enter_open(until.max(now));
         self.manual(action, now);
@@ -1029,8 +1035,11 @@ impl Machine {
             recovering_for: ramp.map(|ramp| ramp.elapsed(now)),
             last_manual_action: self.manual,
             last_manual_action_at: self.manual.map(|_| Duration::from_nanos(self.manual_at)),
-            // A lapsed break is half-open, whose count starts at zero.
-            refused_calls: if lazily_half_open {
+            // A lapsed break is half-open, and a ramp that has run out closed: both counts
+            // start at zero.
+            refused_calls: if lazily_half_open
+                || (state == State::Closed && self.state == State::Recovering)
+            {
                 0
             } else {
                 refused.wrapping_sub(self.refused_base)
