@@ -361,11 +361,11 @@ impl Machine {
 
     /// Asks the open gate, if any, whether a closed breaker may open (counting a refusal).
     fn gate_allows(&mut self) -> bool {
-        if let Some(Gate(gate)) = &self.gate {
-            if crate::contained::contained(|| gate()) != Some(true) {
-                self.suppressed_opens += 1;
-                return false;
-            }
+        if let Some(Gate(gate)) = &self.gate
+            && crate::contained::contained(|| gate()) != Some(true)
+        {
+            self.suppressed_opens += 1;
+            return false;
         }
         true
     }
