@@ -341,13 +341,16 @@ fn a_shadow_breaker_shows_no_refusals_and_counts_them_as_shadow_refusals() {
 
 /// Guard: an observer may read its breaker (it runs with no lock held), sees its own call
 /// already recorded, may subscribe a listener and may run a call through the breaker.
+/// What an observer calling back saw: the call's kind, the state, the calls and the failures.
+type CallBack = (CallKind, State, u64, u64);
+
 #[test]
 fn an_observer_may_call_back_into_its_breaker() {
     thread_local! {
         static INSIDE: Cell<bool> = const { Cell::new(false) };
     }
     let slot: Arc<Mutex<Option<Breaker>>> = Arc::default();
-    let log: Arc<Mutex<Vec<(CallKind, State, u64, u64)>>> = Arc::default();
+    let log: Arc<Mutex<Vec<CallBack>>> = Arc::default();
     let (weak, sink) = (Arc::clone(&slot), Arc::clone(&log));
     let subscribed = Arc::new(AtomicU64::new(0));
     let count = Arc::clone(&subscribed);
