@@ -109,9 +109,6 @@ pub(crate) struct Shared {
     /// not a read-write lock: it is held for a reference count's bump, and it is 8 bytes
     /// smaller.
     pub(crate) listeners: Mutex<Option<std::sync::Arc<[Listener]>>>,
-    /// Refusals by threads without a line of their own (see `Cells::refuse`). Off the hot
-    /// line: only those threads write it.
-    pub(crate) refused_elsewhere: AtomicU64,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: std::sync::Arc<crate::observe::Metrics>,
 }
@@ -286,7 +283,6 @@ impl BreakerBuilder {
                 id: self.id,
                 machine: Mutex::new(machine),
                 listeners: Mutex::new(None),
-                refused_elsewhere: AtomicU64::new(0),
             }),
         }
     }

@@ -60,8 +60,7 @@ impl Breaker {
     /// folded are included, as the next locked operation will count them. Changes nothing.
     pub fn snapshot(&self) -> Snapshot {
         let now = self.shared.hot.clock.recent();
-        let refused = &self.shared.refused_elsewhere;
-        self.read(|m, pending| m.snapshot(now, pending, self.shared.hot.cells.refused(refused)))
+        self.read(|m, pending| m.snapshot(now, pending, self.shared.hot.cells.refused()))
     }
 
     /// Brings the `metrics` feature's gauges (state, failure and slow rates, normal latency)

@@ -96,7 +96,7 @@ impl Breaker {
         let folded = s.hot.cells.fold(generation);
         let result = body(&mut machine, folded);
         if machine.take_refused_rebase() {
-            machine.rebase_refused(s.hot.cells.refused(&s.refused_elsewhere));
+            machine.rebase_refused(s.hot.cells.refused());
         }
         self.publish(&mut machine, generation, now);
         // Under the lock, so gauge updates land in the order of the transitions.

@@ -9,9 +9,11 @@
 //! - `turn`: a pseudo-random sequence of the line's own, for choosing which calls are timed:
 //!   each one with a chance of one in [`SAMPLE`].
 //! - `started` / `finished`: tracked calls (see `machine/inflight.rs`), for calls hung in flight.
-//! - `refused`: refusals counted by the line's own thread (see [`Cells::refuse`]), a total that
-//!   only grows; the machine keeps the total at which the current state episode began.
-//! - `samples`: up to [`LANES`] latency samples (a histogram bucket each) waiting for the lock.
+//! - `refused` / `refused_shared`: refusals (see [`Cells::refuse`]), by the line's own thread
+//!   and by threads that share the line; totals that only grow, of which the machine keeps
+//!   the sum at which the current state episode began.
+//! - `samples`: up to [`LANES`] latency samples (a histogram bucket each, one byte) waiting
+//!   for the lock.
 //!
 //! # The invariant
 //! Every success counted here reaches every consumer that needs it: every locked operation
@@ -37,9 +39,10 @@
 //! `refused` is a plain load and store too, but of one writer: only the thread whose slot is
 //! the line's index writes it (slots are unique among live threads, and a slot given back
 //! happens before it is handed out again, see `slot.rs`), so no count is lost. Threads without
-//! a line of their own (more threads than lines, or a thread already exiting) add to a shared
-//! counter instead, with a read-modify-write. Readers sum them under the breaker's lock; a
-//! refusal that lands after a read is seen by the next one.
+//! a line of their own (more threads than lines, or a thread already exiting) add to the
+//! `refused_shared` of the line they share, with a read-modify-write, as their successes do.
+//! Readers sum both under the breaker's lock; a refusal that lands after a read is seen by the
+//! next one.
 
 use crate::front::slot::thread_slot;
 use crate::loom::{AtomicU64, Ordering};
@@ -47,8 +50,11 @@ use crate::loom::{AtomicU64, Ordering};
 /// One call in this many is timed on a sampled breaker above low traffic.
 pub(crate) const SAMPLE: u64 = 8;
 
-/// Latency samples a line holds: four 16-bit lanes in each of three words.
-pub(crate) const LANES: usize = 12;
+/// Latency samples a line holds: eight one-byte lanes in each of two words (a histogram
+/// bucket plus one fits a byte: there are fewer than 255 buckets).
+pub(crate) const LANES: usize = 16;
+const PER_WORD: usize = 8;
+const _: () = assert!(crate::machine::baseline::histogram::BUCKETS < 255);
 
 /// A core's line. Aligned to 64 bytes so that two cores never write one line; not to 128 (as
 /// `CachePadded` is on x86_64, for the adjacent-line prefetcher): a breaker may pay 64 bytes
@@ -60,7 +66,8 @@ struct Line {
     started: AtomicU64,
     finished: AtomicU64,
     refused: AtomicU64,
-    samples: [AtomicU64; LANES / 4],
+    refused_shared: AtomicU64,
+    samples: [AtomicU64; LANES / PER_WORD],
 }
 
 impl Line {
@@ -76,6 +83,7 @@ impl Line {
             started: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            refused_shared: AtomicU64::new(0),
             samples: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -224,40 +232,44 @@ impl Cells {
     }
 
     /// Counts a refusal: on this thread's own line if it has one (a load and a store, no
-    /// read-modify-write: the line has no other writer of `refused`), else on `elsewhere`, the
-    /// breaker's counter for threads without a line.
+    /// read-modify-write: the line has no other writer of `refused`), else with an add to the
+    /// `refused_shared` of the line it shares.
     #[inline]
-    pub(crate) fn refuse(&self, elsewhere: &AtomicU64) {
+    pub(crate) fn refuse(&self) {
+        let slot = thread_slot();
         // Under loom every modelled thread runs on one OS thread, so they would share a slot:
-        // the shared counter is the path a model can check.
+        // the shared count is the path a model can check.
         #[cfg(not(loom))]
-        if let Some(line) = self.lines.get(thread_slot()) {
+        if let Some(line) = self.lines.get(slot) {
             let refused = line.refused.load(Ordering::Relaxed);
             line.refused.store(refused + 1, Ordering::Relaxed);
             return;
         }
-        elsewhere.fetch_add(1, Ordering::Relaxed);
+        self.lines[slot % self.lines.len()]
+            .refused_shared
+            .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Every refusal counted so far, on the lines and `elsewhere`.
-    pub(crate) fn refused(&self, elsewhere: &AtomicU64) -> u64 {
-        self.lines
-            .iter()
-            .map(|line| line.refused.load(Ordering::Relaxed))
-            .fold(elsewhere.load(Ordering::Relaxed), u64::wrapping_add)
+    /// Every refusal counted so far.
+    pub(crate) fn refused(&self) -> u64 {
+        self.lines.iter().fold(0, |total: u64, line| {
+            total
+                .wrapping_add(line.refused.load(Ordering::Relaxed))
+                .wrapping_add(line.refused_shared.load(Ordering::Relaxed))
+        })
     }
 
     /// Leaves a latency sample (histogram `bucket`) for the next merge; `false` when this
     /// thread's lanes are all taken (the caller then takes the lock and merges).
     #[inline]
     pub(crate) fn add_sample(&self, bucket: usize) -> bool {
-        let Ok(code) = u16::try_from(bucket + 1) else {
+        let Ok(code) = u8::try_from(bucket + 1) else {
             return false;
         };
         for word in &self.line().samples {
             let mut current = word.load(Ordering::Relaxed);
-            while let Some(lane) = (0..4).find(|lane| (current >> (16 * lane)) & 0xffff == 0) {
-                let next = current | (u64::from(code) << (16 * lane));
+            while let Some(lane) = free_lane(current) {
+                let next = current | (u64::from(code) << (8 * lane));
                 match word.compare_exchange_weak(
                     current,
                     next,
@@ -284,17 +296,27 @@ impl Cells {
     /// Whether any line's lanes are all taken.
     pub(crate) fn samples_full(&self) -> bool {
         self.lines.iter().any(|line| {
-            line.samples.iter().all(|word| {
-                let bits = word.load(Ordering::Relaxed);
-                (0..4).all(|lane| (bits >> (16 * lane)) & 0xffff != 0)
-            })
+            line.samples
+                .iter()
+                .all(|word| free_lane(word.load(Ordering::Relaxed)).is_none())
         })
     }
 }
 
+const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// The lowest empty (zero) byte lane of a samples word, if any: the zero-byte test
+/// `(x − 0x01…01) & !x & 0x80…80`, whose lowest flag is exact (a borrow only reaches the bytes
+/// above the first zero one).
+fn free_lane(bits: u64) -> Option<usize> {
+    let zeros = bits.wrapping_sub(LOW_BITS) & !bits & HIGH_BITS;
+    (zeros != 0).then(|| zeros.trailing_zeros() as usize / 8)
+}
+
 fn lanes(bits: u64, f: &mut impl FnMut(usize)) {
-    for lane in 0..4 {
-        let code = (bits >> (16 * lane)) & 0xffff;
+    for lane in 0..PER_WORD {
+        let code = (bits >> (8 * lane)) & 0xff;
         if code != 0 {
             f(code as usize - 1);
         }
@@ -386,20 +408,18 @@ mod tests {
     #[test]
     fn refusals_from_more_threads_than_lines_are_all_counted() {
         // Eight threads on 2 lines (at most two own a line and store, the rest add to the
-        // shared counter) and on 64 (most own one). A lost store shows as a short total.
+        // lines they share) and on 64 (most own one). A lost store shows as a short total.
         for lines in [2, 64] {
             let cells = std::sync::Arc::new(Cells::with_lines(lines, 0));
-            let elsewhere = std::sync::Arc::new(AtomicU64::new(0));
             let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
             let threads: Vec<_> = (0..8)
                 .map(|_| {
                     let cells = std::sync::Arc::clone(&cells);
-                    let elsewhere = std::sync::Arc::clone(&elsewhere);
                     let barrier = std::sync::Arc::clone(&barrier);
                     std::thread::spawn(move || {
                         barrier.wait();
                         for _ in 0..20_000 {
-                            cells.refuse(&elsewhere);
+                            cells.refuse();
                         }
                     })
                 })
@@ -407,8 +427,21 @@ mod tests {
             for thread in threads {
                 thread.join().unwrap();
             }
-            assert_eq!(cells.refused(&elsewhere), 160_000, "{lines} lines");
+            assert_eq!(cells.refused(), 160_000, "{lines} lines");
         }
+    }
+
+    #[test]
+    fn the_free_lane_is_the_lowest_empty_byte() {
+        assert_eq!(free_lane(0), Some(0));
+        assert_eq!(free_lane(0x01), Some(1));
+        assert_eq!(free_lane(0x0100), Some(0));
+        assert_eq!(free_lane(0x01_01_01), Some(3));
+        // A byte of 0x01 above an empty one (where a borrow could mislead a naive test).
+        assert_eq!(free_lane(0x0101_0101_0100_0101), Some(2));
+        assert_eq!(free_lane(u64::MAX), None);
+        assert_eq!(free_lane(0x6901_0203_0405_0607), None);
+        assert_eq!(free_lane(0x0001_0203_0405_0607), Some(7));
     }
 
     #[test]

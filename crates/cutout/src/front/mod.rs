@@ -170,7 +170,7 @@ impl Breaker {
     #[inline]
     fn refuse(&self, reason: RejectReason, retry_after: RetryAfter) -> Ticket {
         let s = &*self.shared;
-        s.hot.cells.refuse(&s.refused_elsewhere);
+        s.hot.cells.refuse();
         self.observe(CallKind::Refused(reason), None, false);
         Ticket::refused(reason, retry_after)
     }
