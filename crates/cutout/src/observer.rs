@@ -127,9 +127,7 @@ impl Observers {
         (!list.is_empty()).then(|| std::sync::Arc::new(Observers(list.into_boxed_slice())))
     }
 
-    /// Tells every observer, each behind its own `catch_unwind`.
-    #[cold]
-    #[inline(never)]
+    /// Tells every observer, each contained (see `contained.rs`).
     pub(crate) fn tell(&self, call: &Call<'_>) {
         for observer in self.0.iter() {
             crate::contained::contained(|| observer.on_call(call));

@@ -175,9 +175,18 @@ impl Breaker {
         Ticket::refused(reason, retry_after)
     }
 
-    /// Tells the observers of a call, if there are any: one pointer test when there are none.
+    /// Tells the observers of a call, if there are any: one pointer test when there are none
+    /// (the call itself is out of line, so that the paths it sits on stay as small).
     #[inline(always)]
     fn observe(&self, kind: CallKind, duration: Option<u64>, slow: bool) {
+        if self.shared.hot.observers.is_some() {
+            self.tell(kind, duration, slow);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn tell(&self, kind: CallKind, duration: Option<u64>, slow: bool) {
         if let Some(observers) = &self.shared.hot.observers {
             observers.tell(&Call {
                 breaker: &self.shared.id,
