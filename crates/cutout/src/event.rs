@@ -36,6 +36,9 @@ pub enum OpenReason {
     /// `Retry-After`). The break is the time asked, capped by `max_break_duration`, without
     /// jitter or growth.
     RetryAfter,
+    /// A signal from outside the breaker's own calls ([`Breaker::trip_on_signal`](crate::Breaker::trip_on_signal)):
+    /// e.g. the failures a fleet of breakers sees together.
+    Signal,
 }
 
 impl OpenReason {
@@ -52,6 +55,7 @@ impl OpenReason {
             OpenReason::HalfOpenTimeout => "half_open_timeout",
             OpenReason::RampFailed => "ramp_failed",
             OpenReason::RetryAfter => "retry_after",
+            OpenReason::Signal => "signal",
         }
     }
 }
@@ -69,6 +73,7 @@ impl fmt::Display for OpenReason {
             OpenReason::HalfOpenTimeout => f.write_str("half-open for too long"),
             OpenReason::RampFailed => f.write_str("a call failed during the recovery ramp"),
             OpenReason::RetryAfter => f.write_str("the dependency asked to retry later"),
+            OpenReason::Signal => f.write_str("a signal from outside its calls"),
         }
     }
 }

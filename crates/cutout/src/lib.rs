@@ -82,6 +82,7 @@ mod permit;
 mod registry;
 mod relative;
 mod settings;
+mod signal;
 mod snapshot;
 mod state;
 mod suggest;

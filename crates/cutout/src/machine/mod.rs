@@ -359,6 +359,15 @@ impl Machine {
         self.gate_allows().then(|| self.open(now, reason))
     }
 
+    /// Opens a closed breaker on a signal from outside its own calls, as a trip does (through
+    /// the open gate, growing the break, raising an opening of reason `Signal`). Any other
+    /// state is left as it is.
+    pub(crate) fn trip_on_signal(&mut self, now: u64) -> Option<Transition> {
+        (self.state == State::Closed)
+            .then(|| self.trip(now, OpenReason::Signal))
+            .flatten()
+    }
+
     /// Asks the open gate, if any, whether a closed breaker may open (counting a refusal).
     fn gate_allows(&mut self) -> bool {
         if let Some(Gate(gate)) = &self.gate
