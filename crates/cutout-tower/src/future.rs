@@ -36,9 +36,48 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<F> {
+    pub(crate) enum State<F> {
         Called { #[pin] future: F },
-        Refused { rejection: Option<Rejected>, pause: Option<Pin<Box<Sleep>>> },
+        Refused { refusal: Refusal },
+    }
+}
+
+/// A refused call's future: fails with the refusal, after the optional pause. Shared by
+/// [`ResponseFuture`] and [`WholeResponseFuture`](crate::body::WholeResponseFuture).
+pub(crate) struct Refusal {
+    rejection: Option<Rejected>,
+    pause: Option<Pin<Box<Sleep>>>,
+}
+
+impl Refusal {
+    /// The refusal, with its pause: `pause`, but never past the moment the breaker could
+    /// admit the call again (its retry-after); no timer for no time.
+    pub(crate) fn new(rejection: Rejected, pause: Option<Duration>) -> Refusal {
+        let pause = pause
+            .map(|pause| {
+                rejection
+                    .retry_after()
+                    .map_or(pause, |after| pause.min(after))
+            })
+            .filter(|pause| !pause.is_zero())
+            .map(|pause| Box::pin(tokio::time::sleep(pause)));
+        Refusal {
+            rejection: Some(rejection),
+            pause,
+        }
+    }
+
+    /// Ready with the refusal once the pause is over. Polling again after that panics, as any
+    /// future polled after it completed may.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Error> {
+        if let Some(pause) = &mut self.pause {
+            ready!(pause.as_mut().poll(cx));
+        }
+        let rejection = self
+            .rejection
+            .take()
+            .expect("a refused call's future polled after it completed");
+        Poll::Ready(Error::rejected(rejection))
     }
 }
 
@@ -58,33 +97,15 @@ impl<F, C> ResponseFuture<F, C> {
     }
 
     pub(crate) fn refused(rejection: Rejected, pause: Option<Duration>, classifier: C) -> Self {
-        let pause = refusal_sleep(&rejection, pause);
         ResponseFuture {
             state: State::Refused {
-                rejection: Some(rejection),
-                pause,
+                refusal: Refusal::new(rejection, pause),
             },
             classifier,
             permit: None,
             guard: None,
         }
     }
-}
-
-/// The refusal pause for `rejection`, if any: `pause`, but never past the moment the breaker
-/// could admit the call again (its retry-after); no timer for no time.
-pub(crate) fn refusal_sleep(
-    rejection: &Rejected,
-    pause: Option<Duration>,
-) -> Option<Pin<Box<Sleep>>> {
-    pause
-        .map(|pause| {
-            rejection
-                .retry_after()
-                .map_or(pause, |after| pause.min(after))
-        })
-        .filter(|pause| !pause.is_zero())
-        .map(|pause| Box::pin(tokio::time::sleep(pause)))
 }
 
 impl<F, C, T, E> Future for ResponseFuture<F, C>
@@ -109,15 +130,7 @@ where
                 drop(this.guard.take());
                 Poll::Ready(result.map_err(Error::inner))
             }
-            StateProj::Refused { rejection, pause } => {
-                if let Some(pause) = pause {
-                    ready!(pause.as_mut().poll(cx));
-                }
-                let rejection = rejection
-                    .take()
-                    .expect("ResponseFuture polled after it completed");
-                Poll::Ready(Err(Error::rejected(rejection)))
-            }
+            StateProj::Refused { refusal } => refusal.poll(cx).map(Err),
         }
     }
 }

@@ -8,11 +8,10 @@ use std::time::Duration;
 use cutout::{OwnedPermit, Rejected};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
 
 use super::{BreakerBody, Classified, ClassifyEnd, ClassifyResponse};
 use crate::error::{BoxError, Error};
-use crate::future::refusal_sleep;
+use crate::future::{Refusal, State, StateProj};
 use crate::keyed::CallGuard;
 
 pin_project! {
@@ -35,14 +34,6 @@ pin_project! {
     }
 }
 
-pin_project! {
-    #[project = StateProj]
-    enum State<F> {
-        Called { #[pin] future: F },
-        Refused { rejection: Option<Rejected>, pause: Option<Pin<Box<Sleep>>> },
-    }
-}
-
 impl<F, C> WholeResponseFuture<F, C> {
     /// An admitted call (`permit`), or one let through unguarded (`None`).
     pub(crate) fn called(
@@ -60,11 +51,9 @@ impl<F, C> WholeResponseFuture<F, C> {
     }
 
     pub(crate) fn refused(rejection: Rejected, pause: Option<Duration>, classifier: C) -> Self {
-        let pause = refusal_sleep(&rejection, pause);
         WholeResponseFuture {
             state: State::Refused {
-                rejection: Some(rejection),
-                pause,
+                refusal: Refusal::new(rejection, pause),
             },
             classifier,
             permit: None,
@@ -112,15 +101,7 @@ where
                     }
                 }
             }
-            StateProj::Refused { rejection, pause } => {
-                if let Some(pause) = pause {
-                    ready!(pause.as_mut().poll(cx));
-                }
-                let rejection = rejection
-                    .take()
-                    .expect("WholeResponseFuture polled after it completed");
-                Poll::Ready(Err(Error::rejected(rejection)))
-            }
+            StateProj::Refused { refusal } => refusal.poll(cx).map(Err),
         }
     }
 }
