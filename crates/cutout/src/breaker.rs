@@ -8,7 +8,7 @@
 //! The machine is the single source of truth and lives under a mutex. After every locked
 //! operation, still under the lock, the breaker publishes for the hot path `until` (when the
 //! current break ends; 0 unless open), `fast_until` (when the fast flag lapses) and
-//! `slow_nanos` with `Relaxed`, then the state word with `Release`.
+//! `slow_nanos` and `throttle` with `Relaxed`, then the state word with `Release`.
 //!
 //! - Admission loads the word with `Acquire`. When it reads an open word it then reads
 //!   `until`; the acquire pairs with the release that published that word, so `until` is the
@@ -26,7 +26,8 @@
 //!   loads at the end with the one it was admitted on: equal, its success is linearized at
 //!   that load; otherwise it is finished like any other.
 //! - `slow_nanos` is a hint: a call judged against the previous threshold is judged as of a
-//!   moment ago.
+//!   moment ago. So is `throttle`, read after a throttling word: the threshold published with
+//!   that word or a later one, a draw as of a moment ago either way.
 //! - Everything else takes the lock, whose acquire and release order the machine itself. No
 //!   `SeqCst` is needed: the only cross-variable relations are word → `until` and word →
 //!   `fast_until`, covered above.
@@ -63,6 +64,9 @@ pub(crate) struct Hot {
     /// Calls above this many nanoseconds are slow: the absolute threshold tightened by the
     /// relative one; `u64::MAX` when none applies.
     pub(crate) slow_nanos: AtomicU64,
+    /// Adaptive throttling's refusal threshold for a uniform draw, read under a throttling
+    /// word (0 otherwise).
+    pub(crate) throttle: AtomicU64,
     /// What calls count off the lock, a line per core (the lines themselves are elsewhere).
     pub(crate) cells: Cells,
     pub(crate) clock: TimeSource,
@@ -265,6 +269,7 @@ impl BreakerBuilder {
             until: AtomicU64::new(published.until),
             fast_until: AtomicU64::new(published.fast_until),
             slow_nanos: AtomicU64::new(published.slow_nanos),
+            throttle: AtomicU64::new(published.throttle),
             cells: Cells::new(machine.generation()),
             quick_refusals: matches!(self.clock, TimeSource::System(_)) && !settings.shadow,
             clock: self.clock,

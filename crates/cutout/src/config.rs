@@ -79,6 +79,7 @@
 //! | `recovery-initial-fraction` | a ratio below 1: the share of calls admitted when the ramp starts | 0.1 | |
 //! | `recovery-min-duration` | a duration: the shortest ramp | `"1s"` | |
 //! | `recovery-max-duration` | a duration ≥ `recovery-min-duration`: the longest ramp | `"2m"` | |
+//! | `throttle` | a number ≥ 1: adaptive throttling's multiple K instead of opening (needs a time window) | off | yes |
 //! | `base-config` | the name of a `[configs.<name>]` (instances only) | none | |
 //!
 //! - Durations are [humantime](https://docs.rs/humantime) strings: `"30s"`, `"2m"`,
@@ -154,6 +155,7 @@
 //! | `CUT-CFG-013` | a baseline multiple is not above 1 | `CUT-CFG-013: invalid failures-multiple = 1 in [instances.payments]: allowed a finite number above 1` |
 //! | `CUT-CFG-014` | the longest recovery ramp is shorter than the shortest | `CUT-CFG-014: invalid recovery-max-duration = "5s" in [defaults]: recovery-min-duration = "10s"; allowed a duration at least recovery-min-duration` |
 //! | `CUT-CFG-015` | the break multiplier is below 1 or not a finite number | `CUT-CFG-015: invalid break-multiplier = 0.5 in [defaults]: allowed a finite number of at least 1 (1 keeps the break constant)` |
+//! | `CUT-CFG-017` | adaptive throttling's multiple is below 1 or not a finite number | `CUT-CFG-017: invalid throttle = 0.5 in [defaults]: allowed a finite number of at least 1 (2 is the usual choice)` |
 //!
 //! Where a value came from another section than the one being resolved (a bad `[defaults]`
 //! key that only fails once merged into an instance), the message adds
@@ -268,6 +270,7 @@ pub const SETTINGS_KEYS: &[&str] = &[
     "recovery-initial-fraction",
     "recovery-min-duration",
     "recovery-max-duration",
+    "throttle",
 ];
 
 const BASE_CONFIG: &str = "base-config";
@@ -913,6 +916,21 @@ fn multiple(at: At<'_>) -> Result<f64, LoadError> {
     }
 }
 
+/// Adaptive throttling's multiple, or false / "off": any number; validation checks it is
+/// finite and at least 1.
+fn throttle(at: At<'_>) -> Result<Option<f64>, LoadError> {
+    const ALLOWED: &str = "a number of at least 1 (adaptive throttling's K), or false / \"off\"";
+    if off(at.value) {
+        return Ok(None);
+    }
+    reject_true(at, ALLOWED)?;
+    match at.value {
+        Raw::Int(i) => Ok(Some(*i as f64)),
+        Raw::Float(f) => Ok(Some(*f)),
+        _ => Err(at.wrong_type(ALLOWED)),
+    }
+}
+
 /// The break multiplier: any number; validation checks it is finite and at least 1.
 fn break_multiplier(at: At<'_>) -> Result<f64, LoadError> {
     match at.value {
@@ -1020,6 +1038,7 @@ struct Patch {
     recovery_initial_fraction: Option<f64>,
     recovery_min_duration: Option<Duration>,
     recovery_max_duration: Option<Duration>,
+    throttle: Option<Option<f64>>,
     base: Option<String>,
     origins: BTreeMap<&'static str, Origin>,
 }
@@ -1219,6 +1238,7 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
         "recovery-max-duration" => {
             patch.recovery_max_duration = Some(duration(at, duration_allowed)?);
         }
+        "throttle" => patch.throttle = Some(throttle(at)?),
         BASE_CONFIG => {
             if !instance {
                 return Err(at
@@ -1434,6 +1454,9 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
         }
         if let Some(v) = layer.max_break_duration {
             b = b.max_break_duration(v);
+        }
+        if let Some(v) = layer.throttle {
+            b = b.throttle(v);
         }
         if let Some(v) = layer.break_multiplier {
             b = b.break_multiplier(v);

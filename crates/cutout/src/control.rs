@@ -73,7 +73,7 @@ impl Breaker {
         // Under the lock, as the locked operations set them, so that a refresh racing a
         // transition never leaves an older state's gauge behind the newer one.
         self.read(|m, pending| {
-            let snapshot = m.snapshot(now, pending, 0);
+            let snapshot = m.snapshot(now, pending, self.shared.hot.cells.refused());
             crate::contained::contained(|| self.shared.metrics.set_gauges(&snapshot));
         });
     }

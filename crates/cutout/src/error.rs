@@ -22,6 +22,10 @@ pub enum RejectReason {
     Ramp,
     /// The breaker was isolated by an operator (`"isolated"`).
     Isolated,
+    /// Adaptive throttling refused this call (`"throttled"`; see
+    /// [`SettingsBuilder::throttle`](crate::SettingsBuilder::throttle)). No retry-after: the
+    /// next call is another draw.
+    Throttled,
 }
 
 impl RejectReason {
@@ -32,6 +36,7 @@ impl RejectReason {
             RejectReason::HalfOpenFull => "half_open_full",
             RejectReason::Ramp => "ramp",
             RejectReason::Isolated => "isolated",
+            RejectReason::Throttled => "throttled",
         }
     }
 }
@@ -231,6 +236,7 @@ impl<E> From<Rejected> for Error<E> {
 /// | `CUT-CFG-014` | a maximum is below its minimum (recovery ramp durations) |
 /// | `CUT-CFG-015` | the break multiplier is below 1 or not a finite number (a schedule that does not grow) |
 /// | `CUT-CFG-016` | a break schedule function gives a shorter break for an open than for the one before |
+/// | `CUT-CFG-017` | adaptive throttling's multiple (`throttle`) is below 1 or not a finite number |
 /// | `CUT-REG-001` | a registry already holds a breaker with this id and different settings |
 /// | `CUT-REG-002` | a registry holds no breaker with this id |
 ///
@@ -281,6 +287,8 @@ pub enum ErrorCode {
     /// `CUT-CFG-016`: a [`BreakSchedule`](crate::BreakSchedule) shrinks: its break for some
     /// consecutive open (of the first 16) is shorter than for the one before.
     BreakScheduleShrinks,
+    /// `CUT-CFG-017`: adaptive throttling's multiple is below 1, or NaN or infinite.
+    ThrottleMultipleOutOfRange,
 }
 
 impl ErrorCode {
@@ -305,6 +313,7 @@ impl ErrorCode {
             ErrorCode::MaxBelowMin => "CUT-CFG-014",
             ErrorCode::BreakMultiplierOutOfRange => "CUT-CFG-015",
             ErrorCode::BreakScheduleShrinks => "CUT-CFG-016",
+            ErrorCode::ThrottleMultipleOutOfRange => "CUT-CFG-017",
         }
     }
 }

@@ -92,6 +92,9 @@ impl Breaker {
         #[cfg(feature = "metrics")]
         let state_before = machine.state_at(now);
         machine.settle(now);
+        if machine.throttles() {
+            machine.absorb_refusals(s.hot.cells.refused());
+        }
         let generation = machine.generation();
         let folded = s.hot.cells.fold(generation);
         let result = body(&mut machine, folded);
@@ -104,7 +107,7 @@ impl Breaker {
         // transition's events from being raised.
         #[cfg(feature = "metrics")]
         if s.metrics.refresh_due(now) | (machine.state_at(now) != state_before) {
-            let snapshot = machine.snapshot(now, (0, 0), 0);
+            let snapshot = machine.snapshot(now, (0, 0), s.hot.cells.refused());
             crate::contained::contained(|| s.metrics.set_gauges(&snapshot));
         }
         result
@@ -144,6 +147,7 @@ impl Breaker {
         s.hot
             .slow_nanos
             .store(published.slow_nanos, Ordering::Relaxed);
+        s.hot.throttle.store(published.throttle, Ordering::Relaxed);
         s.hot.word.store(published.word.bits(), Ordering::Release);
     }
 

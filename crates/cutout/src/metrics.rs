@@ -14,7 +14,7 @@
 //! |---|---|---|---|
 //! | `cutout_calls_total` | counter | `outcome` = `success`, `failure`, `ignored`, `open_for` | calls that finished with an outcome the breaker saw (a disabled breaker's are not seen) |
 //! | `cutout_slow_calls_total` | counter | | timed calls over the slow threshold |
-//! | `cutout_rejections_total` | counter | `reason` = `open`, `half_open_full`, `ramp`, `isolated` | refused calls |
+//! | `cutout_rejections_total` | counter | `reason` = `open`, `half_open_full`, `ramp`, `isolated`, `throttled` | refused calls |
 //! | `cutout_transitions_total` | counter | `from`, `to` (state names) | transitions (events); manual actions are not transitions |
 //! | `cutout_state` | gauge | `state` = `closed`, `open`, `half_open`, `recovering`, `isolated`, `disabled` | 1 for the current state, 0 for the others |
 //! | `cutout_failure_rate` | gauge | | failures / calls in the trip window (0 to 1); NaN until the window holds the minimum calls |

@@ -9,7 +9,7 @@ use crate::machine::Role;
 /// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34)
 /// or timed (bit 35); and when its call started (0 when calls are not timed).
 ///
-/// A refusal travels as a ticket too (bit 37, the reason in bits 38–39, the retry-after in
+/// A refusal travels as a ticket too (bit 37, the reason in bits 38–40, the retry-after in
 /// `start` as [`RetryAfter`] encodes it): two registers, where a `Result` holding a
 /// [`Rejected`](crate::Rejected) would be written to memory and copied at every level. The
 /// `Rejected` is built once, where the caller wants it.
@@ -62,6 +62,7 @@ impl Ticket {
             RejectReason::HalfOpenFull => 1,
             RejectReason::Ramp => 2,
             RejectReason::Isolated => 3,
+            RejectReason::Throttled => 4,
         };
         Ticket {
             bits: REFUSED | (code << REASON_SHIFT),
@@ -78,11 +79,12 @@ impl Ticket {
     /// The reason and retry-after of a [`Ticket::refused`] one.
     #[inline]
     pub(crate) fn refusal(self) -> (RejectReason, RetryAfter) {
-        let reason = match (self.bits >> REASON_SHIFT) & 0b11 {
+        let reason = match (self.bits >> REASON_SHIFT) & 0b111 {
             0 => RejectReason::Open,
             1 => RejectReason::HalfOpenFull,
             2 => RejectReason::Ramp,
-            _ => RejectReason::Isolated,
+            3 => RejectReason::Isolated,
+            _ => RejectReason::Throttled,
         };
         (reason, RetryAfter(self.start))
     }

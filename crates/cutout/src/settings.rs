@@ -201,6 +201,28 @@ impl BreakSchedule {
     }
 }
 
+/// `CUT-CFG-017` for a throttling multiple below 1 or not finite, `CUT-CFG-006` for
+/// throttling over a count window.
+fn check_throttle(multiple: f64, window: TripWindow) -> Result<(), ConfigError> {
+    if !(multiple >= 1.0 && multiple.is_finite()) {
+        return Err(ConfigError::new(
+            ErrorCode::ThrottleMultipleOutOfRange,
+            "throttle",
+            multiple,
+            "a finite number of at least 1 (2 is the usual choice)",
+        ));
+    }
+    if matches!(window, TripWindow::Count(_)) {
+        return Err(ConfigError::new(
+            ErrorCode::Contradiction,
+            "throttle",
+            multiple,
+            "a time window (window-type = \"time\"): throttling counts its refusals over time",
+        ));
+    }
+    Ok(())
+}
+
 impl fmt::Debug for BreakSchedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("BreakSchedule(..)")
@@ -242,6 +264,7 @@ impl PartialEq for BreakSchedule {
 /// | [`slow_calls`](SettingsBuilder::slow_calls) | `slow-calls`, `slow-calls-multiple`, `-quantile`, `-floor`, `latency-baseline-window` | above 3 × the median latency, floor 1 ms, baseline over 10 × the trip window |
 /// | [`failures`](SettingsBuilder::failures) | `failures`, `failures-multiple`, `-floor`, `failure-baseline-window` | above 5 × the normal failure rate, floor 5%, baseline over 10 × the trip window |
 /// | [`recovery`](SettingsBuilder::recovery) | `recovery`, `recovery-fraction`, `-initial-fraction`, `-min-duration`, `-max-duration` | off |
+/// | [`throttle`](SettingsBuilder::throttle) | `throttle` | off (the binary breaker) |
 ///
 /// What the defaults cost on the healthy path (BENCHMARKS.md): a count window full of
 /// successes with no latency rule, two loads; the default time window with the adaptive
@@ -293,6 +316,10 @@ pub struct Settings {
     pub(crate) slow_calls: Option<SlowCalls>,
     pub(crate) failures: Option<Failures>,
     pub(crate) recovery: Option<Recovery>,
+    /// Adaptive throttling's multiple K instead of opening (see [`SettingsBuilder::throttle`]);
+    /// 0 when off (an `f64` rather than an `Option`: 8 bytes of a default breaker's 4 KiB;
+    /// the builder keeps the `Option` it was given, so that a 0 is reported as given).
+    throttle: f64,
 }
 
 impl Default for Settings {
@@ -320,6 +347,7 @@ impl Default for Settings {
             slow_calls: Some(SlowCalls::above(3.0)),
             failures: Some(Failures::above(5.0)),
             recovery: None,
+            throttle: 0.0,
         }
     }
 }
@@ -337,6 +365,7 @@ impl Settings {
 
     fn into_builder(self) -> SettingsBuilder {
         SettingsBuilder {
+            throttle: self.throttle(),
             settings: self,
             enabled: None,
             initial_state: None,
@@ -456,6 +485,11 @@ impl Settings {
         self.recovery
     }
 
+    /// Adaptive throttling's multiple K, when the breaker throttles instead of opening.
+    pub fn throttle(&self) -> Option<f64> {
+        (self.throttle != 0.0).then_some(self.throttle)
+    }
+
     /// The relative slow-call rule in force (`None` when off or not adaptive).
     pub(crate) fn relative_slow_calls(&self) -> Option<SlowCalls> {
         self.slow_calls.filter(|_| self.adaptive)
@@ -551,6 +585,9 @@ impl Settings {
         }
         if let Some(schedule) = &self.break_schedule {
             schedule.check_grows()?;
+        }
+        if let Some(multiple) = self.throttle() {
+            check_throttle(multiple, self.window)?;
         }
         count("half-open-probes", self.half_open_probes)?;
         count("probe-successes", self.probe_successes)?;
@@ -715,6 +752,8 @@ pub struct SettingsBuilder {
     /// What this builder was told of the initial state, by [`SettingsBuilder::enabled`] and
     /// [`SettingsBuilder::initial_state`]: the two must agree (see `build`).
     enabled: Option<bool>,
+    /// What [`SettingsBuilder::throttle`] was given (checked and stored by `build`).
+    throttle: Option<f64>,
     initial_state: Option<InitialState>,
 }
 
@@ -974,8 +1013,48 @@ impl SettingsBuilder {
         self.settings.recovery = recovery;
         self
     }
+
+    /// Adaptive throttling instead of opening (Google SRE's client-side throttling), with
+    /// multiple `K` (at least 1; 2 is the book's choice); `None`, the default, is the binary
+    /// breaker. While closed, each call is refused with probability
+    /// `max(0, (requests − K × accepts) / (requests + 1))` over the trip window: `requests`
+    /// are the calls the window counted plus those throttling refused in it, `accepts` the
+    /// counted calls that did not fail. A refusal's reason is
+    /// [`RejectReason::Throttled`](crate::RejectReason::Throttled), with no retry-after (the
+    /// next call is another draw). No trip rule opens a throttling breaker; a classifier's
+    /// open-for verdict, [`Breaker::trip_on_signal`](crate::Breaker::trip_on_signal) and the
+    /// controls still do. Needs a time window (`CUT-CFG-006` naming `throttle` otherwise); a
+    /// multiple below 1 or not finite fails with `CUT-CFG-017`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, RejectReason, Settings, clock::ManualClock};
+    ///
+    /// let settings = Settings::builder().throttle(Some(2.0)).build()?;
+    /// let breaker = Breaker::builder("ads").settings(settings).clock(ManualClock::new()).build();
+    /// for _ in 0..200 {
+    ///     let _ = breaker.call(|| Err::<(), _>("overloaded"));
+    /// }
+    /// // Never opened: it refuses in proportion instead (almost every call, here).
+    /// assert_eq!(breaker.state(), cutout::State::Closed);
+    /// let refused = (0..1_000)
+    ///     .filter(|_| breaker.call(|| Err::<(), _>("overloaded")).is_err_and(|e| {
+    ///         e.rejection().is_some_and(|r| r.reason() == RejectReason::Throttled)
+    ///     }))
+    ///     .count();
+    /// assert!(refused > 900, "{refused}");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn throttle(mut self, multiple: Option<f64>) -> Self {
+        self.throttle = multiple;
+        self
+    }
     /// Validates and returns the settings.
     pub fn build(mut self) -> Result<Settings, ConfigError> {
+        if let Some(multiple) = self.throttle {
+            check_throttle(multiple, self.settings.window)?;
+        }
+        self.settings.throttle = self.throttle.unwrap_or(0.0);
         self.settings.initial_state = match (self.enabled, self.initial_state) {
             (Some(enabled), Some(state)) if enabled != (state != InitialState::Disabled) => {
                 return Err(ConfigError::new(

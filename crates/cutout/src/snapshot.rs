@@ -64,6 +64,10 @@ pub struct Snapshot {
     /// isolated, half-open with every probe taken, and recovering over a ramp. A refusal
     /// decided just as the state changes may be counted in the next episode.
     pub refused_calls: u64,
+    /// Adaptive throttling's refusal probability now, while closed (see
+    /// [`SettingsBuilder::throttle`](crate::SettingsBuilder::throttle)); `None` for a binary
+    /// breaker and in every other state.
+    pub throttle_probability: Option<f64>,
 }
 
 /// An action taken on a breaker by hand rather than caused by a call. None raises a transition

@@ -200,13 +200,20 @@ impl Cells {
     /// kind sampled every time, and the estimate of slow calls would be all or nothing.
     #[inline]
     pub(crate) fn turn(&self) -> bool {
+        self.draw() >> (64 - SAMPLE.trailing_zeros()) == 0
+    }
+
+    /// The next number of this line's sequence (xorshift, uniform over non-zero `u64`s): the
+    /// sampling turn's, and adaptive throttling's draw.
+    #[inline]
+    pub(crate) fn draw(&self) -> u64 {
         let turn = &self.line().turn;
         let mut x = turn.load(Ordering::Relaxed);
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         turn.store(x, Ordering::Relaxed);
-        x >> (64 - SAMPLE.trailing_zeros()) == 0
+        x
     }
 
     /// Counts a tracked call as started.

@@ -72,6 +72,8 @@ impl Breaker {
             return Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0));
         }
         match word.state() {
+            // Throttling: each call a draw, on the slow path.
+            State::Closed if word.is_throttling() => Quick::Slow,
             State::Closed => match s.hot.timing {
                 Timing::None => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
                 // A sampled breaker above low traffic: seven calls in eight are not timed.
@@ -151,6 +153,16 @@ impl Breaker {
     fn ticket_other(&self, word: Word) -> Ticket {
         let s = &*self.shared;
         match word.state() {
+            // Throttled: refused with the published probability (a shadow breaker refuses
+            // nothing). The threshold is read after the word (see `breaker.rs`).
+            State::Closed if word.is_throttling() && !s.hot.shadow => match self.throttle(word) {
+                Err(refusal) => refusal,
+                Ok(word) if word.state() == State::Closed => match s.hot.timing {
+                    Timing::None => Ticket::new(word.generation(), Role::Normal, 0),
+                    _ => self.closed_timed(word),
+                },
+                Ok(_) => self.ticket_slow(),
+            },
             // A timed call (its turn already taken), or a breaker that closed since the quick
             // path looked.
             State::Closed => match s.hot.timing {
@@ -163,6 +175,30 @@ impl Breaker {
             }
             _ => self.admit_locked(s.hot.clock.recent(), false),
         }
+    }
+
+    /// Adaptive throttling's draw for a call admitted on a throttling `word`: a refusal, or
+    /// the word to admit it under. Past `fast_until` (the window, or the refusals' slices,
+    /// moved since the probability was published) the lock recomputes the probability first:
+    /// a breaker refusing almost everything takes the lock rarely otherwise, and would keep
+    /// refusing after its dependency recovered.
+    #[inline(never)]
+    fn throttle(&self, word: Word) -> Result<Word, Ticket> {
+        let s = &*self.shared;
+        let now = s.hot.clock.recent();
+        let word = if now >= s.hot.fast_until.load(Ordering::Relaxed) {
+            self.operate(now, None, |_| ((), None));
+            self.word()
+        } else {
+            word
+        };
+        if word.state() == State::Closed
+            && word.is_throttling()
+            && s.hot.cells.draw() < s.hot.throttle.load(Ordering::Relaxed)
+        {
+            return Err(self.refuse(RejectReason::Throttled, RetryAfter::from_nanos(None)));
+        }
+        Ok(word)
     }
 
     /// A refusal: counted for the snapshot's refused calls (on this thread's line; see

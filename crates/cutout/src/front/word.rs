@@ -19,6 +19,10 @@
 //!   folds into every consumer and follows with the trip rules.
 //! - *Exact*: every call is timed (a sampled breaker at low traffic; see
 //!   `Machine::publish`).
+//! - *Throttling*: closed, adaptive throttling on, and a refusal probability above zero
+//!   (published beside the word as a threshold; see `machine/throttle.rs`). Never still nor
+//!   fast with it: every admitted call's outcome takes the lock, which recomputes the
+//!   probability.
 
 use crate::state::State;
 
@@ -26,6 +30,7 @@ const STATE_MASK: u64 = 0b111;
 const STILL: u64 = 0b1000;
 const FAST: u64 = 0b1_0000;
 const EXACT: u64 = 0b10_0000;
+const THROTTLING: u64 = 0b100_0000;
 const GENERATION_SHIFT: u32 = 32;
 
 /// The decoded state word.
@@ -38,6 +43,7 @@ pub(crate) struct Flags {
     pub(crate) still: bool,
     pub(crate) fast: bool,
     pub(crate) exact: bool,
+    pub(crate) throttling: bool,
 }
 
 impl Word {
@@ -45,7 +51,15 @@ impl Word {
         let still = if flags.still { STILL } else { 0 };
         let fast = if flags.fast { FAST } else { 0 };
         let exact = if flags.exact { EXACT } else { 0 };
-        Word(state.code() | still | fast | exact | ((generation as u64) << GENERATION_SHIFT))
+        let throttling = if flags.throttling { THROTTLING } else { 0 };
+        Word(
+            state.code()
+                | still
+                | fast
+                | exact
+                | throttling
+                | ((generation as u64) << GENERATION_SHIFT),
+        )
     }
 
     /// Closed and still: one mask and compare (Closed's code is 0).
@@ -82,6 +96,13 @@ impl Word {
     pub(crate) const fn is_exact(self) -> bool {
         self.0 & EXACT != 0
     }
+
+    /// Whether adaptive throttling refuses some calls (a draw against the published threshold
+    /// decides each).
+    #[inline]
+    pub(crate) const fn is_throttling(self) -> bool {
+        self.0 & THROTTLING != 0
+    }
 }
 
 #[cfg(test)]
@@ -92,16 +113,18 @@ mod tests {
     fn word_round_trips_every_state_and_generation_edge() {
         for state in State::ALL {
             for generation in [0, 1, u32::MAX] {
-                for bits in 0..8u8 {
+                for bits in 0..16u8 {
                     let flags = Flags {
                         still: bits & 1 != 0,
                         fast: bits & 2 != 0,
                         exact: bits & 4 != 0,
+                        throttling: bits & 8 != 0,
                     };
                     let word = Word::from_bits(Word::new(state, generation, flags).bits());
                     assert_eq!(word.state(), state);
                     assert_eq!(word.generation(), generation);
                     assert_eq!(word.is_exact(), flags.exact);
+                    assert_eq!(word.is_throttling(), flags.throttling);
                     assert_eq!(
                         word.is_closed_still(),
                         flags.still && state == State::Closed

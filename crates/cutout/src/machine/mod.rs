@@ -9,6 +9,7 @@ pub(crate) mod inflight;
 pub(crate) mod ramp;
 pub(crate) mod slices;
 pub(crate) mod summed;
+pub(crate) mod throttle;
 pub(crate) mod trip;
 pub(crate) mod window;
 
@@ -22,9 +23,10 @@ use crate::machine::backoff::{computed_break, jittered};
 use crate::machine::baseline::{FailureBaseline, LatencyBaseline};
 use crate::machine::inflight::Marks;
 use crate::machine::ramp::Ramp;
+use crate::machine::throttle::Throttle;
 use crate::machine::trip::{Baselines, Share, ratio_trip};
 use crate::machine::window::{Mark, Totals, Window};
-use crate::settings::{HalfOpenRule, HalfOpenTimeout, InitialState, Settings};
+use crate::settings::{HalfOpenRule, HalfOpenTimeout, InitialState, Settings, TripWindow};
 use crate::snapshot::{ManualAction, Snapshot};
 use crate::state::State;
 
@@ -136,6 +138,9 @@ pub(crate) struct Machine {
     /// Call observers are registered: a success always has a consumer, so the word is never
     /// still.
     observed: bool,
+    /// Adaptive throttling instead of opening (boxed: most breakers have none, and the
+    /// machine's room is counted, see the layout note).
+    throttle: Option<Box<Throttle>>,
     // Layout: the machine lives inside the breaker's shared allocation, which a default
     // breaker fills to a whole number of cache lines; a field more there costs a line (128
     // bytes) of the 4 KiB budget (tests/memory.rs). The small fields above share their padding.
@@ -148,10 +153,13 @@ pub(crate) struct Published {
     /// When the current break ends while open; 0 in every other state (so that a refusal that
     /// reads it after a newer publication than its word's goes to the lock).
     pub(crate) until: u64,
-    /// Until when the fast flag holds (meaningful while it is set).
+    /// Until when the fast flag holds (meaningful while it is set), and when a throttling
+    /// word's probability is to be recomputed (see `Breaker::throttle`).
     pub(crate) fast_until: u64,
     /// Calls above this many nanoseconds are slow (`u64::MAX`: none is).
     pub(crate) slow_nanos: u64,
+    /// Adaptive throttling's refusal threshold for a uniform 64-bit draw (0: none refused).
+    pub(crate) throttle: u64,
 }
 
 fn nanos(duration: Duration) -> u64 {
@@ -173,6 +181,12 @@ impl Machine {
     ) -> Machine {
         let state = settings.initial_state.state();
         let opened_at = (state == State::Isolated).then_some(now);
+        let throttle = match (settings.throttle(), settings.window) {
+            (Some(multiple), TripWindow::Time(span)) => {
+                Some(Box::new(Throttle::new(multiple, nanos(span))))
+            }
+            _ => None,
+        };
         let nanos_of = |d: Option<Duration>| d.map(nanos);
         let failure_baseline = settings
             .relative_failures()
@@ -219,6 +233,7 @@ impl Machine {
             refused_base: 0,
             rebase_refused: false,
             observed: false,
+            throttle,
         }
     }
 
@@ -241,9 +256,45 @@ impl Machine {
         std::mem::take(&mut self.rebase_refused)
     }
 
-    /// Starts the refused count of the current state episode at `total`.
+    /// Starts the refused count of the current state episode at `total` (and throttling's
+    /// count of its own refusals).
     pub(crate) fn rebase_refused(&mut self, total: u64) {
         self.refused_base = total;
+        if let Some(throttle) = &mut self.throttle {
+            throttle.rebase(total);
+        }
+    }
+
+    /// Whether the breaker throttles (and wants the refusal total at each locked operation).
+    pub(crate) fn throttles(&self) -> bool {
+        self.throttle.is_some()
+    }
+
+    /// Counts, for throttling, the refusals made since the last locked operation (the
+    /// breaker's refusal total is `total`): while closed they are all throttling's, since
+    /// every other state's start rebased the count. They land in the slice of the last
+    /// locked operation, as successes counted off the lock land in its bucket: a throttled
+    /// draw past `fast_until` takes the lock first (`Breaker::throttle`), so every one of them
+    /// came before the next boundary.
+    pub(crate) fn absorb_refusals(&mut self, total: u64) {
+        if self.state == State::Closed
+            && let Some(throttle) = &mut self.throttle
+        {
+            throttle.absorb(self.fast_since, total);
+        }
+    }
+
+    /// Throttling's refusal probability at `now`, while closed. A read passes the refusal
+    /// total `refused`: the refusals made since the last locked operation are taken as made
+    /// now. (A locked operation has just absorbed them: `None`.)
+    fn throttle_probability(&self, now: u64, refused: Option<u64>) -> Option<f64> {
+        let throttle = self
+            .throttle
+            .as_ref()
+            .filter(|_| self.state == State::Closed)?;
+        let totals = self.window.totals(now);
+        let pending = refused.map_or(0, |total| throttle.pending(total));
+        Some(throttle.probability(now, totals.calls, totals.failures, pending))
     }
 
     /// The generation: it changes with every transition.
@@ -435,7 +486,10 @@ impl Machine {
         // Until the latency baseline is armed every sample may be the one that arms it: each
         // success is then merged under the lock, so that `normal_latency()` is exact.
         let arming = self.latency.is_some() && self.normal_latency.is_none();
-        let fast = closed && !arming && !self.successes_can_trip(now);
+        // At the end of a locked operation, which absorbed the refusals made before it.
+        let probability = self.throttle_probability(now, None).unwrap_or(0.0);
+        let throttling = probability > 0.0;
+        let fast = closed && !arming && !throttling && !self.successes_can_trip(now);
         let mut fast_until = self.window.next_boundary(now);
         if let Some(baseline) = &self.failure_baseline {
             fast_until = fast_until.min(baseline.next_boundary(now));
@@ -446,11 +500,17 @@ impl Machine {
         if self.marks.is_some() {
             fast_until = fast_until.min(self.in_flight_due.max(now.saturating_add(1)));
         }
+        // A throttling word's deadline too (see `Breaker::throttle`): when the refusals'
+        // slices move, the probability may fall.
+        if let Some(throttle) = &self.throttle {
+            fast_until = fast_until.min(throttle.next_boundary(now));
+        }
         // A success would change nothing: not the window (full of successes), not the count (no
         // failures to reset), no baseline (none kept, nothing timed), and no rule has a
         // deadline (so nothing changes with time either).
         let still = closed
             && !self.observed
+            && !throttling
             && self.consecutive_failures == 0
             && self.window.success_is_noop()
             && self.failure_baseline.is_none()
@@ -460,7 +520,16 @@ impl Machine {
         // window make them good ones; 8,192, for the bound in `SlowCalls`).
         let exact = self.exact(now);
         Published {
-            word: Word::new(self.state, self.generation, Flags { still, fast, exact }),
+            word: Word::new(
+                self.state,
+                self.generation,
+                Flags {
+                    still,
+                    fast,
+                    exact,
+                    throttling,
+                },
+            ),
             until: if self.state == State::Open {
                 self.until
             } else {
@@ -468,6 +537,7 @@ impl Machine {
             },
             fast_until,
             slow_nanos: self.slow_nanos(),
+            throttle: throttle::threshold(probability),
         }
     }
 
@@ -483,6 +553,10 @@ impl Machine {
     /// its failure rate can stay put while the baseline's falls; the relative rule is then
     /// treated as able to trip whenever the window's failures could ever meet it.
     fn successes_can_trip(&self, now: u64) -> bool {
+        // No trip rule opens a throttling breaker.
+        if self.throttle.is_some() {
+            return false;
+        }
         let totals = self.window.totals(now);
         let minimum = u64::from(self.settings.effective_minimum_calls());
         let added = minimum.saturating_sub(totals.calls).max(1);
@@ -779,6 +853,10 @@ impl Machine {
     }
 
     fn trip_reason(&self, now: u64) -> Option<OpenReason> {
+        // A throttling breaker refuses in proportion instead of opening.
+        if self.throttle.is_some() {
+            return None;
+        }
         if let Some(limit) = self.settings.consecutive_failures
             && self.consecutive_failures >= limit
         {
@@ -1046,6 +1124,7 @@ impl Machine {
             last_manual_action_at: self.manual.map(|_| Duration::from_nanos(self.manual_at)),
             // A lapsed break is half-open, and a ramp that has run out closed: both counts
             // start at zero.
+            throttle_probability: self.throttle_probability(now, Some(refused)),
             refused_calls: if lazily_half_open
                 || (state == State::Closed && self.state == State::Recovering)
             {

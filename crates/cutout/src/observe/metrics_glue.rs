@@ -15,11 +15,12 @@ use crate::snapshot::Snapshot;
 use crate::{BreakerId, State};
 
 const STATES: [State; 6] = State::ALL;
-const REASONS: [RejectReason; 4] = [
+const REASONS: [RejectReason; 5] = [
     RejectReason::Open,
     RejectReason::HalfOpenFull,
     RejectReason::Ramp,
     RejectReason::Isolated,
+    RejectReason::Throttled,
 ];
 const OUTCOMES: [&str; 4] = ["success", "failure", "ignored", "open_for"];
 
@@ -41,7 +42,7 @@ const REFRESH: u64 = 1_000_000_000;
 pub(crate) struct Metrics {
     calls: [Counter; 4],
     slow: Counter,
-    rejections: [Counter; 4],
+    rejections: [Counter; 5],
     states: [Gauge; 6],
     transitions: [Counter; 5],
     failure_rate: Gauge,
