@@ -196,3 +196,34 @@ fn configuration_files_switch_throttling_on_by_its_multiple() {
     let error = cutout::config::Config::from_toml("[defaults]\nthrottle = true\n").unwrap_err();
     assert!(error.to_string().starts_with("CUT-CFG-0"), "{error}");
 }
+
+/// Calls hung in flight trip an adaptive breaker before any of them returns; a throttling one
+/// throttles instead (no trip rule opens it, this one included).
+#[test]
+fn calls_hung_in_flight_never_open_a_throttling_breaker() {
+    let clock = ManualClock::new();
+    let breaker = Breaker::builder("hangs")
+        .settings(
+            Settings::builder()
+                .window(TripWindow::Time(10 * SEC))
+                .throttle(Some(2.0))
+                .slow_call_threshold(Some(Duration::from_millis(100)))
+                .minimum_calls(5)
+                .build()
+                .unwrap(),
+        )
+        .clock(clock.clone())
+        .build();
+    for _ in 0..50 {
+        let permit = breaker.try_acquire().unwrap();
+        clock.advance(Duration::from_millis(10));
+        permit.success();
+    }
+    let hung: Vec<_> = (0..20).map(|_| breaker.try_acquire().unwrap()).collect();
+    for _ in 0..20 {
+        clock.advance(SEC);
+        let _ = breaker.try_acquire();
+    }
+    assert_eq!(breaker.state(), State::Closed);
+    drop(hung);
+}

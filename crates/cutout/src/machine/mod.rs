@@ -318,7 +318,7 @@ impl Machine {
             return None;
         }
         let reason = self.trip_reason(self.fast_since)?;
-        self.trip(now, reason)
+        self.rule_trip(now, reason)
     }
 
     /// [`Machine::absorb`] without the trip rules, for controls (a reset, an isolation): the
@@ -400,7 +400,7 @@ impl Machine {
             ..totals
         };
         let reason = ratio_trip(&self.settings, with_hung, self.baselines(now, 0))?;
-        self.trip(now, reason)
+        self.rule_trip(now, reason)
     }
 
     /// Opens a closed breaker for `reason`, unless its gate keeps it closed. The gate is user
@@ -408,6 +408,15 @@ impl Machine {
     /// it can never poison the lock.
     fn trip(&mut self, now: u64, reason: OpenReason) -> Option<Transition> {
         self.gate_allows().then(|| self.open(now, reason))
+    }
+
+    /// A trip rule's opening (the window's rules, calls hung in flight): a throttling breaker
+    /// refuses in proportion instead, so no rule opens it. Every rule's trip passes here.
+    fn rule_trip(&mut self, now: u64, reason: OpenReason) -> Option<Transition> {
+        if self.throttle.is_some() {
+            return None;
+        }
+        self.trip(now, reason)
     }
 
     /// Opens a closed breaker on a signal from outside its own calls, as a trip does (through
@@ -553,10 +562,6 @@ impl Machine {
     /// its failure rate can stay put while the baseline's falls; the relative rule is then
     /// treated as able to trip whenever the window's failures could ever meet it.
     fn successes_can_trip(&self, now: u64) -> bool {
-        // No trip rule opens a throttling breaker.
-        if self.throttle.is_some() {
-            return false;
-        }
         let totals = self.window.totals(now);
         let minimum = u64::from(self.settings.effective_minimum_calls());
         let added = minimum.saturating_sub(totals.calls).max(1);
@@ -849,14 +854,10 @@ impl Machine {
             baseline.record(now, 1, u64::from(mark.failure));
         }
         let reason = self.trip_reason(now)?;
-        self.trip(now, reason)
+        self.rule_trip(now, reason)
     }
 
     fn trip_reason(&self, now: u64) -> Option<OpenReason> {
-        // A throttling breaker refuses in proportion instead of opening.
-        if self.throttle.is_some() {
-            return None;
-        }
         if let Some(limit) = self.settings.consecutive_failures
             && self.consecutive_failures >= limit
         {
