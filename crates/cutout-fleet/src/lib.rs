@@ -1,0 +1,77 @@
+//! Circuit-breaker signals shared across a fleet of pods through Redis.
+//!
+//! A [`cutout::Breaker`] sees only its own pod's calls. At 1 request a second per pod, a
+//! breaker whose ratio rules need 20 calls waits 20 s for its window to mean anything, while
+//! the dependency sees the whole fleet's traffic failing. A [`Fleet`] shares *signals*, not
+//! state: every pod publishes each watched breaker's window counts to Redis and reads the
+//! fleet's back, off the call's path, and each pod still decides locally: its breaker opens on
+//! its own rules or on the fleet's window ([`FleetRule`]), whichever fires first, and probes
+//! on its own after its own jittered break.
+//!
+//! - **Off the call's path.** One background tokio task per `Fleet`, for any number of
+//!   breakers, does one round trip to Redis every [interval](FleetBuilder::interval) (default
+//!   250 ms). It reads a breaker only with [`Breaker::snapshot`](cutout::Breaker::snapshot)
+//!   and opens it only with [`Breaker::trip_on_signal`](cutout::Breaker::trip_on_signal); it
+//!   registers no observer or listener, so a watched breaker's hot path is unchanged.
+//! - **Redis is a hint, never a dependency.** Down, slow, partitioned or refusing the
+//!   password: a warning is logged, [`Fleet::health`] says degraded (with the last error and
+//!   since when), the `metrics` feature's `cutout_fleet_connected{pod}` reads 0, and every
+//!   breaker decides on its own calls. Every connect and round has a timeout (200 ms); the
+//!   task reconnects with a jittered backoff and the fleet's rules are back with the first
+//!   round that succeeds. Nothing blocks, nothing panics, nothing reaches a caller.
+//! - **A fleet-wide open cap.** [`Fleet::open_gate`] makes a gate for
+//!   [`BreakerBuilder::open_gate`](cutout::BreakerBuilder::open_gate) that answers from the
+//!   task's cached view (how many other pods report the breaker open), without I/O.
+//!
+//! The layout in Redis (a hash per breaker, a field per pod) and why each round is a script
+//! are described in the `store` module's source; the README shows them too.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use cutout::{Breaker, Settings};
+//! use cutout_fleet::{Fleet, FleetRule};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let fleet = Fleet::builder("redis://127.0.0.1:6379").pod("checkout-7f9c").build()?;
+//! let payments = Breaker::new("payments", Settings::default());
+//! // Open this pod's breaker when the fleet's 30 s window holds 20 calls, half failed.
+//! fleet.watch_with(&payments, FleetRule::new().failure_ratio(0.5))?;
+//!
+//! if !fleet.wait_connected(Duration::from_secs(1)).await {
+//!     // Not an error: the breaker works on its own calls meanwhile.
+//!     eprintln!("fleet signals not yet flowing: {:?}", fleet.health().last_error);
+//! }
+//! let _ = payments.call(|| Ok::<_, std::io::Error>("charged"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Features
+//! - `metrics`: the series listed in [`metrics`], through the `metrics` facade.
+
+#![forbid(unsafe_code)]
+
+mod builder;
+mod error;
+mod fleet;
+mod health;
+pub mod metrics;
+mod report;
+mod rule;
+mod store;
+mod task;
+mod pacing;
+mod view;
+
+pub use builder::FleetBuilder;
+pub use error::FleetError;
+pub use fleet::Fleet;
+pub use health::{Health, Status};
+pub use rule::{FleetRule, ResolvedRule};
+pub use view::FleetView;
+
+/// The README's examples, compiled as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

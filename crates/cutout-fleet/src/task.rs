@@ -1,0 +1,326 @@
+//! The background task: snapshot, publish and read, update the views, trip on the fleet's.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cutout::State;
+
+use crate::error::{FleetError, Kind};
+use crate::fleet::{Shared, Watched};
+use crate::health::Status;
+use crate::report::Local;
+use crate::store::{KeyReply, Link, Publish};
+use crate::pacing::{Backoff, WarnPace};
+use crate::view::{Ages, aggregate, ranked_in};
+
+/// The throttle key of connection warnings (breaker keys all contain the prefix's `:`).
+const LINK: &str = "link";
+
+/// Warnings about one key or about the link: at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// What the task keeps between ticks.
+struct Task {
+    shared: Arc<Shared>,
+    client: redis::Client,
+    link: Option<Link>,
+    backoff: Backoff,
+    next_attempt: Instant,
+    rng: fastrand::Rng,
+    warned: WarnPace,
+    /// What the task remembers per watched key.
+    keys: HashMap<String, KeyState>,
+}
+
+#[derive(Debug, Default)]
+struct KeyState {
+    /// Stale reports to delete in the next round, if unchanged.
+    forget: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Whether the breaker was closed at the last tick.
+    was_closed: bool,
+    /// When the breaker was first seen open after being seen closed (a trip from closed).
+    tripped_at: Option<Instant>,
+}
+
+impl KeyState {
+    /// Notes the breaker's state at this tick; returns whether it tripped from closed within
+    /// `grace` (and so still publishes the window that tripped it).
+    fn observe(&mut self, state: State, now: Instant, grace: Duration) -> bool {
+        match state {
+            State::Closed => self.tripped_at = None,
+            State::Open if self.was_closed => self.tripped_at = Some(now),
+            State::Open => {}
+            _ => self.tripped_at = None,
+        }
+        self.was_closed = state == State::Closed;
+        self.tripped_at
+            .is_some_and(|at| now.duration_since(at) <= grace)
+    }
+}
+
+pub(crate) async fn run(shared: Arc<Shared>, client: redis::Client) {
+    let interval = shared.config.interval;
+    let mut task = Task {
+        backoff: Backoff::new(interval, shared.config.max_backoff),
+        shared,
+        client,
+        link: None,
+        next_attempt: Instant::now(),
+        rng: fastrand::Rng::new(),
+        warned: WarnPace::new(WARN_EVERY),
+        keys: HashMap::new(),
+    };
+    let mut ticker = tokio::time::interval(interval);
+    // A tick that could not run on time (a slow round, a busy runtime) runs late once; the
+    // ticks do not bunch up to catch up.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        task.tick().await;
+    }
+}
+
+impl Task {
+    async fn tick(&mut self) {
+        let watched = self.shared.watched();
+        if self.link.is_none() {
+            if Instant::now() < self.next_attempt {
+                return;
+            }
+            match crate::store::connect(&self.client, &self.shared.config).await {
+                Ok(link) => self.link = Some(link),
+                Err(error) => return self.failed(error, &watched),
+            }
+        }
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        let config = &self.shared.config;
+        if watched.is_empty() {
+            match link.ping(config.timeout).await {
+                Ok(()) => self.succeeded(),
+                Err(error) => self.failed(error, &watched),
+            }
+            return;
+        }
+        // Snapshots right before the round, so that what is published is what the breakers
+        // hold now. `snapshot` changes nothing and is the only read of the breaker.
+        let now = Instant::now();
+        let locals: Vec<Local> = watched
+            .iter()
+            .map(|w| {
+                let snapshot = w.breaker.snapshot();
+                let key = self.keys.entry(w.key.clone()).or_default();
+                let tripped_lately = key.observe(snapshot.state, now, config.staleness);
+                Local::of(&snapshot, tripped_lately)
+            })
+            .collect();
+        let empty = Vec::new();
+        let publishes: Vec<Publish<'_>> = watched
+            .iter()
+            .zip(&locals)
+            .map(|(w, local)| Publish {
+                key: &w.key,
+                value: local.encode(),
+                forget: self.keys.get(&w.key).map_or(&empty, |key| &key.forget),
+            })
+            .collect();
+        let ttl_ms = millis(config.retention);
+        let replies = link
+            .exchange(&config.pod, ttl_ms, &publishes, config.timeout)
+            .await;
+        drop(publishes);
+        match replies {
+            Ok(replies) => {
+                let mut server_error = None;
+                for ((w, local), reply) in watched.iter().zip(&locals).zip(replies) {
+                    if let Some(error) = self.apply(w, local, reply) {
+                        server_error.get_or_insert(error);
+                    }
+                }
+                // Keep the per-key state bounded by what is watched now.
+                let keys: HashSet<&str> = watched.iter().map(|w| w.key.as_str()).collect();
+                self.keys.retain(|key, _| keys.contains(&key.as_str()));
+                self.warned.retain(|key| key == LINK || keys.contains(&key));
+                match server_error {
+                    None => self.succeeded(),
+                    Some(error) => self.failed(error, &[]),
+                }
+            }
+            Err(error) => self.failed(error, &watched),
+        }
+    }
+
+    /// One breaker's reply: update its view, trip it if the fleet says so. Returns the
+    /// server error that failed its part of the round, if any.
+    fn apply(&mut self, w: &Watched, local: &Local, reply: KeyReply) -> Option<FleetError> {
+        let config = &self.shared.config;
+        let pod = config.pod.as_str();
+        let (now_ms, fields) = match reply {
+            KeyReply::Hash { now_ms, fields } => (now_ms, fields),
+            KeyReply::Foreign(kind) => {
+                w.slot.invalidate();
+                if self.warned.allow(&w.key, Instant::now()) {
+                    tracing::warn!(
+                        pod,
+                        key = %w.key,
+                        breaker = %w.breaker.id(),
+                        kind = %kind,
+                        "fleet signals: the key holds a {kind}, not a fleet hash; left as it \
+                         is, and this breaker decides on its own calls"
+                    );
+                }
+                return None;
+            }
+            KeyReply::Malformed => {
+                w.slot.invalidate();
+                if self.warned.allow(&w.key, Instant::now()) {
+                    tracing::warn!(
+                        pod,
+                        key = %w.key,
+                        "fleet signals: unexpected reply for the key; this breaker decides on \
+                         its own calls"
+                    );
+                }
+                return None;
+            }
+            KeyReply::Error(error) => {
+                w.slot.invalidate();
+                return Some(error);
+            }
+        };
+        let ages = Ages {
+            staleness_ms: millis(config.staleness),
+            retention_ms: millis(config.retention),
+        };
+        let mut aggregate = aggregate(pod, local, now_ms, &fields, ages);
+        if !aggregate.foreign.is_empty() && self.warned.allow(&w.key, Instant::now()) {
+            tracing::warn!(
+                pod,
+                key = %w.key,
+                fields = ?aggregate.foreign,
+                "fleet signals: fields that are not `calls failures slow open unix_ms` \
+                 reports; ignored"
+            );
+        }
+        if let Some(key) = self.keys.get_mut(&w.key) {
+            key.forget = std::mem::take(&mut aggregate.forget);
+        }
+        w.slot.store(&aggregate, config.staleness);
+
+        if !local.closed {
+            return None;
+        }
+        let view = &aggregate.view;
+        let trigger = w.rule.fires(view.calls, view.failures, view.slow)?;
+        if let Some(cap) = w.slot.cap() {
+            let free = cap.saturating_sub(aggregate.open_others);
+            if !ranked_in(w.breaker.id(), pod, &aggregate.closed, free) {
+                return None;
+            }
+        }
+        if w.breaker.trip_on_signal() {
+            #[cfg(feature = "metrics")]
+            w.trips.increment(1);
+            tracing::info!(
+                pod,
+                breaker = %w.breaker.id(),
+                rule = trigger.as_str(),
+                pods = view.pods,
+                calls = view.calls,
+                failures = view.failures,
+                slow = view.slow,
+                "fleet signals: opened the breaker on the fleet's window"
+            );
+        }
+        None
+    }
+
+    fn succeeded(&mut self) {
+        self.backoff.reset();
+        let (before, since) = self.shared.round_ok();
+        let pod = self.shared.config.pod.as_str();
+        let redis = self.shared.config.addr.as_str();
+        match before {
+            Status::Connected => {}
+            Status::Connecting => tracing::info!(pod, redis, "fleet signals: connected"),
+            _ => {
+                let down = since.elapsed().unwrap_or_default();
+                tracing::info!(
+                    pod,
+                    redis,
+                    "fleet signals: connected again after {:.1} s; fleet rules back in force",
+                    down.as_secs_f64()
+                );
+            }
+        }
+    }
+
+    /// A connect or a round failed: local decisions only until one succeeds. `invalidate`:
+    /// the breakers whose views this failure leaves without a fresh round.
+    fn failed(&mut self, error: FleetError, invalidate: &[Arc<Watched>]) {
+        for w in invalidate {
+            w.slot.invalidate();
+        }
+        if error.drops_connection() {
+            self.link = None;
+        }
+        if self.link.is_none() {
+            let wait = self.backoff.fail(&mut self.rng);
+            self.next_attempt = Instant::now() + wait;
+        }
+        let changed = self
+            .shared
+            .round_failed(error.clone())
+            .is_none_or(|before| before.kind() != error.kind());
+        // The first failure of a kind at once; the same failure again at most once a minute.
+        if changed || self.warned.allow(LINK, Instant::now()) {
+            if changed {
+                // Restart the minute from this warning.
+                self.warned.retain(|key| key != LINK);
+                self.warned.allow(LINK, Instant::now());
+            }
+            let pod = self.shared.config.pod.as_str();
+            let redis = self.shared.config.addr.as_str();
+            let hint = match error.kind() {
+                Kind::Auth => "check the password in the URL; ",
+                _ => "",
+            };
+            tracing::warn!(
+                pod,
+                redis,
+                error = %error,
+                "fleet signals degraded: {hint}breakers decide on their own calls until Redis \
+                 answers again"
+            );
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trip_from_closed_keeps_its_window_published_for_the_grace_only() {
+        let grace = Duration::from_secs(1);
+        let t0 = Instant::now();
+        let mut key = KeyState::default();
+        assert!(
+            !key.observe(State::Open, t0, grace),
+            "open when first seen: not a trip"
+        );
+        assert!(!key.observe(State::Closed, t0, grace));
+        assert!(key.observe(State::Open, t0 + Duration::from_millis(250), grace));
+        assert!(key.observe(State::Open, t0 + Duration::from_millis(1250), grace));
+        assert!(!key.observe(State::Open, t0 + Duration::from_millis(1300), grace));
+        // Re-opened from half-open: the probes' counts are not the fleet's business.
+        assert!(!key.observe(State::HalfOpen, t0 + Duration::from_secs(20), grace));
+        assert!(!key.observe(State::Open, t0 + Duration::from_secs(21), grace));
+    }
+}

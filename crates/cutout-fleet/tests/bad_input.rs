@@ -1,0 +1,290 @@
+//! Acceptance 4: bad input. A malformed URL is a clear error at build; an unreachable Redis,
+//! a wrong password and keys of another format under the prefix are logged warnings (once,
+//! not once a round), never a panic, and the breakers keep working on their own calls.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{RedisServer, eventually, free_port, logs, sparse_settings};
+use cutout::{Breaker, OpenReason, Settings, State, Transition};
+use cutout_fleet::{Fleet, FleetRule};
+use redis::Commands;
+
+/// A breaker that opens on 3 consecutive failures of its own.
+fn local_breaker(id: &str) -> Breaker {
+    Breaker::new(
+        id,
+        Settings::builder()
+            .consecutive_failures(Some(3))
+            .build()
+            .unwrap(),
+    )
+}
+
+fn opens_locally(breaker: &Breaker) {
+    for _ in 0..3 {
+        let error = breaker.call(|| Err::<(), _>("upstream 503")).unwrap_err();
+        assert_eq!(error.into_inner(), Some("upstream 503"));
+    }
+    assert_eq!(breaker.state(), State::Open);
+}
+
+#[test]
+fn a_malformed_url_is_an_error_at_build() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = runtime.enter();
+    for url in [
+        "",
+        "localhost:6379",
+        "not a url",
+        "redis://127.0.0.1:notaport",
+        "http://127.0.0.1:6379",
+        "rediss://127.0.0.1:6379", // TLS is not compiled in
+    ] {
+        let error = Fleet::builder(url).build().unwrap_err();
+        assert!(error.is_url(), "{url:?}: {error}");
+        println!("{url:?} → {error}");
+    }
+    // The password never shows in the message.
+    let error = Fleet::builder("redis://:s3cret@127.0.0.1:notaport")
+        .build()
+        .unwrap_err();
+    assert!(!error.to_string().contains("s3cret"), "{error}");
+}
+
+#[test]
+fn settings_out_of_range_and_no_runtime_are_errors_at_build() {
+    let url = "redis://127.0.0.1:6379";
+    let error = Fleet::builder(url).build().unwrap_err();
+    assert!(error.is_no_runtime(), "{error}");
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = runtime.enter();
+    let cases = [
+        (Fleet::builder(url).interval(Duration::ZERO), "interval"),
+        (Fleet::builder(url).timeout(Duration::ZERO), "timeout"),
+        (
+            Fleet::builder(url).connect_timeout(Duration::ZERO),
+            "connect_timeout",
+        ),
+        (
+            Fleet::builder(url).staleness(Duration::from_millis(10)),
+            "staleness",
+        ),
+        (
+            Fleet::builder(url).retention(Duration::from_millis(10)),
+            "retention",
+        ),
+        (
+            Fleet::builder(url).max_backoff(Duration::ZERO),
+            "max_backoff",
+        ),
+        (Fleet::builder(url).pod("two words"), "pod"),
+        (Fleet::builder(url).prefix(""), "prefix"),
+    ];
+    for (builder, name) in cases {
+        let error = builder.build().unwrap_err();
+        assert!(
+            error.is_invalid() && error.to_string().contains(name),
+            "{error}"
+        );
+    }
+
+    // The rule and the id are checked at watch.
+    let fleet = Fleet::builder(url).pod("rules").build().unwrap();
+    let breaker = Breaker::new("payments", Settings::default());
+    let error = fleet
+        .watch_with(&breaker, FleetRule::new().failure_ratio(2.0))
+        .unwrap_err();
+    assert!(error.is_invalid(), "{error}");
+    fleet.watch(&breaker).unwrap();
+    let error = fleet
+        .watch(&Breaker::new("payments", Settings::default()))
+        .unwrap_err();
+    assert!(error.is_already_watched(), "{error}");
+    assert!(fleet.unwatch("payments"));
+    assert!(!fleet.unwatch("payments"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_redis_is_a_warning_and_breakers_decide_locally() {
+    let logs = logs();
+    let port = free_port(); // nothing listens there
+    let started = Instant::now();
+    let fleet = Fleet::builder(format!("redis://127.0.0.1:{port}"))
+        .pod("unreachable-a")
+        .build()
+        .expect("an unreachable Redis is no error at build");
+    assert!(
+        started.elapsed() < Duration::from_millis(50),
+        "build does no I/O"
+    );
+    let breaker = local_breaker("payments");
+    fleet.watch(&breaker).unwrap();
+
+    assert!(eventually(Duration::from_secs(2), || fleet.health().is_degraded()).await);
+    let health = fleet.health();
+    let error = health.error().unwrap();
+    assert!(error.is_unreachable(), "{error}");
+    println!("unreachable: {error}");
+    opens_locally(&breaker);
+
+    // Several failed attempts later, one warning.
+    assert!(eventually(Duration::from_secs(3), || fleet.health().failed_rounds >= 3).await);
+    let warnings = logs.lines_with(&["unreachable-a", "WARN"]);
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        warnings[0]
+    );
+    println!("logged once: {}", warnings[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_is_a_warning_and_breakers_decide_locally() {
+    let logs = logs();
+    let redis = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let port = redis.port();
+    for (pod, url) in [
+        ("auth-wrong", format!("redis://:wrong@127.0.0.1:{port}")),
+        ("auth-missing", format!("redis://127.0.0.1:{port}")),
+    ] {
+        let fleet = Fleet::builder(&url).pod(pod).build().unwrap();
+        let breaker = local_breaker("payments");
+        fleet.watch(&breaker).unwrap();
+        assert!(eventually(Duration::from_secs(2), || fleet.health().is_degraded()).await);
+        let health = fleet.health();
+        let error = health.error().unwrap();
+        assert!(error.is_auth(), "{pod}: {error}");
+        println!("{pod}: {error}");
+        opens_locally(&breaker);
+        // Logged right after the round that failed; later rounds log nothing more.
+        assert!(
+            eventually(Duration::from_secs(1), || !logs
+                .lines_with(&[pod, "WARN"])
+                .is_empty())
+            .await
+        );
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let warnings = logs.lines_with(&[pod, "WARN"]);
+        assert_eq!(warnings.len(), 1, "{warnings:#?}");
+        assert!(warnings[0].contains("password"), "{}", warnings[0]);
+        assert!(
+            !warnings[0].contains("wrong@"),
+            "no URL with its password in logs"
+        );
+    }
+    // The right password connects.
+    let fleet = Fleet::builder(format!("redis://:s3cret@127.0.0.1:{port}"))
+        .pod("auth-right")
+        .build()
+        .unwrap();
+    fleet.watch(&local_breaker("payments")).unwrap();
+    assert!(
+        fleet.wait_connected(Duration::from_secs(3)).await,
+        "{:?}",
+        fleet.health()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_of_another_format_are_left_alone_and_logged_once() {
+    let logs = logs();
+    let redis = RedisServer::start();
+    let mut admin = redis.client();
+    // Another program's data under the prefix: a string and a list where hashes would be,
+    // and fields of other formats in a hash.
+    let _: () = admin.set("foreign:payments", "not a hash").unwrap();
+    let _: () = admin.rpush("foreign:search", &["a", "b"]).unwrap();
+    let _: () = admin.hset("foreign:orders", "intruder", "garbage").unwrap();
+    let _: () = admin
+        .hset("foreign:orders", "pod-old-format", "1 2 3")
+        .unwrap();
+
+    let fleet = Fleet::builder(redis.url())
+        .pod("foreign-a")
+        .prefix("foreign")
+        .build()
+        .unwrap();
+    let payments = local_breaker("payments");
+    let search = local_breaker("search");
+    // `orders` needs 40 calls: only the fleet can open it, with another pod's reports.
+    let orders = Breaker::new("orders", sparse_settings(Duration::from_secs(10), 40));
+    let reasons = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&reasons);
+    orders.subscribe(move |event| {
+        if let Transition::Opened { reason, .. } = event.transition {
+            seen.lock().unwrap().push(reason);
+        }
+    });
+    for breaker in [&payments, &search, &orders] {
+        fleet.watch(breaker).unwrap();
+    }
+    assert!(fleet.wait_connected(Duration::from_secs(3)).await);
+    // Several rounds.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let health = fleet.health();
+    assert!(
+        health.is_connected(),
+        "foreign keys do not degrade the link: {health:?}"
+    );
+    assert!(health.rounds >= 4);
+
+    // Left alone: same value, same type, and no expiry put on them.
+    let value: String = admin.get("foreign:payments").unwrap();
+    assert_eq!(value, "not a hash");
+    let ttl: i64 = admin.pttl("foreign:payments").unwrap();
+    assert_eq!(ttl, -1, "no PEXPIRE on another program's key");
+    let list: Vec<String> = admin.lrange("foreign:search", 0, -1).unwrap();
+    assert_eq!(list, ["a", "b"]);
+    let ttl: i64 = admin.pttl("foreign:search").unwrap();
+    assert_eq!(ttl, -1);
+    assert_eq!(fleet.view("payments"), None);
+    assert_eq!(fleet.view("search"), None);
+    // The foreign fields are kept and ignored; the hash is used.
+    let intruder: String = admin.hget("foreign:orders", "intruder").unwrap();
+    assert_eq!(intruder, "garbage");
+    let view = fleet.view("orders").expect("the hash is still used");
+    assert_eq!(view.ignored_fields, 2);
+
+    // One warning per key over several rounds.
+    for key in ["foreign:payments", "foreign:search", "foreign:orders"] {
+        let warnings = logs.lines_with(&["foreign-a", key, "WARN"]);
+        assert_eq!(warnings.len(), 1, "{key}: {warnings:#?}");
+        println!("{key}: {}", warnings[0]);
+    }
+    assert!(logs.lines_with(&["foreign:payments", "string"]).len() == 1);
+    assert!(logs.lines_with(&["foreign:search", "list"]).len() == 1);
+
+    // The breakers keep working: locally for the two whose keys are foreign ...
+    opens_locally(&payments);
+    opens_locally(&search);
+    // ... and on the fleet's window for the one whose hash has foreign fields: another pod
+    // (written here, fresh on Redis's clock) reports 40 failures out of 40.
+    let report = async {
+        let mut conn = redis.client();
+        loop {
+            let now = redis.now_ms(&mut conn);
+            let _: () = conn
+                .hset("foreign:orders", "pod-b", format!("40 40 0 0 {now}"))
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let opened =
+        async { eventually(Duration::from_secs(3), || orders.state() == State::Open).await };
+    let opened = tokio::select! {
+        opened = opened => opened,
+        () = report => unreachable!(),
+    };
+    assert!(opened, "{:?}", fleet.view("orders"));
+    assert_eq!(*reasons.lock().unwrap(), [OpenReason::Signal]);
+}
