@@ -57,11 +57,11 @@ mod error;
 mod fleet;
 mod health;
 pub mod metrics;
+mod pacing;
 mod report;
 mod rule;
 mod store;
 mod task;
-mod pacing;
 mod view;
 
 pub use builder::FleetBuilder;

@@ -9,9 +9,9 @@ use cutout::State;
 use crate::error::{FleetError, Kind};
 use crate::fleet::{Shared, Watched};
 use crate::health::Status;
+use crate::pacing::{Backoff, WarnPace};
 use crate::report::Local;
 use crate::store::{KeyReply, Link, Publish};
-use crate::pacing::{Backoff, WarnPace};
 use crate::view::{Ages, aggregate, ranked_in};
 
 /// The throttle key of connection warnings (breaker keys all contain the prefix's `:`).
