@@ -65,9 +65,14 @@ fn a_failing_dependency_is_sent_about_what_the_formula_says() {
     let (breaker, _) = throttling(2.0);
     // Every call fails: the breaker never opens (no trip rule applies to it) and refuses
     // almost everything.
-    let refused = run(&breaker, 5_000, 10);
+    let mut refused = run(&breaker, 5_000, 10);
     assert_eq!(breaker.state(), State::Closed);
     assert!(refused > 4_900, "{refused} of 5,000");
+    // The snapshot reads the probability admission draws against, over the refusals counted
+    // as of the last locked operation: an admitted (failing) call brings them all in.
+    while breaker.call(|| Err::<(), _>(())).unwrap_err().is_rejected() {
+        refused += 1;
+    }
     let snapshot = breaker.snapshot();
     let p = snapshot.throttle_probability.unwrap();
     // requests = counted calls + refusals, accepts = 0.

@@ -155,8 +155,8 @@ impl Breaker {
         match word.state() {
             // Throttled: refused with the published probability (a shadow breaker refuses
             // nothing). The threshold is read after the word (see `breaker.rs`).
-            State::Closed if word.is_throttling() && !s.hot.shadow => match self.throttle(word) {
-                Err(refusal) => refusal,
+            State::Closed if word.is_throttling() => match self.throttle(word) {
+                Err(ticket) => ticket,
                 Ok(word) if word.state() == State::Closed => match s.hot.timing {
                     Timing::None => Ticket::new(word.generation(), Role::Normal, 0),
                     _ => self.closed_timed(word),
@@ -177,8 +177,9 @@ impl Breaker {
         }
     }
 
-    /// Adaptive throttling's draw for a call admitted on a throttling `word`: a refusal, or
-    /// the word to admit it under. Past `fast_until` (the window, or the refusals' slices,
+    /// Adaptive throttling's draw for a call admitted on a throttling `word`: the word to admit
+    /// it under, or the ticket it gets instead (a refusal; in shadow mode, an uncounted
+    /// admission counted as a would-be refusal). Past `fast_until` (the window, or the refusals' slices,
     /// moved since the probability was published) the lock recomputes the probability first:
     /// a breaker refusing almost everything takes the lock rarely otherwise, and would keep
     /// refusing after its dependency recovered.
@@ -196,6 +197,13 @@ impl Breaker {
             && word.is_throttling()
             && s.hot.cells.draw() < s.hot.throttle.load(Ordering::Relaxed)
         {
+            if s.hot.shadow {
+                let admission = self.operate(now, None, |m| (m.shadow_throttled(now), None));
+                return Err(match admission {
+                    Admission::Admit { generation, role } => Ticket::new(generation, role, 0),
+                    Admission::Refuse { .. } => Ticket::uncounted(),
+                });
+            }
             return Err(self.refuse(RejectReason::Throttled, RetryAfter::from_nanos(None)));
         }
         Ok(word)

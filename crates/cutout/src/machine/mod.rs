@@ -183,7 +183,7 @@ impl Machine {
         let opened_at = (state == State::Isolated).then_some(now);
         let throttle = match (settings.throttle(), settings.window) {
             (Some(multiple), TripWindow::Time(span)) => {
-                Some(Box::new(Throttle::new(multiple, nanos(span))))
+                Some(Box::new(Throttle::new(multiple, span)))
             }
             _ => None,
         };
@@ -284,17 +284,32 @@ impl Machine {
         }
     }
 
-    /// Throttling's refusal probability at `now`, while closed. A read passes the refusal
-    /// total `refused`: the refusals made since the last locked operation are taken as made
-    /// now. (A locked operation has just absorbed them: `None`.)
-    fn throttle_probability(&self, now: u64, refused: Option<u64>) -> Option<f64> {
-        let throttle = self
-            .throttle
-            .as_ref()
-            .filter(|_| self.state == State::Closed)?;
-        let totals = self.window.totals(now);
-        let pending = refused.map_or(0, |total| throttle.pending(total));
-        Some(throttle.probability(now, totals.calls, totals.failures, pending))
+    /// Throttling's refusal probability at `now`, while closed as seen at `now`, over the
+    /// refusals counted as of the last locked operation: the one admission draws against
+    /// (refusals made since count from the next locked operation on, which every admitted
+    /// call's outcome and every draw past the next bucket boundary causes). A ramp that has
+    /// run out is closed with an empty window (it is cleared at the next operation): 0.
+    fn throttle_probability(&self, now: u64) -> Option<f64> {
+        let throttle = self.throttle.as_ref()?;
+        match (self.state, self.state_at(now)) {
+            (State::Closed, _) => {
+                let totals = self.window.totals(now);
+                Some(throttle.probability(now, totals.calls, totals.failures))
+            }
+            (_, State::Closed) => Some(0.0),
+            _ => None,
+        }
+    }
+
+    /// A shadow breaker's would-be throttling refusal: counted as a shadow refusal, and as a
+    /// refusal for the probability (so that it moves as a throttling breaker's would). The
+    /// call itself runs uncounted, as a shadow breaker's other would-be refusals do.
+    pub(crate) fn shadow_throttled(&mut self, now: u64) -> Admission {
+        if let Some(throttle) = &mut self.throttle {
+            throttle.add_refusal(now);
+        }
+        self.shadow_refusals += 1;
+        self.admitted(Role::Uncounted)
     }
 
     /// The generation: it changes with every transition.
@@ -496,7 +511,10 @@ impl Machine {
         // success is then merged under the lock, so that `normal_latency()` is exact.
         let arming = self.latency.is_some() && self.normal_latency.is_none();
         // At the end of a locked operation, which absorbed the refusals made before it.
-        let probability = self.throttle_probability(now, None).unwrap_or(0.0);
+        let probability = self
+            .throttle_probability(now)
+            .filter(|_| self.state == State::Closed)
+            .unwrap_or(0.0);
         let throttling = probability > 0.0;
         let fast = closed && !arming && !throttling && !self.successes_can_trip(now);
         let mut fast_until = self.window.next_boundary(now);
@@ -1125,7 +1143,7 @@ impl Machine {
             last_manual_action_at: self.manual.map(|_| Duration::from_nanos(self.manual_at)),
             // A lapsed break is half-open, and a ramp that has run out closed: both counts
             // start at zero.
-            throttle_probability: self.throttle_probability(now, Some(refused)),
+            throttle_probability: self.throttle_probability(now),
             refused_calls: if lazily_half_open
                 || (state == State::Closed && self.state == State::Recovering)
             {

@@ -7,16 +7,17 @@
 //! No trip rule opens a throttling breaker (it refuses in proportion instead); a classifier's
 //! open-for verdict, a signal, and the controls still do.
 
-use crate::machine::slices::Slices;
+use std::time::Duration;
 
-/// Slices of the trip window the refusals are counted in.
-const SLICES: usize = 10;
+use crate::machine::slices::Slices;
+use crate::machine::window::time::TimeWindow;
 
 /// The throttling state of a closed breaker: its multiple `K`, and the refusals it made.
 #[derive(Debug, Clone)]
 pub(crate) struct Throttle {
     multiple: f64,
-    /// Refusals per slice of the trip window (the calls are the window's own).
+    /// Refusals per bucket of the trip window, laid out as the window's own buckets, so that
+    /// refusals leave it with the calls made beside them.
     refusals: Slices<u32>,
     /// The breaker's refusal total (`Cells::refused`) as of the last locked operation: what
     /// came since is throttling's, when the breaker was closed all along.
@@ -24,12 +25,22 @@ pub(crate) struct Throttle {
 }
 
 impl Throttle {
-    /// Throttling with multiple `multiple` over a trip window of `span` nanoseconds.
-    pub(crate) fn new(multiple: f64, span: u64) -> Throttle {
+    /// Throttling with multiple `multiple` over a trip window of `span`.
+    pub(crate) fn new(multiple: f64, span: Duration) -> Throttle {
         Throttle {
             multiple,
-            refusals: Slices::new(span, SLICES),
+            refusals: Slices::new(
+                u64::try_from(span.as_nanos()).unwrap_or(u64::MAX),
+                TimeWindow::buckets(span),
+            ),
             seen: 0,
+        }
+    }
+
+    /// Counts one refusal at `now` (a shadow breaker's would-be refusal, under the lock).
+    pub(crate) fn add_refusal(&mut self, now: u64) {
+        if let Some(slice) = self.refusals.at(now) {
+            *slice = slice.saturating_add(1);
         }
     }
 
@@ -54,17 +65,11 @@ impl Throttle {
 
     /// The refusal probability at `now` for a window holding `calls` counted calls, `failures`
     /// of them failed.
-    /// `pending` more refusals than it has counted are taken as made now (a read's view).
-    pub(crate) fn probability(&self, now: u64, calls: u64, failures: u64, pending: u64) -> f64 {
-        let refused: u64 = self.refusals.live(now).map(|&n| u64::from(n)).sum::<u64>() + pending;
+    pub(crate) fn probability(&self, now: u64, calls: u64, failures: u64) -> f64 {
+        let refused: u64 = self.refusals.live(now).map(|&n| u64::from(n)).sum();
         let requests = (calls + refused) as f64;
         let accepts = calls.saturating_sub(failures) as f64;
         ((requests - self.multiple * accepts) / (requests + 1.0)).clamp(0.0, 1.0)
-    }
-
-    /// The refusals made since the last locked operation, given the refusal total now.
-    pub(crate) fn pending(&self, total: u64) -> u64 {
-        total.wrapping_sub(self.seen)
     }
 
     /// The next time the refusals' slices move (the probability may fall then).
@@ -93,30 +98,30 @@ mod tests {
 
     #[test]
     fn the_probability_is_the_sre_formula_over_the_window() {
-        let throttle = Throttle::new(2.0, 10 * SEC);
+        let throttle = Throttle::new(2.0, Duration::from_secs(10));
         // Healthy, or failing half with K = 2: no throttling.
-        assert_eq!(throttle.probability(0, 100, 0, 0), 0.0);
-        assert_eq!(throttle.probability(0, 100, 50, 0), 0.0);
+        assert_eq!(throttle.probability(0, 100, 0), 0.0);
+        assert_eq!(throttle.probability(0, 100, 50), 0.0);
         // Failing everything: requests / (requests + 1).
-        assert!((throttle.probability(0, 100, 100, 0) - 100.0 / 101.0).abs() < 1e-12);
+        assert!((throttle.probability(0, 100, 100) - 100.0 / 101.0).abs() < 1e-12);
         // 80% failing: (100 − 2 × 20) / 101.
-        assert!((throttle.probability(0, 100, 80, 0) - 60.0 / 101.0).abs() < 1e-12);
+        assert!((throttle.probability(0, 100, 80) - 60.0 / 101.0).abs() < 1e-12);
     }
 
     #[test]
     fn refusals_count_as_requests_until_they_slide_out() {
-        let mut throttle = Throttle::new(2.0, 10 * SEC);
+        let mut throttle = Throttle::new(2.0, Duration::from_secs(10));
         throttle.rebase(1_000);
         throttle.absorb(SEC, 1_100);
         // 10 calls, 8 failed, 100 refused: (110 − 4) / 111.
-        let p = throttle.probability(SEC, 10, 8, 0);
+        let p = throttle.probability(SEC, 10, 8);
         assert!((p - 106.0 / 111.0).abs() < 1e-12, "{p}");
         assert!(
-            throttle.probability(12 * SEC, 10, 8, 0) < p,
+            throttle.probability(12 * SEC, 10, 8) < p,
             "the refusals slid out"
         );
         throttle.rebase(5_000);
-        assert_eq!(throttle.probability(SEC, 10, 0, 0), 0.0);
+        assert_eq!(throttle.probability(SEC, 10, 0), 0.0);
     }
 
     #[test]

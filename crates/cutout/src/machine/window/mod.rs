@@ -1,7 +1,7 @@
 //! Trip windows: the recent history the failure and slow ratios are measured over.
 
 mod count;
-mod time;
+pub(crate) mod time;
 
 use crate::settings::TripWindow;
 pub(crate) use count::CountWindow;

@@ -69,8 +69,13 @@ impl Counts for Bucket {
 }
 
 impl TimeWindow {
+    /// How many buckets a window of `span` has: one a second, 10 to 60.
+    pub(crate) fn buckets(span: Duration) -> usize {
+        span.as_secs().clamp(10, 60) as usize
+    }
+
     pub(crate) fn new(span: Duration) -> TimeWindow {
-        let count = span.as_secs().clamp(10, 60) as usize;
+        let count = TimeWindow::buckets(span);
         let span = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
         TimeWindow {
             buckets: SummedSlices::new(span, count),
