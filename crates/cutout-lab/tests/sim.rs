@@ -217,6 +217,7 @@ fn the_shipped_scenarios_read_cleanly() {
         names,
         [
             "brownout",
+            "brownout-throttle",
             "capacity-recovery",
             "fleet-24h",
             "healthy-0.1rps",
@@ -225,6 +226,7 @@ fn the_shipped_scenarios_read_cleanly() {
             "noisy",
             "outage-0.1rps",
             "outage-fleet",
+            "outage-fleet-throttle",
             "partial-outage",
             "retry-storm"
         ]
