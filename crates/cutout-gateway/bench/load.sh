@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Load check for cutout-gateway (acceptance 3), on loopback only. Not a test: prints figures.
-#   1. dead upstream: the gateway's 503s (breaker open) vs a bare axum handler answering 503,
-#      with RSS and open file descriptors sampled over a DURATION_DEAD run;
-#   2. healthy upstream: median and p99 latency with breakers on vs disabled.
+# Load bench for cutout-gateway, on loopback only. Not a test: prints figures, side by side, from one run.
+#   1. direct vs gateway: wrk against the healthy upstream directly, then through the gateway
+#      (breakers on): throughput and p99.
+#   2. breakers on / off: ROUNDS alternating runs (on, off, on, off, ...) of ROUND_SECS each
+#      against two gateways in front of the same upstream; the ratio on/off of throughput and of
+#      p99 per pair of rounds, with median, min and max (the spread).
+#   3. open breaker: a dead upstream, the breaker open, every request answered 503 + Retry-After:
+#      the gateway with its access log on (the default) and off, against a bare axum handler
+#      answering 503, two rounds with the three alternating; RSS and open descriptors of the
+#      gateway before and after.
 # Needs wrk (apt-get install -y wrk). Usage: bash crates/cutout-gateway/bench/load.sh
+# Knobs: ROUNDS (10), ROUND_SECS (5), SECS (10: each direct / 503 run), CONNS (50), THREADS (2).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-DURATION_DEAD=${DURATION_DEAD:-60}
-DURATION_HEALTHY=${DURATION_HEALTHY:-20}
+ROUNDS=${ROUNDS:-10}
+ROUND_SECS=${ROUND_SECS:-5}
+SECS=${SECS:-10}
 CONNS=${CONNS:-50}
 THREADS=${THREADS:-2}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/gateway}
@@ -18,18 +26,23 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
 trap cleanup EXIT
 
-config() { # $1 upstream port, $2 breakers true/false
-  cat > "$TMP/gw.toml" <<TOML
+# Each gateway's admin listener is its port + 1.
+UP=18482 DEAD=18499 BARE=18485
+GW_ON=18480 GW_OFF=18470 GW_DEAD=18460 GW_QUIET=18450
+
+config() { # $1 file, $2 listen port, $3 upstream port, $4 breakers true/false, $5 access-log true/false
+  cat > "$1" <<TOML
 [gateway]
-listen = "127.0.0.1:18480"
-admin = "127.0.0.1:18490"
+listen = "127.0.0.1:$2"
+admin = "127.0.0.1:$(($2 + 1))"
 attempt-timeout = "2s"
-breakers = $2
+breakers = $4
+access-log = $5
 [[routes]]
 prefix = "/"
 cluster = "svc"
 [clusters.svc]
-upstreams = ["http://127.0.0.1:$1"]
+upstreams = ["http://127.0.0.1:$3"]
 [breakers.defaults]
 minimum-calls = 5
 failure-ratio = 0.5
@@ -39,40 +52,84 @@ consecutive-failures = "off"
 adaptive = false
 TOML
 }
-start() { "$@" 2>/dev/null & PIDS+=($!); LAST=$!; sleep 0.5; }
-stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
+start() { # runs "$@" in the background; fails if it is not running half a second later
+  "$@" 2>/dev/null >/dev/null & PIDS+=($!); LAST=$!; sleep 0.5
+  kill -0 "$LAST" 2>/dev/null || { echo "not running: $*"; exit 1; }
+}
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 fds() { ls "/proc/$1/fd" | wc -l; }
+# wrk's "Requests/sec" and its p99 (in ms) from a --latency report.
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
-pct() { awk -v p="$2" '$1 == p {print $2}' "$1"; }
+p99() {
+  awk '$1 == "99%" { v = $2; if (v ~ /us$/) { sub(/us$/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms$/, "", v) } else if (v ~ /s$/) { sub(/s$/, "", v); v *= 1000 } print v }' "$1"
+}
+run() { # $1 port, $2 seconds, $3 report file
+  wrk -t"$THREADS" -c"$CONNS" -d"$2s" --latency "http://127.0.0.1:$1/x" > "$3"
+}
 
-echo "== dead upstream (nothing listens on 127.0.0.1:18499)"
-config 18499 true
-start "$BIN" --config "$TMP/gw.toml"; GW=$LAST
-for _ in 1 2 3 4 5 6; do curl -s -o /dev/null http://127.0.0.1:18480/x || true; done
-echo "first answers: $(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18480/x) (breaker open)"
-echo "gateway at start: rss ${RSS0:=$(rss $GW)} kB, fds ${FD0:=$(fds $GW)}"
-wrk -t"$THREADS" -c"$CONNS" -d"$((DURATION_DEAD / 2))s" --latency http://127.0.0.1:18480/x > "$TMP/dead1.txt"
-RSS1=$(rss $GW); FD1=$(fds $GW)
-wrk -t"$THREADS" -c"$CONNS" -d"$((DURATION_DEAD / 2))s" --latency http://127.0.0.1:18480/x > "$TMP/dead2.txt"
-sleep 1
-RSS2=$(rss $GW); FD2=$(fds $GW)
-grep -E "Non-2xx|Socket errors" "$TMP/dead2.txt" || true
-stop $GW
-echo "gateway 503: $(rps "$TMP/dead1.txt") then $(rps "$TMP/dead2.txt") req/s; rss kB $RSS0 -> $RSS1 -> $RSS2; fds $FD0 -> $FD1 -> $FD2"
+start "$BIN" upstream 127.0.0.1:$UP
+config "$TMP/on.toml" $GW_ON $UP true true
+config "$TMP/off.toml" $GW_OFF $UP false true
+start "$BIN" --config "$TMP/on.toml"; ON=$LAST
+start "$BIN" --config "$TMP/off.toml"
+for port in $UP $GW_ON $GW_OFF; do run $port 3 /dev/null; done # warm-up
 
-start "$BIN" bare503 127.0.0.1:18481; BARE=$LAST
-wrk -t"$THREADS" -c"$CONNS" -d"$((DURATION_DEAD / 2))s" --latency http://127.0.0.1:18481/x > "$TMP/bare.txt"
-stop $BARE
-echo "bare axum 503: $(rps "$TMP/bare.txt") req/s"
+echo "== 1. direct vs gateway (healthy upstream, ${SECS} s each)"
+run $UP "$SECS" "$TMP/direct.txt"
+run $GW_ON "$SECS" "$TMP/gateway.txt"
+printf '| | req/s | p99 (ms) |\n|---|---|---|\n'
+printf '| direct (wrk → upstream) | %s | %s |\n' "$(rps "$TMP/direct.txt")" "$(p99 "$TMP/direct.txt")"
+printf '| through the gateway, breakers on | %s | %s |\n' "$(rps "$TMP/gateway.txt")" "$(p99 "$TMP/gateway.txt")"
+awk -v g="$(rps "$TMP/gateway.txt")" -v d="$(rps "$TMP/direct.txt")" 'BEGIN { printf "gateway / direct throughput: %.2f\n", g / d }'
 
-echo "== healthy upstream"
-start "$BIN" upstream 127.0.0.1:18482; UP=$LAST
-for mode in true false; do
-  config 18482 $mode
-  start "$BIN" --config "$TMP/gw.toml"; GW=$LAST
-  wrk -t"$THREADS" -c"$CONNS" -d5s http://127.0.0.1:18480/x > /dev/null # warm-up
-  wrk -t"$THREADS" -c"$CONNS" -d"${DURATION_HEALTHY}s" --latency http://127.0.0.1:18480/x > "$TMP/h-$mode.txt"
-  stop $GW
-  echo "breakers=$mode: $(rps "$TMP/h-$mode.txt") req/s, p50 $(pct "$TMP/h-$mode.txt" 50%), p99 $(pct "$TMP/h-$mode.txt" 99%)"
+echo
+echo "== 2. breakers on / off, $ROUNDS alternating rounds of ${ROUND_SECS} s"
+: > "$TMP/rounds.txt"
+for r in $(seq 1 "$ROUNDS"); do
+  run $GW_ON "$ROUND_SECS" "$TMP/r-on.txt"
+  run $GW_OFF "$ROUND_SECS" "$TMP/r-off.txt"
+  echo "$r $(rps "$TMP/r-on.txt") $(rps "$TMP/r-off.txt") $(p99 "$TMP/r-on.txt") $(p99 "$TMP/r-off.txt")" >> "$TMP/rounds.txt"
 done
+printf '| round | on req/s | off req/s | on/off | on p99 (ms) | off p99 (ms) |\n|---|---|---|---|---|---|\n'
+awk '{ printf "| %s | %s | %s | %.3f | %s | %s |\n", $1, $2, $3, $2 / $3, $4, $5 }' "$TMP/rounds.txt"
+awk '{ print $2 / $3 }' "$TMP/rounds.txt" | sort -n > "$TMP/ratios.txt"
+awk '{ print $4 / $5 }' "$TMP/rounds.txt" | sort -n > "$TMP/p99ratios.txt"
+summary() { # sorted values → "median m (min a, max b)"
+  awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "median %.3f (min %.3f, max %.3f, over %d rounds)", m, v[1], v[NR], NR }' "$1"
+}
+echo "throughput on/off: $(summary "$TMP/ratios.txt")"
+echo "p99 on/off: $(summary "$TMP/p99ratios.txt")"
+
+echo
+echo "== 3. open breaker (nothing listens on 127.0.0.1:$DEAD), ${SECS} s each"
+config "$TMP/dead.toml" $GW_DEAD $DEAD true true
+config "$TMP/quiet.toml" $GW_QUIET $DEAD true false
+start "$BIN" --config "$TMP/dead.toml"; DEADGW=$LAST
+start "$BIN" --config "$TMP/quiet.toml"; QUIET=$LAST
+for port in $GW_DEAD $GW_QUIET; do
+  for _ in 1 2 3 4 5 6; do curl -s -o /dev/null "http://127.0.0.1:$port/x" || true; done
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/x")
+  [ "$code" = 503 ] || { echo "the breaker on :$port did not open ($code)"; exit 1; }
+done
+start "$BIN" bare503 127.0.0.1:$BARE
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$BARE/x")
+[ "$code" = 503 ] || { echo "the bare handler answers $code"; exit 1; }
+RSS0=$(rss $DEADGW); FD0=$(fds $DEADGW)
+# Two rounds, the three servers alternating (bare, log on, log off), so that none of them
+# always runs in the same phase of a shared machine.
+for r in 1 2; do
+  run $BARE "$SECS" "$TMP/bare-$r.txt"
+  run $GW_DEAD "$SECS" "$TMP/dead-$r.txt"
+  run $GW_QUIET "$SECS" "$TMP/quiet-$r.txt"
+done
+RSS1=$(rss $DEADGW); FD1=$(fds $DEADGW)
+grep -hE "Non-2xx|Socket errors" "$TMP"/bare-*.txt "$TMP"/dead-*.txt "$TMP"/quiet-*.txt || true
+printf '| | req/s round 1 | req/s round 2 | p99 (ms) round 1 / 2 |\n|---|---|---|---|\n'
+row() { printf '| %s | %s | %s | %s / %s |\n' "$1" "$(rps "$TMP/$2-1.txt")" "$(rps "$TMP/$2-2.txt")" "$(p99 "$TMP/$2-1.txt")" "$(p99 "$TMP/$2-2.txt")"; }
+row "bare axum 503" bare
+row "gateway 503, access log on (default)" dead
+row "gateway 503, access-log = false" quiet
+ratio() { awk -v a="$(rps "$TMP/$1-1.txt")" -v b="$(rps "$TMP/$1-2.txt")" -v c="$(rps "$TMP/$2-1.txt")" -v d="$(rps "$TMP/$2-2.txt")" 'BEGIN { printf "%.2f", (a + b) / (c + d) }'; }
+echo "gateway / bare: access log on $(ratio dead bare), off $(ratio quiet bare)"
+echo "gateway (access log on) RSS ${RSS0} -> ${RSS1} kB over both rounds, open fds ${FD0} -> ${FD1}; breakers-on gateway RSS $(rss $ON) kB"
+awk -v a="$(rps "$TMP/dead-1.txt")" -v b="$(rps "$TMP/dead-2.txt")" 'BEGIN { m = a < b ? a : b; printf "open-breaker 503s (access log on, slower round): %.0f req/s, target >= 50000: %s\n", m, (m >= 50000 ? "met" : "NOT met") }'

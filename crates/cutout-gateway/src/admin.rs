@@ -6,9 +6,9 @@
 //! | `GET /livez` | 200 while the process answers (no token) |
 //! | `GET /readyz` | 200 once both listeners are bound and serving, 503 before and while draining; upstream state is not readiness (no token) |
 //! | `GET /healthz` | per-cluster health as JSON, always 200: `status` is `ok`, or `degraded` while a cluster is not closed. With `healthz-strict = true`, 503 while a cluster is open or isolated (`status` `unhealthy`); half-open / recovering stay 200. No token (load balancers probe it) |
-//! | `GET /metrics` | Prometheus text exposition (503 if another metrics recorder owns the process) |
-//! | `GET /breakers` | JSON: every breaker's snapshot and the recent transitions |
-//! | `POST /breakers/{id}/isolate`, `POST /breakers/{id}/reset` | 200 with the new snapshot; unknown id → 404 (with a suggestion), unknown action → 404; other methods → 405 |
+//! | `GET /metrics` | Prometheus text exposition (503 if another metrics recorder owns the process); every breaker's gauges are first brought to what `/breakers` says (`Breaker::refresh_metrics`) |
+//! | `GET /breakers` | JSON: every cluster's breaker, its hosts' breakers and statistics, the recent transitions and manual actions (see [`breakers_json`]) |
+//! | `POST /breakers/{id}/isolate`, `/reset`, `/open-for?duration=30s` | 200 with the new snapshot; `id` is a cluster, or a host as `<cluster>/<host>:<port>` (write the `/` as `%2F`); unknown id → 404 (with a suggestion), unknown action → 404, a bad duration → 400, open-for on an isolated breaker → 409; other methods → 405. Each is remembered as a manual action (shown on the page) and logged |
 //!
 //! Every request passes [`guard`] first (403 otherwise):
 //! - **Host** (DNS-rebinding defence), when the listener is bound to a loopback address:
@@ -29,19 +29,21 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::{Path, Request, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use cutout::{Breaker, Health};
+use cutout::{Breaker, Health, HumanDuration, State as BreakerState};
 use cutout_tower::BoxError;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
 
+use crate::cluster::Cluster;
 use crate::gateway::{Gateway, Readiness};
 use crate::refusal::{Refusal, note};
 use crate::server::LocalAddr;
@@ -238,10 +240,18 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> Response {
         let health = breaker.health();
         unhealthy |= health == Health::Unhealthy;
         degraded |= health != Health::Healthy;
-        clusters.insert(
-            name.clone(),
-            json!({ "health": health.as_str(), "state": breaker.state().as_str() }),
-        );
+        let mut entry = json!({ "health": health.as_str(), "state": breaker.state().as_str() });
+        if let Some(hosts) = cluster.hosts() {
+            entry["ejected_hosts"] = json!(hosts.ejected());
+            entry["hosts"] = hosts
+                .authorities()
+                .iter()
+                .zip(hosts.breakers())
+                .map(|(host, b)| (host.clone(), json!(b.state().as_str())))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        clusters.insert(name.clone(), entry);
     }
     let strict = gateway.config().healthz_strict;
     let (status, word) = match (unhealthy, degraded) {
@@ -263,6 +273,19 @@ async fn metrics(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Res
     if let Some(denied) = authorize(&gateway, &headers) {
         return denied;
     }
+    // One state everywhere: the gauges follow what state() reports (a break that ran out
+    // with no call since reads half-open), and the ejection gauges are set now.
+    for breaker in gateway.breakers() {
+        breaker.refresh_metrics();
+    }
+    for cluster in gateway.clusters().values() {
+        if let Some(hosts) = cluster.hosts() {
+            cluster
+                .shared()
+                .metrics
+                .set_ejected(hosts.ejected(), hosts.max_ejected());
+        }
+    }
     match gateway.metrics() {
         Some(handle) => (
             [(
@@ -282,7 +305,7 @@ async fn metrics(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Res
 /// One breaker's snapshot as JSON (durations in milliseconds, rates as fractions).
 pub fn breaker_json(breaker: &Breaker, upstreams: &[http::Uri]) -> Value {
     let s = breaker.snapshot();
-    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
+    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
     json!({
         "id": breaker.id().as_str(),
         "state": s.state.as_str(),
@@ -298,18 +321,85 @@ pub fn breaker_json(breaker: &Breaker, upstreams: &[http::Uri]) -> Value {
         "retry_after_ms": ms(breaker.break_remaining()),
         "normal_latency_ms": ms(s.normal_latency),
         "normal_failure_rate": s.normal_failure_rate,
+        "ramp_fraction": s.ramp_fraction,
+        "recovering_for_ms": ms(s.recovering_for),
+        "refused_calls": s.refused_calls,
+        "suppressed_opens": s.suppressed_opens,
+        "last_action": s.last_manual_action.map(|a| a.as_str()),
         "upstreams": upstreams.iter().map(ToString::to_string).collect::<Vec<_>>(),
     })
 }
 
-async fn breakers(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    if let Some(denied) = authorize(&gateway, &headers) {
-        return denied;
+/// Why `breaker` is in its state, for people: the reason it last opened while it is open,
+/// half-open or recovering, `isolated by an operator`, `opened by an operator`, … `None`
+/// while closed.
+fn reason(gateway: &Gateway, breaker: &Breaker) -> Option<String> {
+    let state = breaker.state();
+    let last = breaker.snapshot().last_manual_action;
+    match state {
+        BreakerState::Closed => None,
+        BreakerState::Isolated => Some("isolated by an operator".to_owned()),
+        BreakerState::Disabled => Some("disabled by an operator".to_owned()),
+        _ if last == Some(cutout::ManualAction::OpenFor) => {
+            Some("opened by an operator".to_owned())
+        }
+        _ => gateway
+            .open_reason(breaker.id().as_str())
+            .map(|r| r.replace('_', " ")),
     }
+}
+
+/// A cluster as `/breakers` shows it: its breaker's snapshot, why it is in its state, its
+/// statistics, its slow limit, and its hosts (each with its breaker, when it ejects hosts, and
+/// its statistics).
+pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let breaker = cluster.breaker();
+    let shared = cluster.shared();
+    let mut out = breaker_json(breaker, cluster.upstreams());
+    out["kind"] = json!("cluster");
+    out["reason"] = json!(reason(gateway, breaker));
+    out["guarded"] = json!(gateway.config().breakers_enabled);
+    out["attempt_timeout_ms"] = json!(ms(cluster.attempt_timeout()));
+    out["slow_limit_ms"] = json!(ms(shared.slow.limit()));
+    out["stats"] = shared.stats.json();
+    let hosts = cluster.hosts();
+    out["ejection"] = json!(hosts.is_some());
+    out["max_ejected"] = json!(hosts.map_or(0, |h| h.max_ejected()));
+    out["ejected"] = json!(hosts.map_or(0, |h| h.ejected()));
+    out["hosts"] = shared
+        .authorities
+        .iter()
+        .enumerate()
+        .map(|(n, host)| {
+            let mut entry = match hosts.and_then(|h| h.breaker(n)) {
+                Some(b) => {
+                    let mut e = breaker_json(b, &[]);
+                    e["reason"] = json!(reason(gateway, b));
+                    e
+                }
+                None => json!({ "id": null, "state": null }),
+            };
+            entry["host"] = json!(host);
+            entry["stats"] = shared.host_stats.get(n).map_or(Value::Null, |s| s.json());
+            if let Some(obj) = entry.as_object_mut() {
+                obj.remove("upstreams");
+            }
+            entry
+        })
+        .collect::<Vec<_>>()
+        .into();
+    out
+}
+
+/// What `GET /breakers` answers: `breakers` (every cluster, see [`cluster_json`]),
+/// `transitions` (newest first, clusters' and hosts'), `actions` (manual actions, newest
+/// first), `token` (whether the admin API needs one) and `now_unix_ms`.
+pub fn breakers_json(gateway: &Gateway) -> Value {
     let breakers: Vec<Value> = gateway
         .clusters()
         .values()
-        .map(|c| breaker_json(c.breaker(), c.upstreams()))
+        .map(|c| cluster_json(gateway, c))
         .collect();
     let transitions: Vec<Value> = gateway
         .transitions()
@@ -325,40 +415,147 @@ async fn breakers(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Re
             })
         })
         .collect();
-    json_response(
-        StatusCode::OK,
-        &json!({ "breakers": breakers, "transitions": transitions }),
-    )
+    let actions: Vec<Value> = gateway
+        .actions()
+        .iter()
+        .rev()
+        .map(|a| {
+            json!({
+                "at_unix_ms": a.at_unix_ms,
+                "breaker": a.breaker,
+                "action": a.action,
+                "detail": a.detail,
+                "by": a.by,
+            })
+        })
+        .collect();
+    let now_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    json!({
+        "breakers": breakers,
+        "transitions": transitions,
+        "actions": actions,
+        "token": gateway.config().admin_token.is_some(),
+        "now_unix_ms": now_unix_ms,
+    })
+}
+
+async fn breakers(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    if let Some(denied) = authorize(&gateway, &headers) {
+        return denied;
+    }
+    json_response(StatusCode::OK, &breakers_json(&gateway))
+}
+
+/// The longest `open-for` accepted.
+pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// The `duration` of a control's query string (`?duration=30s`; `+` and `%20` read as spaces).
+fn duration_param(query: Option<&str>) -> Option<String> {
+    query?.split('&').find_map(|pair| {
+        let value = pair.strip_prefix("duration=")?;
+        Some(value.replace('+', " ").replace("%20", " "))
+    })
 }
 
 async fn control(
     State(gateway): State<Arc<Gateway>>,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
+    request: Request,
 ) -> Response {
     if let Some(denied) = authorize(&gateway, &headers) {
         return denied;
     }
-    let result = match action.as_str() {
-        "isolate" => gateway.registry().isolate(&id),
-        "reset" => gateway.registry().reset(&id),
+    let by = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or_else(|| "-".to_owned(), |c| c.0.to_string());
+    let Some((cluster, breaker)) = gateway.find_breaker(&id) else {
+        let known = match gateway.registry().get(&id) {
+            Err(e) if !id.contains('/') => e.to_string(),
+            _ => {
+                let hosts: Vec<String> = gateway
+                    .clusters()
+                    .values()
+                    .filter_map(|c| c.hosts())
+                    .flat_map(|h| h.ids().to_vec())
+                    .collect();
+                format!(
+                    "no breaker with id {id:?}; clusters: {}; hosts: {}",
+                    gateway
+                        .clusters()
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if hosts.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        hosts.join(", ")
+                    }
+                )
+            }
+        };
+        return error(StatusCode::NOT_FOUND, &known);
+    };
+    let detail = match action.as_str() {
+        "isolate" => {
+            breaker.isolate();
+            String::new()
+        }
+        "reset" => {
+            breaker.reset();
+            String::new()
+        }
+        "open-for" | "open_for" => {
+            let duration = duration_param(request.uri().query())
+                .and_then(|d| humantime::parse_duration(d.trim()).ok())
+                .filter(|d| !d.is_zero() && *d <= MAX_OPEN_FOR);
+            let Some(duration) = duration else {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!(
+                        "open-for needs ?duration= a positive duration up to {}, such as 30s or 5m",
+                        HumanDuration(MAX_OPEN_FOR)
+                    ),
+                );
+            };
+            if !breaker.open_for(duration) {
+                return error(
+                    StatusCode::CONFLICT,
+                    &format!(
+                        "{id} is {}: reset it first",
+                        breaker.state().as_str().replace('_', "-")
+                    ),
+                );
+            }
+            format!("for {}", HumanDuration(duration))
+        }
         _ => {
             return error(
                 StatusCode::NOT_FOUND,
-                &format!("unknown action {action:?}; allowed isolate, reset"),
+                &format!("unknown action {action:?}; allowed isolate, reset, open-for"),
             );
         }
     };
-    match result {
-        Ok(()) => {
-            let cluster = &gateway.clusters()[&id];
-            json_response(
-                StatusCode::OK,
-                &breaker_json(cluster.breaker(), cluster.upstreams()),
-            )
+    let name = if action == "open_for" {
+        "open_for"
+    } else {
+        match action.as_str() {
+            "open-for" => "open_for",
+            "isolate" => "isolate",
+            _ => "reset",
         }
-        Err(e) if e.is_unknown_id() => error(StatusCode::NOT_FOUND, &e.to_string()),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    gateway.record_action(&id, name, detail, by);
+    if id == cluster.name() {
+        json_response(StatusCode::OK, &cluster_json(&gateway, cluster))
+    } else {
+        let mut body = breaker_json(&breaker, &[]);
+        body["reason"] = json!(reason(&gateway, &breaker));
+        json_response(StatusCode::OK, &body)
     }
 }
 

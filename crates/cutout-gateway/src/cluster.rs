@@ -1,4 +1,4 @@
-//! A cluster: its upstreams (round-robin), its breaker, and the stack breaker → blame → attempt timeout → forward.
+//! A cluster: its upstreams, its breaker, its hosts' breakers, and the stack cluster breaker → host pick (host breakers) → attempt (blame, timeout, give-up) → forward.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -6,18 +6,25 @@ use std::time::Duration;
 
 use axum::body::Body;
 use cutout::Breaker;
-use cutout::classify::{Classify, Outcome, Verdict};
-use cutout_tower::{BoxError, BreakerService, HttpClassifier};
+use cutout_tower::{BoxError, WholeResponseService};
 use http::{Request, Response, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower::ServiceExt;
-use tower::timeout::Timeout;
 use tower::util::BoxCloneSyncService;
 
+/// A boxed `Send` future.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+use crate::attempt::{AttemptFuture, Exchange, GaveUp, GiveUpCount, SlowLimit, find};
 use crate::client_body::BodyWatch;
 use crate::error::ClientFault;
+use crate::hosts::{Hosts, ServedBy, Target, host_service, pick};
+use crate::metrics::ClusterMetrics;
+use crate::stats::Stats;
+
+pub use crate::classify::GatewayClassifier;
 
 /// The pooled HTTP/1 client every cluster forwards with.
 pub type HttpClient = Client<HttpConnector, Body>;
@@ -26,7 +33,7 @@ pub type HttpClient = Client<HttpConnector, Body>;
 /// simple; see cutout-tower's `axum_gateway` example).
 type Stack = BoxCloneSyncService<Request<Body>, Response<Body>, cutout_tower::Error>;
 
-/// One attempt: attempt timeout → forward.
+/// One attempt at a host, or the host level above it.
 type Attempt = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
 
 /// A new pooled client: keep-alive connections per upstream, `TCP_NODELAY`, a connect timeout,
@@ -43,101 +50,155 @@ pub fn http_client(connect_timeout: Duration, pool_idle_timeout: Duration) -> Ht
         .build(connector)
 }
 
-/// The breaker's classifier: cutout-tower's [`HttpClassifier`] for the upstream's answers and
-/// errors, except that a failure the client caused ([`ClientFault`], anywhere in the error's
-/// chain) is ignored: it says nothing about the upstream.
-#[derive(Debug, Clone)]
-pub struct GatewayClassifier(HttpClassifier);
-
-impl GatewayClassifier {
-    /// Ignores client faults, classifies everything else with `http`.
-    pub fn new(http: HttpClassifier) -> GatewayClassifier {
-        GatewayClassifier(http)
-    }
+/// What a cluster's requests share besides the stack: its statistics, slow limit and metrics.
+#[derive(Debug)]
+pub struct ClusterShared {
+    /// The cluster's name.
+    pub name: String,
+    /// The upstreams' `host:port`, in order.
+    pub authorities: Vec<String>,
+    /// The cluster's statistics.
+    pub stats: Arc<Stats>,
+    /// The hosts' statistics, in order.
+    pub host_stats: Vec<Arc<Stats>>,
+    /// The give-up rule's slow limit.
+    pub slow: Arc<SlowLimit>,
+    /// The metric handles.
+    pub metrics: ClusterMetrics,
+    /// The attempt timeout.
+    pub attempt_timeout: Duration,
+    /// Whether breakers guard the cluster.
+    pub guarded: bool,
 }
 
-impl<B> Classify<Response<B>, BoxError> for GatewayClassifier {
-    fn classify(&self, result: &Result<Response<B>, BoxError>) -> Outcome {
-        self.verdict(result).outcome()
-    }
-
-    fn verdict(&self, result: &Result<Response<B>, BoxError>) -> Verdict {
-        match result {
-            Err(error) if ClientFault::find(&**error).is_some() => Verdict::Ignored,
-            _ => self.0.verdict(result),
-        }
-    }
+/// How a cluster is built (see [`Cluster::new`]).
+#[derive(Debug)]
+pub struct ClusterParts {
+    /// The cluster's name (its breaker's id).
+    pub name: String,
+    /// Its upstreams' base URLs.
+    pub upstreams: Vec<Uri>,
+    /// Its breaker.
+    pub breaker: Breaker,
+    /// Its hosts and their breakers, when it ejects hosts.
+    pub hosts: Option<Arc<Hosts>>,
+    /// The attempt timeout.
+    pub attempt_timeout: Duration,
+    /// `give-up-floor`.
+    pub give_up_floor: Duration,
+    /// The client to forward with.
+    pub client: HttpClient,
+    /// How responses are classified.
+    pub classifier: cutout_tower::HttpClassifier,
+    /// Whether breakers guard the cluster (`false`: neither the cluster breaker nor the host
+    /// breakers are in the stack).
+    pub guarded: bool,
 }
 
-/// A cluster of upstreams behind one breaker.
+/// A cluster of upstreams behind one breaker, each host behind its own.
 ///
-/// The stack is **breaker → blame → attempt timeout → forward**: a refusal never reaches the
-/// upstream, a timed-out attempt is a failure the breaker counts (tower's `Timeout` drops the
-/// forward's future, and hyper closes the connection of a request whose response future is
-/// dropped, so the upstream sees the request cancelled), and the response is classified by
-/// [`HttpClassifier`] (5xx and errors fail; 429 and 503 with `Retry-After` are ignored, or
-/// with [`honor-retry-after`](crate::config::ClusterConfig::honor_retry_after) open the
-/// breaker for the time the upstream asked).
+/// The stack is **cluster breaker → host pick → attempt → forward**:
+/// - the cluster breaker (cutout-tower's [`WholeResponseService`]) refuses with 503 while the
+///   cluster is open, and records the outcome at the end of the response's body;
+/// - with host breakers ([`crate::hosts`]), round-robin over the hosts whose breaker admits
+///   (each a keyed whole-response breaker, at most `max-ejection-percent` of them open), 503
+///   when every host refuses; without, plain round-robin;
+/// - the attempt ([`crate::attempt`]): the attempt timeout over the head and the whole body,
+///   the client's give-up, and *blame*: a failure the client's body caused ([`ClientFault`]),
+///   found through the [`BodyWatch`] the proxy puts in the request's extensions, is ignored by
+///   every breaker;
+/// - the forward over hyper-util's pooled client; a timed-out, cut or given-up forward is
+///   dropped, and hyper closes its connection, so the upstream sees the request cancelled.
 ///
-/// *Blame* puts the client's faults aside: when a request carries a [`BodyWatch`] in its
-/// extensions (the proxy adds one), a forward that failed because the client's body failed,
-/// or that timed out while the upstream waited for the client's body, fails with a
-/// [`ClientFault`] instead, which [`GatewayClassifier`] ignores. Only upstream-side failures
-/// count.
+/// Responses are classified by [`GatewayClassifier`] (5xx and errors fail; 429 and 503 with
+/// `Retry-After` are ignored, or with
+/// [`honor-retry-after`](crate::config::ClusterConfig::honor_retry_after) open the breaker for
+/// the time the upstream asked; a body that breaks or stalls fails).
 #[derive(Debug)]
 pub struct Cluster {
     name: String,
     upstreams: Arc<[Uri]>,
     breaker: Breaker,
     attempt_timeout: Duration,
+    hosts: Option<Arc<Hosts>>,
+    shared: Arc<ClusterShared>,
     stack: Stack,
 }
 
 impl Cluster {
-    /// A cluster forwarding to `upstreams` with `client`, its breaker judging responses with
-    /// `classifier` (see [`ClusterConfig::classifier`](crate::config::ClusterConfig::classifier));
-    /// `guarded` false leaves the breaker out of the stack (it is still listed, but sees no
-    /// calls).
-    pub fn new(
-        name: &str,
-        upstreams: Vec<Uri>,
-        breaker: Breaker,
-        attempt_timeout: Duration,
-        client: HttpClient,
-        classifier: HttpClassifier,
-        guarded: bool,
-    ) -> Cluster {
-        let upstreams: Arc<[Uri]> = upstreams.into();
-        let next = Arc::new(AtomicUsize::new(0));
-        let targets = Arc::clone(&upstreams);
-        let forward = tower::service_fn(move |request: Request<Body>| {
-            let n = next.fetch_add(1, Ordering::Relaxed) % targets.len();
-            let base = targets[n].clone();
-            let client = client.clone();
-            async move { forward(client, base, request).await }
-        });
-        // Boxed, so that the blame step awaits a concrete future (rustc's `Send` proof of a
-        // generic tower future inside an async fn trips on its error's lifetime).
-        let timed: Attempt = BoxCloneSyncService::new(Timeout::new(
-            BoxCloneSyncService::new(forward),
+    /// A cluster of `parts` (see [`ClusterParts`]).
+    pub fn new(parts: ClusterParts) -> Cluster {
+        let ClusterParts {
+            name,
+            upstreams,
+            breaker,
+            hosts,
             attempt_timeout,
+            give_up_floor,
+            client,
+            classifier,
+            guarded,
+        } = parts;
+        let upstreams: Arc<[Uri]> = upstreams.into();
+        let authorities: Vec<String> = upstreams
+            .iter()
+            .map(|u| u.authority().map_or_else(String::new, ToString::to_string))
+            .collect();
+        let stats = Arc::new(Stats::new());
+        let host_stats = match &hosts {
+            Some(hosts) => (0..hosts.len())
+                .filter_map(|n| hosts.stats(n).cloned())
+                .collect(),
+            None => authorities.iter().map(|_| Arc::new(Stats::new())).collect(),
+        };
+        let slow = Arc::new(SlowLimit::new(
+            breaker.clone(),
+            Arc::clone(&stats),
+            attempt_timeout,
+            give_up_floor,
         ));
-        let blamed =
-            tower::service_fn(move |request: Request<Body>| blamed_call(timed.clone(), request));
+        let shared = Arc::new(ClusterShared {
+            metrics: ClusterMetrics::new(&name, &authorities),
+            name: name.clone(),
+            authorities,
+            stats,
+            host_stats,
+            slow,
+            attempt_timeout,
+            guarded,
+        });
+        let attempt = attempt_service(client, Arc::clone(&upstreams), attempt_timeout);
+        let hosts = hosts.filter(|_| guarded);
+        let inner: Attempt = match &hosts {
+            Some(hosts) => {
+                let service =
+                    host_service(attempt, hosts, GatewayClassifier::new(classifier.clone()));
+                let hosts = Arc::clone(hosts);
+                BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
+                    pick(Arc::clone(&hosts), service.clone(), request)
+                }))
+            }
+            None => attempt,
+        };
         let stack = if guarded {
-            BoxCloneSyncService::new(BreakerService::with_classifier(
-                blamed,
-                breaker.clone(),
-                GatewayClassifier::new(classifier),
-            ))
+            let cluster_classifier = match &hosts {
+                Some(hosts) => GatewayClassifier::new(classifier).absorbing(Arc::clone(hosts)),
+                None => GatewayClassifier::new(classifier),
+            };
+            BoxCloneSyncService::new(
+                WholeResponseService::with_classifier(inner, breaker.clone(), cluster_classifier)
+                    .map_response(|response| response.map(Body::new)),
+            )
         } else {
-            BoxCloneSyncService::new(blamed.map_err(cutout_tower::Error::inner))
+            BoxCloneSyncService::new(inner.map_err(cutout_tower::Error::inner))
         };
         Cluster {
-            name: name.to_owned(),
+            name,
             upstreams,
             breaker,
             attempt_timeout,
+            hosts,
+            shared,
             stack,
         }
     }
@@ -157,32 +218,95 @@ impl Cluster {
         &self.breaker
     }
 
+    /// The hosts' breakers, when the cluster ejects hosts (two or more upstreams,
+    /// `max-ejection-percent` above 0, breakers on).
+    pub fn hosts(&self) -> Option<&Arc<Hosts>> {
+        self.hosts.as_ref()
+    }
+
     /// The attempt timeout.
     pub fn attempt_timeout(&self) -> Duration {
         self.attempt_timeout
     }
 
+    /// What the cluster's requests share: statistics, slow limit, metrics.
+    pub fn shared(&self) -> &Arc<ClusterShared> {
+        &self.shared
+    }
+
+    /// A new request's [`Exchange`] (put it in the request's extensions before [`call`]).
+    ///
+    /// [`call`]: Cluster::call
+    pub fn exchange(&self) -> Arc<Exchange> {
+        Exchange::new(Arc::clone(&self.shared.slow))
+    }
+
     /// Sends `request` (a URI of path and query only, headers already prepared) through the
-    /// stack to the next upstream.
-    pub async fn call(
+    /// stack. The future is `'static`: it owns a handle to the stack.
+    pub fn call(
         &self,
         request: Request<Body>,
-    ) -> Result<Response<Body>, cutout_tower::Error> {
-        self.stack.clone().oneshot(request).await
+    ) -> BoxFuture<Result<Response<Body>, cutout_tower::Error>> {
+        Box::pin(self.stack.clone().oneshot(request))
     }
 }
 
-/// The attempt, with a failure caused by the client's body turned into a [`ClientFault`]
-/// (see [`BodyWatch::blame`]).
-async fn blamed_call(timed: Attempt, request: Request<Body>) -> Result<Response<Body>, BoxError> {
-    let watch = request.extensions().get::<Arc<BodyWatch>>().cloned();
-    match timed.oneshot(request).await {
-        Ok(response) => Ok(response),
-        Err(error) => Err(match watch {
-            Some(watch) => watch.blame(error),
-            None => error,
-        }),
+/// The attempt service: to the request's [`Target`] host (else round-robin), under the
+/// attempt timeout and the client's give-up, with the client's faults blamed on the client.
+fn attempt_service(client: HttpClient, upstreams: Arc<[Uri]>, timeout: Duration) -> Attempt {
+    let next = Arc::new(AtomicUsize::new(0));
+    BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
+        // A cluster always has an upstream (the configuration says so); without one, the
+        // attempt fails as an unreachable upstream would.
+        let len = upstreams.len().max(1);
+        let n = match request.extensions().get::<Target>() {
+            Some(target) => target.0 % len,
+            // Relaxed: a ticket counter, it orders nothing.
+            None => next.fetch_add(1, Ordering::Relaxed) % len,
+        };
+        let base = upstreams
+            .get(n)
+            .cloned()
+            .unwrap_or_else(|| Uri::from_static("http://127.0.0.1:0"));
+        let client = client.clone();
+        let exchange = request.extensions().get::<Arc<Exchange>>().cloned();
+        let watch = request.extensions().get::<Arc<BodyWatch>>().cloned();
+        if let Some(exchange) = &exchange {
+            exchange.set_host(n);
+        }
+        let attempt = AttemptFuture::new(forward(client, base, request), timeout, exchange.clone());
+        async move {
+            match attempt.await {
+                Ok(response) => {
+                    let mut response = response.map(Body::new);
+                    response.extensions_mut().insert(ServedBy(n));
+                    Ok(response)
+                }
+                Err(error) => Err(blame(watch.as_deref(), exchange.as_deref(), error)),
+            }
+        }
+    }))
+}
+
+/// The client's share of a failed attempt (see [`BodyWatch::blame`]); a give-up while the
+/// upstream was waiting for the client's upload is the client's too.
+fn blame(watch: Option<&BodyWatch>, exchange: Option<&Exchange>, error: BoxError) -> BoxError {
+    let Some(watch) = watch else {
+        return error;
+    };
+    let gave_up = find::<GaveUp>(&*error).is_some();
+    let error = if gave_up && watch.waiting_on_client() {
+        Box::new(ClientFault::Body)
+    } else {
+        watch.blame(error)
+    };
+    if gave_up
+        && find::<ClientFault>(&*error).is_some()
+        && let Some(exchange) = exchange
+    {
+        exchange.set_gave_up(GiveUpCount::Client);
     }
+    error
 }
 
 /// Sends `request` to `base` (scheme and authority), keeping its path and query.
@@ -190,10 +314,9 @@ async fn forward(
     client: HttpClient,
     base: Uri,
     mut request: Request<Body>,
-) -> Result<Response<Body>, BoxError> {
+) -> Result<Response<hyper::body::Incoming>, BoxError> {
     let mut parts = base.into_parts();
     parts.path_and_query = request.uri().path_and_query().cloned();
     *request.uri_mut() = Uri::from_parts(parts)?;
-    let response = client.request(request).await?;
-    Ok(response.map(Body::new))
+    Ok(client.request(request).await?)
 }

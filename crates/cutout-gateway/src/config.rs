@@ -9,6 +9,9 @@
 //! breakers = true                  # false: no breaker at all (benchmarks)
 //! honor-retry-after = false        # true: a 429 / 503 `Retry-After` opens the breaker
 //! healthz-strict = false           # true: /healthz answers 503 while a cluster is open
+//! max-ejection-percent = 50        # at most this share of a cluster's hosts ejected at once
+//! give-up-floor = "100ms"          # a client's give-up never counts before this
+//! access-log = true                # one `tracing` line per request (target cutout_gateway::access)
 //! # Limits (see [`Limits`]; every one has a default):
 //! header-read-timeout = "10s"      # a request head must arrive within this
 //! idle-timeout = "60s"             # a connection moving no byte for this long is closed
@@ -28,9 +31,11 @@
 //! upstreams = ["http://127.0.0.1:7001"]   # round-robin over these
 //! attempt-timeout = "1s"           # optional: overrides [gateway]
 //! honor-retry-after = true         # optional: overrides [gateway]
+//! max-ejection-percent = 100       # optional: overrides [gateway]
 //!
 //! # cutout's own format (see `cutout::config`): [breakers.defaults],
-//! # [breakers.configs.<name>], [breakers.instances.<cluster>].
+//! # [breakers.configs.<name>], [breakers.instances.<cluster>], and for one host of a
+//! # cluster [breakers.instances."<cluster>/<host>:<port>"] (else the host has the cluster's).
 //! [breakers.defaults]
 //! failure-ratio = 0.5
 //! ```
@@ -42,6 +47,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use cutout::HumanDuration;
 use cutout::config::Config as BreakerConfig;
 use http::Uri;
 
@@ -73,6 +79,14 @@ pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest `max-connections` / `admin-max-connections` accepted.
 pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+/// The default `max-ejection-percent`: at most half of a cluster's hosts ejected at once (at
+/// least one). Envoy's default is 10 %, with at least one host; for the clusters of two to five
+/// hosts a gateway like this one fronts, 10 % is always "one host", so this default says what
+/// it means: half of the cluster may be ejected, the other half keeps serving, and failures
+/// beyond that are the cluster breaker's to judge.
+pub const DEFAULT_MAX_EJECTION_PERCENT: u8 = 50;
+/// The default `give-up-floor`.
+pub const DEFAULT_GIVE_UP_FLOOR: Duration = Duration::from_millis(100);
 
 /// The gateway's resource limits (`[gateway]` keys), each with a default.
 ///
@@ -136,8 +150,16 @@ pub struct GatewayConfig {
     pub healthz_strict: bool,
     /// Resource limits of both listeners and the upstream pool.
     pub limits: Limits,
-    /// Whether clusters are guarded by breakers (`false` only for comparisons).
+    /// Whether clusters are guarded by breakers (`false` only for comparisons): no cluster
+    /// breaker and no host ejection.
     pub breakers_enabled: bool,
+    /// `give-up-floor`: a client that gives up sooner than this after its forward started
+    /// never counts against the upstream, whatever the cluster's normal latency (see
+    /// [`crate::attempt`]).
+    pub give_up_floor: Duration,
+    /// `access-log`: one `tracing` line per request, target `cutout_gateway::access` (see
+    /// [`crate::access`]).
+    pub access_log: bool,
     /// Routes, longest prefix first.
     pub routes: Vec<Route>,
     /// Clusters by name.
@@ -184,6 +206,11 @@ pub struct ClusterConfig {
     /// The cluster's key, else `[gateway]`'s, else `false`: such responses are then only
     /// ignored by the breaker. Either way the upstream's response is passed to the client.
     pub honor_retry_after: bool,
+    /// `max-ejection-percent` (0–100): how many of the cluster's hosts their own breakers may
+    /// eject at once, as a share of its upstreams, at least one; 0 turns per-host ejection off.
+    /// A cluster of one upstream has no host breakers (its cluster breaker is its host's).
+    /// The cluster's key, else `[gateway]`'s, else [`DEFAULT_MAX_EJECTION_PERCENT`].
+    pub max_ejection_percent: u8,
 }
 
 impl ClusterConfig {
@@ -212,6 +239,28 @@ impl ClusterConfig {
     /// ```
     pub fn classifier(&self) -> cutout_tower::HttpClassifier {
         cutout_tower::HttpClassifier::new().honor_retry_after(self.honor_retry_after)
+    }
+
+    /// How many hosts may be ejected at once: `max-ejection-percent` of the upstreams, rounded
+    /// down, at least one (Envoy's rule); 0 when ejection is off (the percentage is 0, or the
+    /// cluster has a single upstream).
+    ///
+    /// ```
+    /// use cutout_gateway::GatewayConfig;
+    ///
+    /// let config = GatewayConfig::from_toml(r#"
+    ///     [clusters.pool]
+    ///     upstreams = ["http://127.0.0.1:7001", "http://127.0.0.1:7002", "http://127.0.0.1:7003"]
+    /// "#)?;
+    /// assert_eq!(config.clusters["pool"].max_ejected(), 1, "50 % of 3, rounded down");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_ejected(&self) -> usize {
+        let hosts = self.upstreams.len();
+        if hosts < 2 || self.max_ejection_percent == 0 {
+            return 0;
+        }
+        (hosts * usize::from(self.max_ejection_percent) / 100).max(1)
     }
 }
 
@@ -243,6 +292,9 @@ impl GatewayConfig {
         let mut honor_retry_after = DEFAULT_HONOR_RETRY_AFTER;
         let mut healthz_strict = false;
         let mut limits = Limits::default();
+        let mut max_ejection_percent = DEFAULT_MAX_EJECTION_PERCENT;
+        let mut give_up_floor = DEFAULT_GIVE_UP_FLOOR;
+        let mut access_log = true;
         for (key, value) in &gateway {
             let path = format!("gateway.{key}");
             match key.as_str() {
@@ -276,6 +328,9 @@ impl GatewayConfig {
                 "max-request-body" => limits.max_request_body = size(&path, value)?,
                 "pool-idle-timeout" => limits.pool_idle_timeout = duration(&path, value)?,
                 "shutdown-timeout" => limits.shutdown_timeout = duration(&path, value)?,
+                "max-ejection-percent" => max_ejection_percent = percent(&path, value)?,
+                "give-up-floor" => give_up_floor = duration(&path, value)?,
+                "access-log" => access_log = boolean(&path, value)?,
                 _ => {
                     return Err(unknown_key(
                         &path,
@@ -283,7 +338,8 @@ impl GatewayConfig {
                         "listen, admin, admin-token, attempt-timeout, breakers, \
                          honor-retry-after, healthz-strict, header-read-timeout, idle-timeout, \
                          request-timeout, max-connections, admin-max-connections, \
-                         max-request-body, pool-idle-timeout, shutdown-timeout",
+                         max-request-body, pool-idle-timeout, shutdown-timeout, \
+                         max-ejection-percent, give-up-floor, access-log",
                     ));
                 }
             }
@@ -292,11 +348,11 @@ impl GatewayConfig {
             return Err(ConfigError::new(
                 "GW-CFG-010",
                 "gateway.idle-timeout",
-                &humantime::format_duration(limits.idle_timeout).to_string(),
+                &HumanDuration(limits.idle_timeout).to_string(),
                 &format!(
                     "shorter than gateway.request-timeout ({}): an idle connection would be cut \
                      before the request's deadline; allowed at least request-timeout",
-                    humantime::format_duration(limits.request_timeout)
+                    HumanDuration(limits.request_timeout)
                 ),
             ));
         }
@@ -304,6 +360,7 @@ impl GatewayConfig {
         let defaults = ClusterDefaults {
             attempt_timeout: timeout,
             honor_retry_after,
+            max_ejection_percent,
         };
         let clusters = parse_clusters(table.remove("clusters"), defaults)?;
         let routes = parse_routes(table.remove("routes"), &clusters)?;
@@ -321,12 +378,21 @@ impl GatewayConfig {
             Some(other) => return Err(wrong_type("breakers", &other, "a table")),
         };
         for (id, _) in breakers.instances() {
-            if !clusters.contains_key(id) {
+            let known = match id.split_once('/') {
+                None => clusters.contains_key(id),
+                Some((cluster, host)) => clusters.get(cluster).is_some_and(|c| {
+                    c.upstreams
+                        .iter()
+                        .any(|u| u.authority().is_some_and(|a| a.as_str() == host))
+                }),
+            };
+            if !known {
                 return Err(ConfigError::new(
                     "GW-CFG-007",
                     &format!("breakers.instances.{id}"),
                     id,
-                    "a breaker instance names no cluster; allowed a name from [clusters]",
+                    "a breaker instance names no cluster and no host of one; allowed a name \
+                     from [clusters], or \"<cluster>/<host>:<port>\" for one of its upstreams",
                 ));
             }
         }
@@ -345,6 +411,8 @@ impl GatewayConfig {
             healthz_strict,
             limits,
             breakers_enabled,
+            give_up_floor,
+            access_log,
             routes,
             clusters,
             breakers,
@@ -378,6 +446,7 @@ impl GatewayConfig {
 struct ClusterDefaults {
     attempt_timeout: Duration,
     honor_retry_after: bool,
+    max_ejection_percent: u8,
 }
 
 fn parse_clusters(
@@ -405,6 +474,7 @@ fn parse_clusters(
         let mut upstreams = Vec::new();
         let mut attempt_timeout = defaults.attempt_timeout;
         let mut honor_retry_after = defaults.honor_retry_after;
+        let mut max_ejection_percent = defaults.max_ejection_percent;
         for (key, value) in &entries {
             let path = format!("{section}.{key}");
             match key.as_str() {
@@ -413,16 +483,30 @@ fn parse_clusters(
                         .as_array()
                         .ok_or_else(|| wrong_type(&path, value, "an array of URLs"))?;
                     for item in list {
-                        upstreams.push(upstream(&path, item)?);
+                        let uri = upstream(&path, item)?;
+                        if upstreams
+                            .iter()
+                            .any(|u: &Uri| u.authority() == uri.authority())
+                        {
+                            return Err(ConfigError::new(
+                                "GW-CFG-011",
+                                &path,
+                                &show(item),
+                                "a duplicate upstream (each host has its own breaker); allowed \
+                                 each host:port once per cluster",
+                            ));
+                        }
+                        upstreams.push(uri);
                     }
                 }
                 "attempt-timeout" => attempt_timeout = duration(&path, value)?,
                 "honor-retry-after" => honor_retry_after = boolean(&path, value)?,
+                "max-ejection-percent" => max_ejection_percent = percent(&path, value)?,
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
-                        "upstreams, attempt-timeout, honor-retry-after",
+                        "upstreams, attempt-timeout, honor-retry-after, max-ejection-percent",
                     ));
                 }
             }
@@ -441,6 +525,7 @@ fn parse_clusters(
                 upstreams,
                 attempt_timeout,
                 honor_retry_after,
+                max_ejection_percent,
             },
         );
     }
@@ -623,6 +708,12 @@ fn count(path: &str, value: &toml::Value, min: usize, max: usize) -> Result<usiz
                 &format!("out of range; allowed {min}-{max}"),
             )
         })
+}
+
+/// A percentage: an integer in 0–100 (GW-CFG-003 when not an integer, GW-CFG-009 when out of
+/// range).
+fn percent(path: &str, value: &toml::Value) -> Result<u8, ConfigError> {
+    count(path, value, 0, 100).map(|n| n as u8)
 }
 
 /// A size in bytes: an integer, or a string with a unit (`"64KiB"`, `"10 MiB"`, `"1MB"`,
@@ -845,6 +936,107 @@ mod tests {
 
     fn err(doc: &str) -> ConfigError {
         GatewayConfig::from_toml(doc).unwrap_err()
+    }
+
+    const POOL: &str = r#"
+        [clusters.pool]
+        upstreams = ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3", "http://127.0.0.1:4"]
+    "#;
+
+    #[test]
+    fn ejection_give_up_and_access_log_keys_have_defaults_and_codes() {
+        let c = GatewayConfig::from_toml(POOL).unwrap();
+        assert_eq!(c.clusters["pool"].max_ejection_percent, 50);
+        assert_eq!(c.clusters["pool"].max_ejected(), 2);
+        assert_eq!(c.give_up_floor, DEFAULT_GIVE_UP_FLOOR);
+        assert!(c.access_log);
+        let doc = |gateway: &str, cluster: &str| {
+            format!("[gateway]\n{gateway}\n{}\n{cluster}\n", POOL.trim())
+        };
+        let c = GatewayConfig::from_toml(&doc(
+            "max-ejection-percent = 10\ngive-up-floor = \"250ms\"\naccess-log = false",
+            "",
+        ))
+        .unwrap();
+        assert_eq!(
+            c.clusters["pool"].max_ejected(),
+            1,
+            "10 % of 4 is 0: at least one"
+        );
+        assert_eq!(c.give_up_floor, Duration::from_millis(250));
+        assert!(!c.access_log);
+        let c = GatewayConfig::from_toml(&doc("", "max-ejection-percent = 0")).unwrap();
+        assert_eq!(c.clusters["pool"].max_ejected(), 0, "off");
+        let c = GatewayConfig::from_toml(&doc("", "max-ejection-percent = 100")).unwrap();
+        assert_eq!(c.clusters["pool"].max_ejected(), 4);
+        let c = GatewayConfig::from_toml(MINIMAL).unwrap();
+        assert_eq!(
+            c.clusters["a"].max_ejected(),
+            0,
+            "one upstream: no host breakers"
+        );
+        for (gateway, cluster, code, key) in [
+            (
+                "max-ejection-percent = 101",
+                "",
+                "GW-CFG-009",
+                "gateway.max-ejection-percent",
+            ),
+            (
+                "max-ejection-percent = -1",
+                "",
+                "GW-CFG-009",
+                "gateway.max-ejection-percent",
+            ),
+            (
+                "",
+                "max-ejection-percent = \"half\"",
+                "GW-CFG-003",
+                "clusters.pool.max-ejection-percent",
+            ),
+            (
+                "give-up-floor = \"0s\"",
+                "",
+                "GW-CFG-004",
+                "gateway.give-up-floor",
+            ),
+            (
+                "access-log = \"yes\"",
+                "",
+                "GW-CFG-003",
+                "gateway.access-log",
+            ),
+        ] {
+            let e = err(&doc(gateway, cluster));
+            assert_eq!((e.code(), e.key()), (code, key), "{e}");
+        }
+        let e =
+            err("[clusters.a]\nupstreams = [\"http://127.0.0.1:1\", \"http://127.0.0.1:1/\"]\n");
+        assert_eq!(
+            (e.code(), e.key()),
+            ("GW-CFG-011", "clusters.a.upstreams"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_host_of_a_cluster_may_have_its_own_breaker_settings() {
+        let c = GatewayConfig::from_toml(&format!(
+            "{POOL}\n[breakers.instances.\"pool/127.0.0.1:2\"]\nminimum-calls = 3\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.breakers
+                .instance("pool/127.0.0.1:2")
+                .unwrap()
+                .minimum_calls(),
+            3
+        );
+        let e = err(&format!(
+            "{POOL}\n[breakers.instances.\"pool/127.0.0.1:9\"]\nminimum-calls = 3\n"
+        ));
+        assert_eq!(e.code(), "GW-CFG-007");
+        assert!(e.to_string().contains("<cluster>/<host>:<port>"), "{e}");
     }
 
     #[test]

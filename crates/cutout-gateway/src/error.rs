@@ -12,6 +12,7 @@
 //! | `GW-CFG-008` | the admin and proxy listeners are the same address |
 //! | `GW-CFG-009` | a number out of its allowed range: a port (listeners 0–65535, upstreams 1–65535), a connection count, a size |
 //! | `GW-CFG-010` | two values that contradict each other (`idle-timeout` shorter than `request-timeout`) |
+//! | `GW-CFG-011` | a duplicate upstream in a cluster (each host has its own breaker) |
 //! | `CUT-CFG-…` | cutout's breaker settings codes, inside `[breakers]` (see `cutout::config`) |
 //! | `GW-RUN-001` | the configuration file cannot be read |
 //! | `GW-RUN-002` | a listener cannot bind its address (in use, not permitted) |
@@ -30,16 +31,24 @@
 //! | the upstream was waiting for the client's body when the attempt timed out ([`ClientFault::Stalled`]) | 408 Request Timeout | no |
 //! | the body is larger than `max-request-body` ([`ClientFault::TooLarge`]) | 413 Content Too Large | no |
 //! | the cluster's breaker refuses | 503 Service Unavailable with `Retry-After` | (a refusal) |
-//! | the attempt timed out | 504 Gateway Timeout | yes, a failure |
+//! | every host of the cluster is ejected or isolated | 503 Service Unavailable with `Retry-After` (the soonest host) | no (the hosts' refusals) |
+//! | the attempt timed out before the response head | 504 Gateway Timeout | yes, a failure (the host's and, unless ejection absorbs it, the cluster's) |
 //! | the whole-request deadline (`request-timeout`) passed | 504 Gateway Timeout | no (the gateway gave up) |
 //! | the upstream cannot be reached / the connection failed | 502 Bad Gateway | yes, a failure |
+//! | the body broke or stalled past the attempt timeout, after the head was sent | (the connection is closed mid-body) | yes, a failure |
+//! | the client went away | (nothing: nobody to answer) | a failure once the forward ran past the cluster's slow limit, else no |
+//!
+//! Durations in these answers are written as people write them (`retry after 30s`, `300ms`).
 
 use std::fmt;
 use std::net::SocketAddr;
 
 use axum::response::{IntoResponse, Response};
+use cutout::HumanDuration;
 use cutout_tower::respond;
 use http::StatusCode;
+
+use crate::hosts::AllEjected;
 
 /// A configuration error: a stable code, the key (dotted path), the value as written and what
 /// is allowed.
@@ -221,6 +230,16 @@ pub enum ProxyError {
     /// The breaker stack failed: a refusal, a timeout or a forwarding error (or, inside it, a
     /// [`ClientFault`] found while forwarding).
     Stack(cutout_tower::Error),
+    /// A cluster's stack failed (as [`ProxyError::Stack`], with the cluster named in the
+    /// answer).
+    Cluster {
+        /// The cluster.
+        cluster: String,
+        /// Its attempt timeout.
+        attempt_timeout: std::time::Duration,
+        /// What failed.
+        error: cutout_tower::Error,
+    },
 }
 
 impl ProxyError {
@@ -268,8 +287,57 @@ impl ProxyError {
                     )
                 }
             }
+            ProxyError::Cluster {
+                cluster,
+                attempt_timeout,
+                error,
+            } => {
+                if let Some(fault) = ClientFault::find(error) {
+                    client_fault(fault)
+                } else if let Some(rejected) = error.rejection() {
+                    refused(
+                        &format!("{cluster} is refusing calls ({})", rejected.reason()),
+                        rejected.retry_after(),
+                    )
+                } else if let Some(all) = crate::attempt::find::<AllEjected>(error) {
+                    refused(
+                        &format!("every upstream host of {cluster} is ejected"),
+                        all.retry_after,
+                    )
+                } else if error.is_timeout() {
+                    text(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        &format!(
+                            "{cluster}: the upstream did not answer within the attempt timeout \
+                             ({})\n",
+                            HumanDuration(*attempt_timeout)
+                        ),
+                    )
+                } else {
+                    text(
+                        StatusCode::BAD_GATEWAY,
+                        &format!("{cluster}: the upstream could not be reached\n"),
+                    )
+                }
+            }
         }
     }
+}
+
+/// A 503 saying `what`, with `Retry-After` (whole seconds, rounded up) when the end is known.
+fn refused(what: &str, retry_after: Option<std::time::Duration>) -> http::Response<String> {
+    let body = match retry_after {
+        Some(after) => format!("{what}; retry after {}\n", HumanDuration(after)),
+        None => format!("{what}\n"),
+    };
+    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, &body);
+    if let Some(after) = retry_after {
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from(respond::retry_after_secs(after)),
+        );
+    }
+    response
 }
 
 fn client_fault(fault: ClientFault) -> http::Response<String> {

@@ -1,20 +1,58 @@
-//! [`Gateway`]: the shared state of both listeners: clusters, their breakers, recent transitions.
+//! [`Gateway`]: the shared state of both listeners: clusters, their breakers and hosts' breakers, recent transitions and manual actions.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cutout::clock::Clock;
-use cutout::{Event, Registry, Transition};
+use cutout::clock::{Clock, SystemClock};
+use cutout::{Breaker, Event, Registry, Transition};
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::cluster::{Cluster, http_client};
+use crate::cluster::{Cluster, ClusterParts, http_client};
 use crate::config::{GatewayConfig, Route};
+use crate::hosts::Hosts;
 
 /// How many transitions the gateway remembers for the status page.
 pub const TRANSITIONS_KEPT: usize = 50;
+/// How many manual actions the gateway remembers for the status page.
+pub const ACTIONS_KEPT: usize = 50;
+
+/// One manual action (an operator's isolate, reset or open-for through the admin API).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRecord {
+    /// Wall-clock time, milliseconds since the Unix epoch.
+    pub at_unix_ms: u64,
+    /// The breaker (a cluster, or `<cluster>/<host>:<port>`).
+    pub breaker: String,
+    /// `isolate`, `reset`, `open_for`.
+    pub action: &'static str,
+    /// What it asked, for people (`for 30s`), empty if nothing.
+    pub detail: String,
+    /// Who asked: the admin client's address.
+    pub by: String,
+}
+
+/// A clock shared by the cluster breakers and the host breakers.
+#[derive(Debug, Clone)]
+struct SharedClock(Arc<dyn Clock>);
+
+impl Clock for SharedClock {
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+    fn recent(&self) -> u64 {
+        self.0.recent()
+    }
+}
+
+fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_millis() as u64
+}
 
 /// One breaker transition, as the status page shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,14 +69,18 @@ pub struct TransitionRecord {
     pub reason: Option<&'static str>,
 }
 
-/// The gateway: routes, clusters (each with a breaker in one [`Registry`]) and the log of
-/// recent transitions. Shared by the proxy and admin listeners behind an `Arc`.
+/// The gateway: routes, clusters (each with a breaker in one [`Registry`], and its hosts'
+/// breakers), the log of recent transitions and of manual actions. Shared by the proxy and
+/// admin listeners behind an `Arc`.
 #[derive(Debug)]
 pub struct Gateway {
     config: GatewayConfig,
     registry: Registry,
     clusters: BTreeMap<String, Cluster>,
     transitions: Arc<Mutex<VecDeque<TransitionRecord>>>,
+    /// The reason each breaker last opened for, by id.
+    reasons: Arc<Mutex<HashMap<String, &'static str>>>,
+    actions: Mutex<VecDeque<ActionRecord>>,
     metrics: Option<PrometheusHandle>,
     readiness: AtomicU8,
     listening: OnceLock<(SocketAddr, SocketAddr)>,
@@ -70,39 +112,63 @@ impl Readiness {
 impl Gateway {
     /// A gateway for `config`, breakers on cutout's default clock.
     pub fn new(config: GatewayConfig) -> Arc<Gateway> {
-        Gateway::build(config, Registry::new())
+        Gateway::build(config, Registry::new(), SharedClock(Arc::new(SystemClock)))
     }
 
-    /// A gateway whose breakers read `clock` (a `ManualClock` in tests, so breaks can be waited
-    /// out instantly).
+    /// A gateway whose breakers (the clusters' and the hosts') read `clock` (a `ManualClock`
+    /// in tests, so breaks can be waited out instantly).
     pub fn with_clock(config: GatewayConfig, clock: impl Clock) -> Arc<Gateway> {
-        Gateway::build(config, Registry::with_clock(clock))
+        let clock = SharedClock(Arc::new(clock));
+        Gateway::build(config, Registry::with_clock(clock.clone()), clock)
     }
 
-    fn build(config: GatewayConfig, registry: Registry) -> Arc<Gateway> {
+    fn build(config: GatewayConfig, registry: Registry, clock: SharedClock) -> Arc<Gateway> {
         // The recorder must exist before breakers register their counters.
         let metrics = crate::metrics::install();
         let transitions = Arc::new(Mutex::new(VecDeque::with_capacity(TRANSITIONS_KEPT)));
+        let reasons = Arc::new(Mutex::new(HashMap::new()));
+        let listen = |breaker: &Breaker| {
+            let log = Arc::clone(&transitions);
+            let reasons = Arc::clone(&reasons);
+            breaker.subscribe(move |event| record(&log, &reasons, event));
+        };
         let mut clusters = BTreeMap::new();
         for (name, cluster) in &config.clusters {
             let settings = config.breakers.settings_for(name).clone();
             let breaker = registry
-                .breaker(name, settings)
+                .breaker(name, settings.clone())
                 .expect("cluster names are unique, so no settings conflict");
-            let log = Arc::clone(&transitions);
-            breaker.subscribe(move |event| record(&log, event));
+            listen(&breaker);
+            let max_ejected = cluster.max_ejected();
+            let hosts = (config.breakers_enabled && max_ejected > 0).then(|| {
+                let document = config.breakers.clone();
+                let hosts = Hosts::new(
+                    name,
+                    &cluster.upstreams,
+                    max_ejected,
+                    move |id| match document.instance(id) {
+                        Some(own) => own.clone(),
+                        None => settings.clone(),
+                    },
+                    clock.clone(),
+                );
+                hosts.breakers().iter().for_each(listen);
+                Arc::new(hosts)
+            });
             let client = http_client(cluster.attempt_timeout, config.limits.pool_idle_timeout);
             clusters.insert(
                 name.clone(),
-                Cluster::new(
-                    name,
-                    cluster.upstreams.clone(),
+                Cluster::new(ClusterParts {
+                    name: name.clone(),
+                    upstreams: cluster.upstreams.clone(),
                     breaker,
-                    cluster.attempt_timeout,
+                    hosts,
+                    attempt_timeout: cluster.attempt_timeout,
+                    give_up_floor: config.give_up_floor,
                     client,
-                    cluster.classifier(),
-                    config.breakers_enabled,
-                ),
+                    classifier: cluster.classifier(),
+                    guarded: config.breakers_enabled,
+                }),
             );
         }
         Arc::new(Gateway {
@@ -110,6 +176,8 @@ impl Gateway {
             registry,
             clusters,
             transitions,
+            reasons,
+            actions: Mutex::new(VecDeque::with_capacity(ACTIONS_KEPT)),
             metrics,
             readiness: AtomicU8::new(0),
             listening: OnceLock::new(),
@@ -170,6 +238,59 @@ impl Gateway {
         lock(&self.transitions).iter().cloned().collect()
     }
 
+    /// The reason breaker `id` last opened for (`failure_ratio`, `slow_calls`, …), if it
+    /// opened since the gateway started.
+    pub fn open_reason(&self, id: &str) -> Option<&'static str> {
+        lock(&self.reasons).get(id).copied()
+    }
+
+    /// The most recent manual actions, oldest first.
+    pub fn actions(&self) -> Vec<ActionRecord> {
+        lock(&self.actions).iter().cloned().collect()
+    }
+
+    /// Remembers a manual action (and logs it).
+    pub fn record_action(&self, breaker: &str, action: &'static str, detail: String, by: String) {
+        tracing::info!(breaker, action, detail = %detail, by = %by, "manual action");
+        let mut actions = lock(&self.actions);
+        if actions.len() == ACTIONS_KEPT {
+            actions.pop_front();
+        }
+        actions.push_back(ActionRecord {
+            at_unix_ms: now_unix_ms(),
+            breaker: breaker.to_owned(),
+            action,
+            detail,
+            by,
+        });
+    }
+
+    /// The breaker named `id`: a cluster's, or a host's (`<cluster>/<host>:<port>`), with the
+    /// cluster it belongs to.
+    pub fn find_breaker(&self, id: &str) -> Option<(&Cluster, Breaker)> {
+        if let Some(cluster) = self.clusters.get(id) {
+            return Some((cluster, cluster.breaker().clone()));
+        }
+        let (name, _) = id.split_once('/')?;
+        let cluster = self.clusters.get(name)?;
+        let (_, breaker) = cluster.hosts()?.find(id)?;
+        Some((cluster, breaker.clone()))
+    }
+
+    /// Every breaker: each cluster's, then its hosts'.
+    pub fn breakers(&self) -> Vec<Breaker> {
+        self.clusters
+            .values()
+            .flat_map(|c| {
+                std::iter::once(c.breaker().clone()).chain(
+                    c.hosts()
+                        .into_iter()
+                        .flat_map(|h| h.breakers().iter().cloned()),
+                )
+            })
+            .collect()
+    }
+
     /// The Prometheus handle (`None` if another recorder was installed in this process).
     pub fn metrics(&self) -> Option<&PrometheusHandle> {
         self.metrics.as_ref()
@@ -180,16 +301,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn record(log: &Mutex<VecDeque<TransitionRecord>>, event: &Event) {
+fn record(
+    log: &Mutex<VecDeque<TransitionRecord>>,
+    reasons: &Mutex<HashMap<String, &'static str>>,
+    event: &Event,
+) {
     let t = &event.transition;
     let reason = match t {
         Transition::Opened { reason, .. } => Some(reason.as_str()),
         _ => None,
     };
-    let at_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_millis() as u64;
+    if let Some(reason) = reason {
+        lock(reasons).insert(event.breaker.as_str().to_owned(), reason);
+    }
+    let at_unix_ms = now_unix_ms();
     let mut log = lock(log);
     if log.len() == TRANSITIONS_KEPT {
         log.pop_front();

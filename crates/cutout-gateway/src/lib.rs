@@ -1,7 +1,8 @@
-//! cutout-gateway: a reverse proxy with a cutout circuit breaker per cluster, an admin API and a live status page.
+//! cutout-gateway: a reverse proxy with a cutout circuit breaker per cluster and per host, an admin API and a live status page.
 //!
-//! Each cluster's stack is **breaker → blame → attempt timeout → forward** (seed 002's Polly
-//! pipeline per YARP cluster): a 5xx, a forwarding error or a timeout is a failure; an open
+//! Each cluster's stack is **cluster breaker → host pick → attempt → forward** (seed 002's
+//! Polly pipeline per YARP cluster, with Envoy's outlier ejection inside it): a 5xx, a
+//! forwarding error, a timeout, or a response body that breaks or stalls is a failure; an open
 //! breaker answers 503 with `Retry-After` without touching the upstream; a timeout answers 504
 //! and cancels the forward (the upstream's connection is closed). *Blame* keeps the client's
 //! faults (a broken, stalled or oversized upload) out of the count: they are answered 400, 408
@@ -10,6 +11,12 @@
 //! - [`config`]: the TOML file (`[gateway]`, `[[routes]]`, `[clusters.*]`, `[breakers]` in
 //!   cutout's format).
 //! - [`proxy::app`] and [`admin::app`]: the two listeners' routers, testable without a socket.
+//! - [`cluster`]: a cluster's stack; [`hosts`]: per-host breakers, round-robin over the hosts
+//!   that admit, the ejection cap (`max-ejection-percent`) and what the cluster breaker still
+//!   counts; [`attempt`]: the attempt timeout over the whole response and the give-up rule;
+//!   [`classify`]: what an outcome means to a breaker.
+//! - [`access`]: request ids and the access log; [`stats`]: per-second statistics for the
+//!   status page; [`metrics`]: the Prometheus recorder and the gateway's series.
 //! - [`demo`]: the embedded demo with two chaos-switchable [`upstream`]s.
 //! - [`server`]: binding with clear errors, the listeners' limits (connections, header-read and
 //!   idle timeouts), graceful shutdown on SIGTERM / Ctrl-C with a drain deadline, SIGHUP
@@ -20,18 +27,23 @@
 
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod admin;
+pub mod attempt;
 pub mod bare;
+pub mod classify;
 pub mod client_body;
 pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod error;
 pub mod gateway;
+pub mod hosts;
 pub mod metrics;
 pub mod proxy;
 pub mod refusal;
 pub mod server;
+pub mod stats;
 pub mod status_page;
 pub mod upstream;
 

@@ -15,30 +15,42 @@
 //! authority (set by the client from the URI). Bodies stream both ways.
 //!
 //! Limits (`[gateway]`, see [`Limits`](crate::config::Limits)): a body larger than
-//! `max-request-body` is a 413 (tower-http's `RequestBodyLimitLayer`: at once from
-//! `Content-Length`, or when the streamed body crosses it), and `request-timeout` bounds the
-//! whole request until its response head (tower's `TimeoutLayer`: 504, counted by no breaker).
+//! `max-request-body` is a 413 (at once from `Content-Length`, or when the streamed body
+//! crosses it, through `http_body_util::Limited`), and `request-timeout` bounds the whole
+//! request until its response head (504; the attempt is given up and counted by no breaker).
 //! The client's body is watched ([`crate::client_body`]) so that its failures are answered as
 //! the client's (400, 408, 413) and never counted against the cluster.
+//!
+//! Every request gets a request id (`x-request-id`, forwarded and returned) and, when its
+//! answer ends, one access log line ([`crate::access`]). A client that goes away while its
+//! forward runs gives the forward up ([`crate::attempt`]): the handler's future and the
+//! response body, when dropped early, tell the attempt and poll it once more, so that the
+//! breakers record what the give-up counts for before the forward is cancelled.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::error_handling::HandleErrorLayer;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::{IntoResponse, Response};
-use cutout_tower::BoxError;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use tokio::time::Sleep;
 use tower::ServiceBuilder;
-use tower_http::limit::RequestBodyLimitLayer;
 
+use crate::access::{Access, Decision, Outcome, REQUEST_ID};
+use crate::attempt::{BodyTimeout, Exchange, GaveUp, GiveUpCount, find};
 use crate::client_body::{Abandon, WatchedBody};
+use crate::cluster::{BoxFuture, ClusterShared};
 use crate::error::{ClientFault, ProxyError};
 use crate::gateway::Gateway;
+use crate::hosts::AllEjected;
 use crate::refusal::{Refusal, note};
 
 /// Marks a response that came from an upstream (as opposed to one the gateway made), so that
@@ -52,28 +64,10 @@ struct Relayed;
 /// `into_make_service_with_connect_info::<SocketAddr>()`) so that `X-Forwarded-For` carries
 /// the client's address (without it the header is left as received).
 pub fn app(gateway: Arc<Gateway>) -> Router {
-    let limits = gateway.config().limits;
-    Router::new().fallback(handle).with_state(gateway).layer(
-        ServiceBuilder::new()
-            .map_response(log_gateway_413)
-            .layer(HandleErrorLayer::new(deadline_passed))
-            .timeout(limits.request_timeout)
-            .layer(RequestBodyLimitLayer::new(limits.max_request_body)),
-    )
-}
-
-async fn deadline_passed(error: BoxError) -> Response {
-    if error.is::<tower::timeout::error::Elapsed>() {
-        note(
-            Refusal::RequestTimeout,
-            "proxy",
-            "a request passed request-timeout; answered 504",
-        );
-        ProxyError::Deadline.into_response()
-    } else {
-        // The router itself never fails; a layer's error is an internal one.
-        (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response()
-    }
+    Router::new()
+        .fallback(handle)
+        .with_state(gateway)
+        .layer(ServiceBuilder::new().map_response(log_gateway_413))
 }
 
 /// One log line (rate-limited) per body-limit refusal, whichever part found it.
@@ -90,33 +84,233 @@ fn log_gateway_413(response: Response) -> Response {
     response
 }
 
-async fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    match proxy(&gateway, request).await {
-        Ok(response) => response,
+fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> HandleFuture {
+    let mut access = Access::start(
+        gateway.config().access_log,
+        request.method(),
+        request.uri().path(),
+        request.headers(),
+    );
+    match prepare(&gateway, request, &mut access) {
+        Ok(running) => HandleFuture(Some(Phase::Running(Box::new(Running {
+            access: Some(access),
+            deadline: Box::pin(tokio::time::sleep(gateway.config().limits.request_timeout)),
+            ..running
+        })))),
         Err(error) => {
-            match &error {
-                ProxyError::BadRequest(why) => {
-                    note(Refusal::BadRequest, "proxy", format_args!("400: {why}"));
-                }
-                ProxyError::MethodNotAllowed => {
-                    note(Refusal::BadRequest, "proxy", "405: CONNECT");
-                }
-                ProxyError::Stack(e) => {
-                    if let Some(fault) = ClientFault::find(e)
-                        && fault != ClientFault::TooLarge
-                    {
-                        note(
-                            Refusal::ClientBody,
-                            "proxy",
-                            format_args!("{}: {fault}", fault.status().as_u16()),
-                        );
-                    }
-                }
-                _ => {}
-            }
-            error.into_response()
+            let response = refuse(error, &mut access);
+            HandleFuture(Some(Phase::Done(response)))
         }
     }
+}
+
+/// The answer to a request refused before it reached a cluster's stack, logged.
+fn refuse(error: ProxyError, access: &mut Access) -> Response {
+    let outcome = match &error {
+        ProxyError::BadRequest(why) => {
+            note(Refusal::BadRequest, "proxy", format_args!("400: {why}"));
+            Outcome::BadRequest
+        }
+        ProxyError::MethodNotAllowed => {
+            note(Refusal::BadRequest, "proxy", "405: CONNECT");
+            Outcome::BadRequest
+        }
+        ProxyError::NoRoute => Outcome::NoRoute,
+        ProxyError::Client(_) => Outcome::ClientFault,
+        _ => Outcome::BadRequest,
+    };
+    let mut response = error.into_response();
+    access.status(response.status().as_u16());
+    response
+        .headers_mut()
+        .insert(REQUEST_ID, access.id().clone());
+    access.finish(outcome);
+    response
+}
+
+/// The handler's future: the request on its way through its cluster's stack, under
+/// `request-timeout`. Dropped before it answers (the client left), it gives the attempt up
+/// and polls it once more so that the breakers record the give-up (see [`crate::attempt`]).
+struct HandleFuture(Option<Phase>);
+
+enum Phase {
+    Done(Response),
+    Running(Box<Running>),
+}
+
+struct Running {
+    call: BoxFuture<Result<http::Response<Body>, cutout_tower::Error>>,
+    exchange: Arc<Exchange>,
+    abandon: Option<Abandon>,
+    access: Option<Access>,
+    cluster: Arc<ClusterShared>,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl Future for HandleFuture {
+    type Output = Response;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        let Some(state) = self.0.as_mut() else {
+            // Polled after it answered: answer again rather than panic.
+            return Poll::Ready(
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response(),
+            );
+        };
+        let running = match state {
+            Phase::Done(_) => {
+                let Some(Phase::Done(response)) = self.0.take() else {
+                    unreachable!("matched above")
+                };
+                return Poll::Ready(response);
+            }
+            Phase::Running(running) => running,
+        };
+        if let Poll::Ready(result) = running.call.as_mut().poll(cx) {
+            let Some(Phase::Running(running)) = self.0.take() else {
+                unreachable!("matched above")
+            };
+            return Poll::Ready(running.respond(result, false));
+        }
+        if running.deadline.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        // request-timeout: give the attempt up (counted for nothing) and answer 504.
+        running.exchange.deadline_passed();
+        let Some(Phase::Running(mut running)) = self.0.take() else {
+            unreachable!("matched above")
+        };
+        let result = match running
+            .call
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(result) => result,
+            Poll::Pending => Err(cutout_tower::Error::inner(GaveUp {
+                waited: None,
+                limit: Duration::ZERO,
+                count: GiveUpCount::Deadline,
+            })),
+        };
+        Poll::Ready(running.respond(result, true))
+    }
+}
+
+impl Drop for HandleFuture {
+    fn drop(&mut self) {
+        if let Some(Phase::Running(mut running)) = self.0.take() {
+            // The client went away before its answer: give the attempt up, let the breakers
+            // record it, then the forward is dropped (cancelled).
+            running.exchange.give_up();
+            let _ = running
+                .call
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()));
+            if let Some(mut access) = running.access.take() {
+                access.finish(Outcome::GaveUp);
+            }
+        }
+    }
+}
+
+impl Running {
+    fn respond(
+        mut self: Box<Self>,
+        result: Result<http::Response<Body>, cutout_tower::Error>,
+        deadline: bool,
+    ) -> Response {
+        let Some(mut access) = self.access.take() else {
+            return (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response();
+        };
+        match result {
+            Ok(mut response) => {
+                strip_hop_by_hop(response.headers_mut());
+                response.extensions_mut().insert(Relayed);
+                response
+                    .headers_mut()
+                    .insert(REQUEST_ID, access.id().clone());
+                let status = response.status();
+                access.status(status.as_u16());
+                let upstream_error = status.is_server_error();
+                // The guard lives as long as the response: if the client goes away mid-way,
+                // hyper drops it and the request body still on its way to the upstream fails
+                // (see client_body), and the attempt is given up.
+                let (abandon, exchange) = (self.abandon.take(), Arc::clone(&self.exchange));
+                response.map(|body| {
+                    Body::new(Guarded {
+                        body,
+                        _abandon: abandon,
+                        exchange,
+                        access: Some(access),
+                        upstream_error,
+                    })
+                })
+            }
+            Err(error) => {
+                let (decision, outcome) = judge(&error, deadline);
+                if decision != Decision::Admitted {
+                    access.decide(decision);
+                }
+                let error = if outcome == Outcome::Deadline {
+                    note(
+                        Refusal::RequestTimeout,
+                        "proxy",
+                        "a request passed request-timeout; answered 504",
+                    );
+                    ProxyError::Deadline
+                } else {
+                    ProxyError::Cluster {
+                        cluster: self.cluster.name.clone(),
+                        attempt_timeout: self.cluster.attempt_timeout,
+                        error,
+                    }
+                };
+                if let ProxyError::Cluster { error, .. } = &error
+                    && let Some(fault) = ClientFault::find(error)
+                    && fault != ClientFault::TooLarge
+                {
+                    note(
+                        Refusal::ClientBody,
+                        "proxy",
+                        format_args!("{}: {fault}", fault.status().as_u16()),
+                    );
+                }
+                let mut response = error.into_response();
+                access.status(response.status().as_u16());
+                response
+                    .headers_mut()
+                    .insert(REQUEST_ID, access.id().clone());
+                access.finish(outcome);
+                response
+            }
+        }
+    }
+}
+
+/// The breaker's decision and the outcome of a failed call through a cluster's stack.
+fn judge(error: &cutout_tower::Error, deadline: bool) -> (Decision, Outcome) {
+    if let Some(rejected) = error.rejection() {
+        return (
+            Decision::Refused(rejected.reason().as_str()),
+            Outcome::Refused,
+        );
+    }
+    if find::<AllEjected>(error).is_some() {
+        return (Decision::Ejected, Outcome::Ejected);
+    }
+    if deadline || find::<GaveUp>(error).is_some_and(|g| g.count == GiveUpCount::Deadline) {
+        return (Decision::Admitted, Outcome::Deadline);
+    }
+    if ClientFault::find(error).is_some() {
+        return (Decision::Admitted, Outcome::ClientFault);
+    }
+    if find::<GaveUp>(error).is_some() {
+        return (Decision::Admitted, Outcome::GaveUp);
+    }
+    if error.is_timeout() {
+        return (Decision::Admitted, Outcome::Timeout);
+    }
+    (Decision::Admitted, Outcome::Unreachable)
 }
 
 /// The one `Host` of a request, checked: present once, an authority without user info, a
@@ -188,7 +382,13 @@ fn dot_segment(segment: &str) -> Option<usize> {
     (dots > 0).then_some(dots)
 }
 
-async fn proxy(gateway: &Gateway, request: Request) -> Result<Response, ProxyError> {
+/// Checks `request`, routes it and prepares its upstream request; returns the call under way
+/// (its `access` and `deadline` filled in by the caller).
+fn prepare(
+    gateway: &Gateway,
+    request: Request,
+    access: &mut Access,
+) -> Result<Running, ProxyError> {
     if request.method() == Method::CONNECT {
         return Err(ProxyError::MethodNotAllowed);
     }
@@ -204,6 +404,15 @@ async fn proxy(gateway: &Gateway, request: Request) -> Result<Response, ProxyErr
         "the path climbs above the root or is not a path",
     ))?;
     let (route, cluster) = gateway.route(&path).ok_or(ProxyError::NoRoute)?;
+    let limit = gateway.config().limits.max_request_body;
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ProxyError::Client(ClientFault::TooLarge));
+    }
     let client = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -246,27 +455,62 @@ async fn proxy(gateway: &Gateway, request: Request) -> Result<Response, ProxyErr
             .headers
             .insert(HeaderName::from_static("x-forwarded-host"), host);
     }
+    parts.headers.insert(REQUEST_ID, access.id().clone());
 
-    let (body, watch, abandon) = WatchedBody::new(body);
+    let limited = Body::new(http_body_util::Limited::new(body, limit));
+    let (body, watch, abandon) = WatchedBody::new(limited);
     let mut request = http::Request::from_parts(parts, Body::new(body));
+    let exchange = cluster.exchange();
     request.extensions_mut().insert(watch);
-    let mut response = cluster.call(request).await.map_err(ProxyError::Stack)?;
-    strip_hop_by_hop(response.headers_mut());
-    response.extensions_mut().insert(Relayed);
-    // The guard lives as long as the response: if the client goes away mid-way, hyper drops
-    // it and the request body still on its way to the upstream fails (see client_body).
-    Ok(response.map(|body| {
-        Body::new(Guarded {
-            body,
-            _abandon: abandon,
-        })
-    }))
+    request.extensions_mut().insert(Arc::clone(&exchange));
+    access.routed(Arc::clone(cluster.shared()), Arc::clone(&exchange));
+    Ok(Running {
+        call: cluster.call(request),
+        exchange,
+        abandon: Some(abandon),
+        access: None,
+        cluster: Arc::clone(cluster.shared()),
+        deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
+    })
 }
 
-/// A response body that keeps an [`Abandon`] guard alive.
+/// A response body that keeps an [`Abandon`] guard alive, and finishes the request's
+/// [`Access`] record when it ends. Dropped before its end (the client went away), it gives the
+/// attempt up and polls its body once more, so that the breakers record the give-up.
 struct Guarded {
     body: Body,
-    _abandon: Abandon,
+    _abandon: Option<Abandon>,
+    exchange: Arc<Exchange>,
+    access: Option<Access>,
+    upstream_error: bool,
+}
+
+impl Guarded {
+    fn finish(&mut self, outcome: Outcome) {
+        if let Some(mut access) = self.access.take() {
+            access.finish(outcome);
+        }
+    }
+
+    fn ended(&mut self) {
+        let outcome = if self.upstream_error {
+            Outcome::UpstreamError
+        } else {
+            Outcome::Ok
+        };
+        self.finish(outcome);
+    }
+}
+
+/// What a response body's error says about how the request ended.
+fn body_outcome(error: &(dyn std::error::Error + 'static)) -> Outcome {
+    if find::<BodyTimeout>(error).is_some() {
+        Outcome::BodyTimeout
+    } else if find::<GaveUp>(error).is_some() {
+        Outcome::GaveUp
+    } else {
+        Outcome::BodyError
+    }
 }
 
 impl HttpBody for Guarded {
@@ -274,10 +518,20 @@ impl HttpBody for Guarded {
     type Error = axum::Error;
 
     fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<Frame<bytes::Bytes>, axum::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<bytes::Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => self.ended(),
+            Poll::Ready(Some(Err(error))) => {
+                let outcome = body_outcome(error);
+                self.finish(outcome);
+            }
+            Poll::Ready(Some(Ok(_))) if self.body.is_end_stream() => self.ended(),
+            _ => {}
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -286,6 +540,28 @@ impl HttpBody for Guarded {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if self.access.is_none() {
+            return;
+        }
+        if self.body.is_end_stream() {
+            self.ended();
+            return;
+        }
+        self.exchange.give_up();
+        let polled = Pin::new(&mut self.body).poll_frame(&mut Context::from_waker(Waker::noop()));
+        // The client left; a body that stalled past the timeout at that very poll says so.
+        let outcome = match polled {
+            Poll::Ready(Some(Err(error))) if body_outcome(&error) == Outcome::BodyTimeout => {
+                Outcome::BodyTimeout
+            }
+            _ => Outcome::GaveUp,
+        };
+        self.finish(outcome);
     }
 }
 

@@ -186,8 +186,8 @@ pub async fn serve_with(
                     Err(error) if is_connection_error(&error) => continue,
                     Err(error) => {
                         note(Refusal::AcceptError, what, format_args!(
-                            "cannot accept a connection on {local}: {error}; retrying in {} ms",
-                            ACCEPT_BACKOFF.as_millis()
+                            "cannot accept a connection on {local}: {error}; retrying in {}",
+                            cutout::HumanDuration(ACCEPT_BACKOFF)
                         ));
                         tokio::time::sleep(ACCEPT_BACKOFF).await;
                         continue;
@@ -226,7 +226,7 @@ pub async fn serve_with(
             listener = what,
             "shutdown-timeout ({}) passed with requests still in flight: closing their \
              connections ({open} were open when the drain began)",
-            humantime::format_duration(limits.shutdown_timeout)
+            cutout::HumanDuration(limits.shutdown_timeout)
         );
     }
     connections.shutdown().await;
@@ -450,7 +450,7 @@ pub async fn run(
     gateway.set_draining();
     tracing::info!(
         "shutting down: draining open requests for at most {}",
-        humantime::format_duration(limits.shutdown_timeout)
+        cutout::HumanDuration(limits.shutdown_timeout)
     );
     let _ = tx.send(true);
     proxy_task.await??;

@@ -200,3 +200,56 @@ async fn the_token_guards_everything_but_the_page_and_healthz() {
     );
     assert_eq!(get(&format!("http://{}/", h.admin)).await.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_for_and_every_manual_action_are_remembered_by_the_server() {
+    let h = start("").await;
+    let base = format!("http://{}/breakers/account-service", h.admin);
+    let reply = post(&format!("{base}/open-for?duration=45s")).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let json: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(json["state"], "open");
+    assert_eq!(json["retry_after_ms"], 45000.0);
+    assert_eq!(json["reason"], "opened by an operator");
+    let refused = get(&format!("http://{}/accounts/1", h.proxy)).await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.headers["retry-after"], "45");
+    assert_eq!(post(&format!("{base}/open-for")).await.status, 400);
+    assert_eq!(
+        post(&format!("{base}/open-for?duration=soon")).await.status,
+        400
+    );
+    assert_eq!(post(&format!("{base}/isolate")).await.status, 200);
+    let conflict = post(&format!("{base}/open-for?duration=1m")).await;
+    assert_eq!(conflict.status, 409, "{}", conflict.body);
+    assert_eq!(post(&format!("{base}/reset")).await.status, 200);
+    let json: serde_json::Value =
+        serde_json::from_str(&get(&format!("http://{}/breakers", h.admin)).await.body).unwrap();
+    let actions: Vec<(String, String)> = json["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap().to_owned(),
+                a["detail"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("reset".to_owned(), String::new()),
+            ("isolate".to_owned(), String::new()),
+            ("open_for".to_owned(), "for 45s".to_owned()),
+        ],
+        "newest first, the refused ones left out"
+    );
+    assert!(
+        json["actions"][0]["by"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:")
+    );
+    assert_eq!(json["breakers"][0]["state"], "closed");
+}

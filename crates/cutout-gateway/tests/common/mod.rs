@@ -278,3 +278,143 @@ pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> boo
     }
     check()
 }
+
+/// A gateway of any configuration, served by `server::run` on a manual clock.
+pub struct Custom {
+    pub gateway: Arc<Gateway>,
+    pub clock: ManualClock,
+    pub proxy: SocketAddr,
+    pub admin: SocketAddr,
+    stop: watch::Sender<bool>,
+}
+
+impl Drop for Custom {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Starts a gateway of `text` (a whole configuration; listeners on port 0).
+pub async fn start_config(text: &str) -> Custom {
+    let config = GatewayConfig::from_toml(text).unwrap();
+    let clock = ManualClock::new();
+    let gateway = Gateway::with_clock(config, clock.clone());
+    let (stop, mut rx) = watch::channel(false);
+    let (tx, bound) = oneshot::channel();
+    tokio::spawn(server::run(
+        Arc::clone(&gateway),
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        },
+        move |proxy, admin| {
+            let _ = tx.send((proxy, admin));
+        },
+    ));
+    let (proxy, admin) = bound.await.expect("the gateway binds its listeners");
+    Custom {
+        gateway,
+        clock,
+        proxy,
+        admin,
+        stop,
+    }
+}
+
+/// A demo upstream served on loopback until `stop` says so; returns its address.
+pub async fn serve_upstream(upstream: &Arc<Upstream>, stop: &watch::Sender<bool>) -> SocketAddr {
+    serve(upstream.app(), stop).await
+}
+
+/// A router served on loopback until `stop` says so.
+pub async fn serve_router(router: axum::Router, stop: &watch::Sender<bool>) -> SocketAddr {
+    serve(router, stop).await
+}
+
+/// A port nobody listens on (bound, then freed).
+pub fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A raw TCP upstream: reads each request head, then runs `answer` on the connection (at most
+/// `limit` connections, then it stops accepting). Aborted when the handle is dropped.
+pub struct RawUpstream {
+    pub addr: SocketAddr,
+    pub accepted: Arc<std::sync::atomic::AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for RawUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub async fn raw_upstream<F, Fut>(limit: usize, answer: F) -> RawUpstream
+where
+    F: Fn(TcpStream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    let task = tokio::spawn(async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..limit {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let head = read_head(&mut conn).await;
+            if head.is_empty() {
+                continue;
+            }
+            tasks.spawn(answer(conn));
+        }
+        while tasks.join_next().await.is_some() {}
+    });
+    RawUpstream {
+        addr,
+        accepted,
+        task,
+    }
+}
+
+/// Reads bytes until the end of a request head (at most 5 s); empty if the peer closed first.
+pub async fn read_head(stream: &mut TcpStream) -> Vec<u8> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut out = Vec::new();
+    let mut byte = [0u8; 1];
+    while !out.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout_at(deadline, stream.read(&mut byte)).await {
+            Ok(Ok(1)) => out.push(byte[0]),
+            _ => return Vec::new(),
+        }
+    }
+    out
+}
+
+/// Sends `GET path` on a fresh connection, waits `after`, and closes the connection without
+/// reading: a client that gave up.
+pub async fn give_up_after(addr: SocketAddr, path: &str, after: Duration) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(after).await;
+    drop(stream);
+}
+
+/// The value of `series` (a full series, labels included, as rendered) in a Prometheus text
+/// exposition.
+pub fn metric_value(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let rest = line.strip_prefix(series)?;
+        rest.strip_prefix(' ')?.trim().parse().ok()
+    })
+}

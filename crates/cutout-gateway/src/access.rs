@@ -1,0 +1,357 @@
+//! The access log (one `tracing` line per request), request ids, and the per-request statistics and metrics recorded when an answer ends.
+//!
+//! Each request gets an id: the client's `x-request-id` when it sends a usable one (1–128
+//! visible ASCII characters), else a new one (`<process prefix>-<counter>`). It is forwarded to
+//! the upstream and returned in the answer's `x-request-id`.
+//!
+//! When the answer ends — its body sent whole, broken, cut at the attempt timeout, or the
+//! client gone — the gateway writes one line at INFO with target `cutout_gateway::access`
+//! (`access-log = false` turns it off):
+//!
+//! ```text
+//! INFO request request_id=5f3a9c1e-1b method=GET path=/accounts/7 cluster=account-service host=127.0.0.1:7001 status=200 duration=1.2ms decision=admitted outcome=ok
+//! ```
+//!
+//! | field | |
+//! |---|---|
+//! | `cluster`, `host` | `-` when none (no route; refused before any host was picked) |
+//! | `status` | the status sent; `499` when the client left before any was (nginx's convention) |
+//! | `duration` | from the request's head to the end of its answer, as people write it (`850µs`, `1.2s`) |
+//! | `decision` | the cluster breaker's: `admitted`, `refused` (with `reason` = `open`, `half_open_full`, `ramp`, `isolated`), `ejected` (every host refused), `unguarded` (`breakers = false`), `none` (no cluster) |
+//! | `outcome` | `ok`, `upstream_error` (a 5xx), `timeout`, `unreachable`, `body_error` (the upstream broke the body), `body_timeout` (it stalled), `client_fault`, `gave_up` (with `counted` = `slow`, `early`, `client`), `deadline` (`request-timeout`), `refused`, `ejected`, `bad_request`, `no_route` |
+//!
+//! The same moment records the request in the cluster's and the host's statistics
+//! ([`crate::stats`]) and metrics ([`crate::metrics`]).
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cutout::HumanDuration;
+use http::{HeaderMap, HeaderValue, Method};
+use tokio::time::Instant;
+
+use crate::attempt::{Exchange, GiveUpCount};
+use crate::cluster::ClusterShared;
+use crate::metrics::ClusterMetrics;
+
+/// The request id header.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// The breaker's decision on a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Admitted by the cluster breaker.
+    Admitted,
+    /// Refused by the cluster breaker (its reason).
+    Refused(&'static str),
+    /// Every host of the cluster refused.
+    Ejected,
+    /// No breaker (`breakers = false`).
+    Unguarded,
+    /// No cluster (refused before routing, no route).
+    None,
+}
+
+impl Decision {
+    /// The `decision` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Admitted => "admitted",
+            Decision::Refused(_) => "refused",
+            Decision::Ejected => "ejected",
+            Decision::Unguarded => "unguarded",
+            Decision::None => "none",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Decision::Admitted => 0,
+            Decision::Refused(_) => 1,
+            Decision::Ejected => 2,
+            Decision::Unguarded => 3,
+            Decision::None => 4,
+        }
+    }
+}
+
+/// How a request ended, as the `outcome` field tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The answer ended whole (any status but a 5xx from the upstream).
+    Ok,
+    /// The upstream answered 5xx.
+    UpstreamError,
+    /// The attempt timed out before the head.
+    Timeout,
+    /// The upstream could not be reached.
+    Unreachable,
+    /// The upstream broke the body.
+    BodyError,
+    /// The body stalled past the attempt timeout.
+    BodyTimeout,
+    /// The client's fault (400, 408, 413).
+    ClientFault,
+    /// The client left.
+    GaveUp,
+    /// `request-timeout` passed.
+    Deadline,
+    /// The cluster breaker refused.
+    Refused,
+    /// Every host refused.
+    Ejected,
+    /// Refused before routing.
+    BadRequest,
+    /// No route.
+    NoRoute,
+}
+
+impl Outcome {
+    /// The `outcome` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::Timeout => "timeout",
+            Outcome::Unreachable => "unreachable",
+            Outcome::BodyError => "body_error",
+            Outcome::BodyTimeout => "body_timeout",
+            Outcome::ClientFault => "client_fault",
+            Outcome::GaveUp => "gave_up",
+            Outcome::Deadline => "deadline",
+            Outcome::Refused => "refused",
+            Outcome::Ejected => "ejected",
+            Outcome::BadRequest => "bad_request",
+            Outcome::NoRoute => "no_route",
+        }
+    }
+
+    /// Whether the request counts as an error in the statistics.
+    fn is_error(self) -> bool {
+        !matches!(
+            self,
+            Outcome::Ok | Outcome::ClientFault | Outcome::BadRequest | Outcome::NoRoute
+        )
+    }
+}
+
+/// The request id of `headers`: the client's when usable, else a new one.
+pub fn request_id(headers: &HeaderMap) -> HeaderValue {
+    if let Some(id) = headers.get(REQUEST_ID)
+        && (1..=128).contains(&id.len())
+        && id.as_bytes().iter().all(|b| (0x21..0x7f).contains(b))
+    {
+        return id.clone();
+    }
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    // Relaxed: a ticket counter.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    HeaderValue::from_str(&format!("{:08x}-{n:x}", prefix()))
+        .unwrap_or(HeaderValue::from_static("-"))
+}
+
+/// A per-process prefix, so that ids of two gateways (or two runs) do not collide.
+fn prefix() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    static PREFIX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PREFIX.get_or_init(|| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        hasher.finish() as u32
+    })
+}
+
+/// One request's record, finished (logged, counted) exactly once: when its answer ends, or
+/// when it is dropped (the client left).
+#[derive(Debug)]
+pub struct Access {
+    log: bool,
+    id: HeaderValue,
+    method: Method,
+    path: String,
+    started: Instant,
+    cluster: Option<Arc<ClusterShared>>,
+    exchange: Option<Arc<Exchange>>,
+    decision: Decision,
+    status: Option<u16>,
+    finished: bool,
+}
+
+/// The no-cluster metrics (requests refused before routing or without a route).
+fn unrouted() -> &'static ClusterMetrics {
+    static NONE: std::sync::OnceLock<ClusterMetrics> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| ClusterMetrics::new("(none)", &[]))
+}
+
+impl Access {
+    /// The record of a request with these parts, started now; `log` says whether to log it.
+    pub fn start(log: bool, method: &Method, path: &str, headers: &HeaderMap) -> Access {
+        let mut path = path.to_owned();
+        if path.len() > 512 {
+            let mut cut = 512;
+            while !path.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            path.truncate(cut);
+        }
+        Access {
+            log,
+            id: request_id(headers),
+            method: method.clone(),
+            path,
+            started: Instant::now(),
+            cluster: None,
+            exchange: None,
+            decision: Decision::None,
+            status: None,
+            finished: false,
+        }
+    }
+
+    /// The request id.
+    pub fn id(&self) -> &HeaderValue {
+        &self.id
+    }
+
+    /// The request goes to `cluster`, its attempt sharing `exchange`.
+    pub fn routed(&mut self, cluster: Arc<ClusterShared>, exchange: Arc<Exchange>) {
+        cluster.metrics.in_flight(1.0);
+        self.decision = if cluster.guarded {
+            Decision::Admitted
+        } else {
+            Decision::Unguarded
+        };
+        self.cluster = Some(cluster);
+        self.exchange = Some(exchange);
+    }
+
+    /// The breaker's decision.
+    pub fn decide(&mut self, decision: Decision) {
+        self.decision = decision;
+    }
+
+    /// The status sent.
+    pub fn status(&mut self, status: u16) {
+        self.status = Some(status);
+    }
+
+    /// Logs and counts the request, once.
+    pub fn finish(&mut self, outcome: Outcome) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        let duration = self.started.elapsed();
+        let host = self.exchange.as_ref().and_then(|e| e.host());
+        let gave_up = self.exchange.as_ref().and_then(|e| e.gave_up());
+        let outcome = match (outcome, gave_up) {
+            (Outcome::GaveUp, Some(GiveUpCount::Deadline)) => Outcome::Deadline,
+            _ => outcome,
+        };
+        match &self.cluster {
+            Some(cluster) => {
+                cluster.metrics.in_flight(-1.0);
+                cluster
+                    .metrics
+                    .request(self.status, self.decision.index(), duration);
+                let error = outcome.is_error()
+                    || (outcome == Outcome::GaveUp && gave_up == Some(GiveUpCount::Slow));
+                let slow = duration > cluster.slow.limit();
+                cluster.stats.record(duration, error, slow);
+                if let Some(host) = host {
+                    let upstream_status = match outcome {
+                        Outcome::Timeout
+                        | Outcome::Unreachable
+                        | Outcome::BodyError
+                        | Outcome::BodyTimeout => None,
+                        _ => self.status,
+                    };
+                    cluster.metrics.upstream(host, upstream_status);
+                    if let Some(stats) = cluster.host_stats.get(host) {
+                        stats.record(duration, error, slow);
+                    }
+                }
+                if let Some(count) = gave_up {
+                    cluster.metrics.give_up(match count {
+                        GiveUpCount::Slow => 0,
+                        GiveUpCount::Early => 1,
+                        GiveUpCount::Client => 2,
+                        GiveUpCount::Deadline => 3,
+                    });
+                }
+            }
+            None => unrouted().request(self.status, self.decision.index(), duration),
+        }
+        if !self.log {
+            return;
+        }
+        let cluster = self.cluster.as_ref().map_or("-", |c| c.name.as_str());
+        let host = match (&self.cluster, host) {
+            (Some(cluster), Some(host)) => {
+                cluster.authorities.get(host).map_or("-", String::as_str)
+            }
+            _ => "-",
+        };
+        let status = match (self.status, outcome) {
+            (Some(status), _) => status,
+            (None, _) => 499,
+        };
+        let id = Shown(&self.id);
+        let reason = match self.decision {
+            Decision::Refused(reason) => Some(reason),
+            _ => None,
+        };
+        let counted = gave_up.map(GiveUpCount::as_str);
+        tracing::info!(
+            target: "cutout_gateway::access",
+            request_id = %id,
+            method = %self.method,
+            path = %self.path,
+            cluster = %cluster,
+            host = %host,
+            status,
+            duration = %HumanDuration(duration),
+            decision = %self.decision.as_str(),
+            reason = reason.map(tracing::field::display),
+            outcome = %outcome.as_str(),
+            counted = counted.map(tracing::field::display),
+            "request"
+        );
+    }
+}
+
+impl Drop for Access {
+    fn drop(&mut self) {
+        self.finish(Outcome::GaveUp);
+    }
+}
+
+/// A header value shown as text (its bytes are visible ASCII, or it was made here).
+struct Shown<'a>(&'a HeaderValue);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.to_str().unwrap_or("-"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_id_is_kept_when_usable_else_one_is_made() {
+        let mut headers = HeaderMap::new();
+        headers.insert(REQUEST_ID, HeaderValue::from_static("abc-123"));
+        assert_eq!(request_id(&headers), "abc-123");
+        headers.insert(REQUEST_ID, HeaderValue::from_static("has space"));
+        let made = request_id(&headers);
+        assert_ne!(made, "has space");
+        let again = request_id(&HeaderMap::new());
+        assert_ne!(made, again, "distinct");
+        let too_long = "x".repeat(129);
+        headers.insert(REQUEST_ID, HeaderValue::from_str(&too_long).unwrap());
+        assert_ne!(request_id(&headers), too_long.as_str());
+    }
+}

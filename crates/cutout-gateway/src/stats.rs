@@ -1,0 +1,252 @@
+//! Rolling statistics of a cluster or a host: requests, errors, slow requests and a latency histogram per second over the last minute.
+//!
+//! The status page reads them (rates over the last [`RECENT`] seconds, p50 / p99 and a
+//! minute of history for its sparklines); the give-up rule reads the normal latency of
+//! successful responses ([`Stats::normal_latency`]). Each second has its slot in a ring of
+//! [`SLOTS`]; a slot is cleared when its second comes round again. Latencies fall into 64
+//! buckets growing by 25 % from 50 µs (so up to about 80 s), and quantiles are read as a
+//! bucket's upper bound: within 25 % of the truth.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+/// Seconds of history kept.
+pub const SLOTS: usize = 60;
+/// The seconds the current rates and quantiles are taken over (complete seconds).
+pub const RECENT: u64 = 10;
+/// Successful responses needed before [`Stats::normal_latency`] answers.
+pub const NORMAL_SAMPLES: u64 = 20;
+
+const BUCKETS: usize = 64;
+const BASE_NANOS: f64 = 50_000.0;
+const GROWTH: f64 = 1.25;
+
+#[derive(Debug, Clone)]
+struct Slot {
+    second: u64,
+    requests: u32,
+    errors: u32,
+    slow: u32,
+    all: [u32; BUCKETS],
+    ok: [u32; BUCKETS],
+}
+
+impl Slot {
+    fn empty(second: u64) -> Slot {
+        Slot {
+            second,
+            requests: 0,
+            errors: 0,
+            slow: 0,
+            all: [0; BUCKETS],
+            ok: [0; BUCKETS],
+        }
+    }
+}
+
+/// The statistics of one cluster or host (see the [module docs](self)). Recording takes a
+/// mutex for a few increments.
+#[derive(Debug)]
+pub struct Stats {
+    epoch: Instant,
+    slots: Mutex<Vec<Slot>>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats::new()
+    }
+}
+
+fn bucket_of(duration: Duration) -> usize {
+    let nanos = duration.as_nanos() as f64;
+    if nanos < BASE_NANOS {
+        return 0;
+    }
+    let n = ((nanos / BASE_NANOS).ln() / GROWTH.ln()).floor() as usize + 1;
+    n.min(BUCKETS - 1)
+}
+
+/// The upper bound of bucket `n`.
+fn upper(n: usize) -> Duration {
+    Duration::from_nanos((BASE_NANOS * GROWTH.powi(n as i32)) as u64)
+}
+
+fn quantile(hist: &[u32; BUCKETS], q: f64) -> Option<Duration> {
+    let total: u64 = hist.iter().map(|n| u64::from(*n)).sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (n, count) in hist.iter().enumerate() {
+        seen += u64::from(*count);
+        if seen >= rank {
+            return Some(upper(n));
+        }
+    }
+    Some(upper(BUCKETS - 1))
+}
+
+fn ms(d: Option<Duration>) -> Value {
+    d.map_or(Value::Null, |d| json!(d.as_secs_f64() * 1000.0))
+}
+
+impl Stats {
+    /// Empty statistics, seconds counted from now.
+    pub fn new() -> Stats {
+        Stats {
+            epoch: Instant::now(),
+            slots: Mutex::new((0..SLOTS).map(|_| Slot::empty(u64::MAX)).collect()),
+        }
+    }
+
+    fn second(&self) -> u64 {
+        self.epoch.elapsed().as_secs()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
+        // Each update is a few increments: a poisoned ring is still consistent enough for
+        // statistics.
+        self.slots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records one request that took `duration`: an error (a 5xx, a failed or cut response),
+    /// slow (over the cluster's slow limit), or neither (then its latency is a normal one).
+    pub fn record(&self, duration: Duration, error: bool, slow: bool) {
+        let second = self.second();
+        let bucket = bucket_of(duration);
+        let mut slots = self.lock();
+        let slot = &mut slots[(second % SLOTS as u64) as usize];
+        if slot.second != second {
+            *slot = Slot::empty(second);
+        }
+        slot.requests += 1;
+        slot.errors += u32::from(error);
+        slot.slow += u32::from(slow);
+        slot.all[bucket] += 1;
+        if !error {
+            slot.ok[bucket] += 1;
+        }
+    }
+
+    /// The median latency of the successful responses of the last minute, once there were
+    /// [`NORMAL_SAMPLES`] of them.
+    pub fn normal_latency(&self) -> Option<Duration> {
+        let second = self.second();
+        let slots = self.lock();
+        let mut hist = [0u32; BUCKETS];
+        for slot in slots.iter().filter(|s| fresh(s, second, SLOTS as u64)) {
+            for (sum, n) in hist.iter_mut().zip(slot.ok.iter()) {
+                *sum += n;
+            }
+        }
+        let total: u64 = hist.iter().map(|n| u64::from(*n)).sum();
+        (total >= NORMAL_SAMPLES)
+            .then(|| quantile(&hist, 0.5))
+            .flatten()
+    }
+
+    /// The statistics as the status page reads them: `rps`, `error_rate`, `slow_rate`,
+    /// `p50_ms`, `p99_ms` over the last [`RECENT`] complete seconds, and `history`: for each of
+    /// the last [`SLOTS`] complete seconds, oldest first, `[requests, errors, slow, p50_ms,
+    /// p99_ms]` (the latencies `null` in a second without requests).
+    pub fn json(&self) -> Value {
+        let second = self.second();
+        let slots = self.lock();
+        let (mut requests, mut errors, mut slow) = (0u64, 0u64, 0u64);
+        let mut hist = [0u32; BUCKETS];
+        for slot in slots
+            .iter()
+            .filter(|s| s.second < second && fresh(s, second, RECENT + 1))
+        {
+            requests += u64::from(slot.requests);
+            errors += u64::from(slot.errors);
+            slow += u64::from(slot.slow);
+            for (sum, n) in hist.iter_mut().zip(slot.all.iter()) {
+                *sum += n;
+            }
+        }
+        let seconds = RECENT.min(second).max(1);
+        let rate = |n: u64| (requests > 0).then(|| n as f64 / requests as f64);
+        let history: Vec<Value> = (1..=SLOTS as u64)
+            .rev()
+            .filter_map(|back| second.checked_sub(back))
+            .map(|s| {
+                let slot = &slots[(s % SLOTS as u64) as usize];
+                if slot.second == s {
+                    json!([
+                        slot.requests,
+                        slot.errors,
+                        slot.slow,
+                        ms(quantile(&slot.all, 0.5)),
+                        ms(quantile(&slot.all, 0.99)),
+                    ])
+                } else {
+                    json!([0, 0, 0, null, null])
+                }
+            })
+            .collect();
+        json!({
+            "rps": requests as f64 / seconds as f64,
+            "error_rate": rate(errors),
+            "slow_rate": rate(slow),
+            "p50_ms": ms(quantile(&hist, 0.5)),
+            "p99_ms": ms(quantile(&hist, 0.99)),
+            "history": history,
+        })
+    }
+}
+
+/// Whether `slot` is one of the last `span` seconds before (and including) `second`.
+fn fresh(slot: &Slot, second: u64, span: u64) -> bool {
+    slot.second <= second && second - slot.second < span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_grow_by_a_quarter_and_quantiles_stay_within_it() {
+        assert_eq!(bucket_of(Duration::from_micros(10)), 0);
+        for ms in [1u64, 5, 20, 300, 2_000] {
+            let d = Duration::from_millis(ms);
+            let up = upper(bucket_of(d));
+            assert!(up >= d && up <= d.mul_f64(1.26), "{d:?} -> {up:?}");
+        }
+        assert_eq!(bucket_of(Duration::from_secs(3600)), BUCKETS - 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rates_history_and_the_normal_latency() {
+        let stats = Stats::new();
+        assert_eq!(stats.normal_latency(), None);
+        for n in 0..40 {
+            stats.record(Duration::from_millis(2), n % 4 == 0, n % 10 == 0);
+        }
+        assert_eq!(
+            stats.normal_latency(),
+            Some(upper(bucket_of(Duration::from_millis(2))))
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let view = stats.json();
+        assert_eq!(view["rps"], 40.0);
+        assert_eq!(view["error_rate"], 0.25);
+        assert_eq!(view["slow_rate"], 0.1);
+        let history = view["history"].as_array().unwrap();
+        assert_eq!(history.len(), 1, "one complete second so far");
+        assert_eq!(history[0][0], 40);
+        // A minute later the ring has forgotten them.
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(stats.normal_latency(), None);
+        let view = stats.json();
+        assert_eq!(view["rps"], 0.0);
+        assert_eq!(view["history"].as_array().unwrap().len(), SLOTS);
+    }
+}
