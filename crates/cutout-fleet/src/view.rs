@@ -49,6 +49,41 @@ impl FleetView {
     pub fn slow_rate(&self) -> Option<f64> {
         (self.calls > 0).then(|| self.slow as f64 / self.calls as f64)
     }
+
+    /// One round without Redis, for simulators (cutout-lab) and tests: pure, no I/O. This
+    /// pod's `snapshot` and every other pod's last stored report, as (pod, the snapshot it
+    /// published, whether it had tripped from closed within the grace when it published,
+    /// when the store wrote it in ms), go through the same code as a round on Redis: what a
+    /// pod publishes (counts while closed, and within the grace after a trip), encoded and
+    /// parsed back, summed over the reports fresh within `staleness` at `now_ms`. Returns the
+    /// view and whether `rule` opens this pod's breaker (it is closed and the fleet's window
+    /// reaches a threshold; no open cap).
+    pub fn simulate(
+        pod: &str,
+        snapshot: &cutout::Snapshot,
+        tripped_lately: bool,
+        others: &[(&str, &cutout::Snapshot, bool, u64)],
+        now_ms: u64,
+        staleness: Duration,
+        rule: &crate::ResolvedRule,
+    ) -> (FleetView, bool) {
+        let local = Local::of(snapshot, tripped_lately);
+        let fields: Vec<(Vec<u8>, Vec<u8>)> = others
+            .iter()
+            .map(|(name, snapshot, tripped_lately, at_ms)| {
+                let value = format!("{} {at_ms}", Local::of(snapshot, *tripped_lately).encode());
+                (name.as_bytes().to_vec(), value.into_bytes())
+            })
+            .collect();
+        let staleness_ms = u64::try_from(staleness.as_millis()).unwrap_or(u64::MAX);
+        let ages = Ages {
+            staleness_ms,
+            retention_ms: u64::MAX,
+        };
+        let view = aggregate(pod, &local, now_ms, &fields, ages).view;
+        let fires = local.closed && rule.fires(view.calls, view.failures, view.slow).is_some();
+        (view, fires)
+    }
 }
 
 /// A view and what the task needs besides it.

@@ -13,7 +13,8 @@
 //!
 //! The pieces: [`dependency`] (latency, errors, capacity), [`incident`] (the script),
 //! [`fleet`] (pods and their breakers), [`sim`] (the event loop), [`report`] (the numbers),
-//! [`plot`] (the SVG) and [`scenario`] (the file format).
+//! [`plot`] (the SVG), [`scenario`] (the file format) and [`signals`] (fleet signals through a
+//! simulated store, with cutout-fleet's aggregation).
 
 #![forbid(unsafe_code)]
 
@@ -27,6 +28,7 @@ pub mod plot;
 pub mod report;
 pub mod scenario;
 pub mod seeds;
+pub mod signals;
 pub mod sim;
 pub mod sweep;
 
@@ -70,7 +72,8 @@ impl<'a> Lab<'a> {
     }
 
     /// What a scenario's report compares, in column order: the fleet with no breaker first,
-    /// then every setting under every breaker layout the scenario names.
+    /// then every setting under every breaker layout the scenario names; with
+    /// `[fleet-signals]`, each setting's column is followed by `<setting> + fleet signals`.
     ///
     /// Without a breaker both retry policies are the same one: that column runs once.
     pub fn subjects(scenario: &Scenario) -> Vec<Subject<'_>> {
@@ -81,7 +84,13 @@ impl<'a> Lab<'a> {
             settings: None,
             per: BreakerPer::Dependency,
             retry: policies[0],
+            fleet_signals: false,
         }];
+        let signals: &[bool] = if scenario.fleet_signals.is_some() {
+            &[false, true]
+        } else {
+            &[false]
+        };
         for &retry in policies {
             for &per in layouts {
                 for (name, settings) in &scenario.settings {
@@ -98,12 +107,19 @@ impl<'a> Lab<'a> {
                             RetryPolicy::BreakerAware => ", breaker-aware retries",
                         };
                     }
-                    subjects.push(Subject {
-                        label,
-                        settings: Some(settings),
-                        per,
-                        retry,
-                    });
+                    for &fleet_signals in signals {
+                        let mut label = label.clone();
+                        if fleet_signals {
+                            label += " + fleet signals";
+                        }
+                        subjects.push(Subject {
+                            label,
+                            settings: Some(settings),
+                            per,
+                            retry,
+                            fleet_signals,
+                        });
+                    }
                 }
             }
         }

@@ -32,6 +32,9 @@
 //! [breakers.instances.adaptive]
 //! ```
 //!
+//! An optional `[fleet-signals]` section runs every setting also with fleet signals through
+//! a simulated store (see [`crate::signals`]).
+//!
 //! Settings run in the order of `compare = ["a", "b"]` when given, else sorted by name; a name
 //! given twice, or the baseline's label [`NO_BREAKER`], is refused.
 //!
@@ -55,6 +58,7 @@ use crate::dependency::{Dependency, DependencySpec};
 use crate::duration::parse_at_most;
 use crate::fleet::{BreakerPer, FleetSpec, Traffic};
 use crate::incident::{IncidentSpec, Script};
+use crate::signals::{FleetSignals, FleetSignalsSpec};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -69,6 +73,7 @@ struct RawScenario {
     incidents: Vec<IncidentSpec>,
     breakers: toml::Table,
     compare: Option<Vec<String>>,
+    fleet_signals: Option<FleetSignalsSpec>,
 }
 
 /// A scenario, checked and ready to run.
@@ -90,6 +95,9 @@ pub struct Scenario {
     pub script: Script,
     /// The breaker settings to compare, by name, in run order.
     pub settings: Vec<(String, Settings)>,
+    /// `[fleet-signals]` when in force: every setting also runs with them (see
+    /// [`crate::signals`]).
+    pub fleet_signals: Option<FleetSignals>,
 }
 
 impl Scenario {
@@ -101,6 +109,10 @@ impl Scenario {
     /// The most requests one run is expected to simulate: `pods` × `rate` × `duration` (the
     /// lab simulates about a million requests a second per core).
     pub const MAX_REQUESTS: f64 = 1e9;
+    /// The most reports the fleet signals' reads may sum in one run: `pods` × `pods` ×
+    /// breakers per pod × `duration` / `fleet-signals.interval` (every read sums every pod's
+    /// report).
+    pub const MAX_REPORT_READS: f64 = 2e9;
 
     /// Reads a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, String> {
@@ -209,7 +221,41 @@ impl Scenario {
                 Self::MAX_REQUESTS
             ));
         }
+        let fleet_signals = match &raw.fleet_signals {
+            Some(spec) => spec.build()?,
+            None => None,
+        };
+        if let Some(signals) = &fleet_signals {
+            for (name, settings) in &settings {
+                if name.ends_with(" + fleet signals") {
+                    return Err(format!(
+                        "[breakers.instances.{name:?}]: with [fleet-signals], \" + fleet \
+                         signals\" ends the label of a setting's column with fleet signals: \
+                         name the setting otherwise"
+                    ));
+                }
+                crate::signals::rule(settings).map_err(|e| {
+                    format!("[fleet-signals]: the fleet rule of [breakers.instances.{name}]: {e}")
+                })?;
+            }
+            let per = if traffic.breaker_per.contains(&BreakerPer::Host) {
+                f64::from(dependency.replicas())
+            } else {
+                1.0
+            };
+            let pods = f64::from(traffic.pods);
+            let reads = pods * pods * per * duration.as_secs_f64() / signals.interval.as_secs_f64();
+            if reads > Self::MAX_REPORT_READS {
+                return Err(format!(
+                    "fleet.pods² × breakers per pod × duration / fleet-signals.interval = \
+                     {reads:.0} reports read a run: at most {} (a longer interval or fewer \
+                     pods)",
+                    Self::MAX_REPORT_READS
+                ));
+            }
+        }
         Ok(Scenario {
+            fleet_signals,
             name: raw.name.unwrap_or_else(|| default_name.to_owned()),
             description: raw.description.unwrap_or_default(),
             seed: raw.seed,

@@ -31,6 +31,7 @@ use crate::duration::nanos;
 use crate::fleet::{BreakerPer, Fleet, PodTransition, mix};
 use crate::latency::{Histogram, exact_quantile};
 use crate::scenario::Scenario;
+use crate::signals::Signals;
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -161,6 +162,9 @@ pub struct Subject<'a> {
     pub per: BreakerPer,
     /// How failed attempts are retried.
     pub retry: RetryPolicy,
+    /// Whether the pods share fleet signals (the scenario's `[fleet-signals]`, which must be
+    /// in force; ignored without a breaker).
+    pub fleet_signals: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -173,6 +177,12 @@ enum What {
     End(usize),
     /// A waiting request's deadline.
     Expire(usize),
+    /// A pod's fleet-signals round starts: it publishes and reads.
+    Round(u32),
+    /// A pod's publish and read reach the store.
+    Store(u32),
+    /// The store's answer to a pod's read arrives.
+    Reply(u32),
     Tick,
 }
 
@@ -257,6 +267,7 @@ struct World<'a> {
     current_second: usize,
     this_second: Vec<u32>,
     end: u64,
+    signals: Option<Signals>,
 }
 
 /// The simulated time one run reports progress over, in nanoseconds.
@@ -296,7 +307,22 @@ fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) 
     let breakers = if per_host { replicas } else { 1 };
     let fleet = Fleet::new(&scenario.traffic, settings, breakers, &clock, scenario.seed);
     let end = nanos(scenario.duration);
+    let signals = match (scenario.fleet_signals, subject.settings) {
+        (Some(spec), Some(settings)) if subject.fleet_signals => {
+            let rule = crate::signals::rule(settings)
+                .expect("the scenario checked the fleet rule of every setting");
+            Some(Signals::new(
+                spec,
+                rule,
+                scenario.traffic.pods,
+                breakers as usize,
+                scenario.seed,
+            ))
+        }
+        _ => None,
+    };
     let mut world = World {
+        signals,
         scenario,
         clock,
         fleet,
@@ -376,6 +402,13 @@ impl World<'_> {
                 self.queue.push(gap, What::Arrival(pod as u32));
             }
         }
+        if let Some(signals) = &self.signals {
+            for (pod, phase) in signals.phases(self.scenario.seed).into_iter().enumerate() {
+                if phase < self.end {
+                    self.queue.push(phase, What::Round(pod as u32));
+                }
+            }
+        }
         self.queue.push(0, What::Tick);
     }
 
@@ -393,7 +426,37 @@ impl World<'_> {
             What::Attempt(id) => self.attempt(now, id),
             What::End(id) => self.end_attempt(now, id),
             What::Expire(id) => self.expire(now, id),
+            What::Round(pod) => self.round(now, pod as usize),
+            What::Store(pod) => self.at_store(now, pod as usize),
+            What::Reply(pod) => {
+                if let Some(signals) = &mut self.signals {
+                    signals.reply(pod as usize, &self.fleet.pods[pod as usize].breakers);
+                }
+            }
             What::Tick => self.tick(now),
+        }
+    }
+
+    /// A fleet-signals round of `pod`; the next one an interval later, until the run ends.
+    fn round(&mut self, now: u64, pod: usize) {
+        let Some(signals) = &mut self.signals else {
+            return;
+        };
+        signals.round(pod, now, &self.fleet.pods[pod].breakers);
+        let (latency, interval) = (signals.latency(), signals.interval());
+        self.queue.push(now + latency, What::Store(pod as u32));
+        if now + interval < self.end {
+            self.queue.push(now + interval, What::Round(pod as u32));
+        }
+    }
+
+    fn at_store(&mut self, now: u64, pod: usize) {
+        let Some(signals) = &mut self.signals else {
+            return;
+        };
+        if signals.at_store(pod, now) {
+            let latency = signals.latency();
+            self.queue.push(now + latency, What::Reply(pod as u32));
         }
     }
 

@@ -220,6 +220,7 @@ fn the_shipped_scenarios_read_cleanly() {
             "brownout-throttle",
             "capacity-recovery",
             "fleet-24h",
+            "fleet-signals-1rps",
             "healthy-0.1rps",
             "healthy-10rps",
             "healthy-1rps",
