@@ -2,7 +2,7 @@
 //! what must hold.
 
 use crate::subjects::lock_floor::{Counting, LockFloor};
-use crate::subjects::{cutout, failsafe, floor, recloser, tower};
+use crate::subjects::{cutout, failsafe, fleet, floor, recloser, tower};
 use crate::{Bench, Runner};
 
 /// The largest batch of calls between two clock reads in a timed loop (see
@@ -93,6 +93,33 @@ fn coarse(name: &'static str, max_batch: u64, make: fn() -> Box<dyn Runner>) -> 
 
 /// Every case, in table order.
 pub fn all() -> Vec<Case> {
+    let mut cases = listed();
+    // Fleet signals' rows, where a `redis-server` can be started for them: a watched breaker
+    // beside the same breaker unwatched (publishing is off the call's path).
+    if fleet::available() {
+        for case in &mut cases {
+            match case.id {
+                "healthy" => case.rows.insert(
+                    1,
+                    row("cutout (count 100) + fleet signals", MAX_BATCH, || {
+                        Box::new(Bench::<_, 0>(fleet::watched(cutout::count_window())))
+                    }),
+                ),
+                "default" => case.rows.insert(
+                    1,
+                    row("cutout (default) + fleet signals", MAX_BATCH, || {
+                        Box::new(Bench::<_, 0>(fleet::watched(cutout::default_settings())))
+                    }),
+                ),
+                _ => {}
+            }
+        }
+    }
+    cases
+}
+
+/// The cases every machine runs.
+fn listed() -> Vec<Case> {
     const F: u64 = MAX_BATCH;
     const P: u64 = MAX_BATCH;
     const T: u64 = TOWER_MAX_BATCH;

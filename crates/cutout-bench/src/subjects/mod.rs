@@ -2,6 +2,7 @@
 
 pub mod cutout;
 pub mod failsafe;
+pub mod fleet;
 pub mod floor;
 pub mod lock_floor;
 pub mod recloser;
