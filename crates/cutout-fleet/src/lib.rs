@@ -55,6 +55,7 @@
 mod builder;
 mod error;
 mod fleet;
+mod grace;
 mod health;
 pub mod metrics;
 mod pacing;
@@ -67,6 +68,7 @@ mod view;
 pub use builder::FleetBuilder;
 pub use error::FleetError;
 pub use fleet::Fleet;
+pub use grace::TripGrace;
 pub use health::{Health, Status};
 pub use rule::{FleetRule, ResolvedRule};
 pub use view::FleetView;

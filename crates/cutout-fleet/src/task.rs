@@ -4,10 +4,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cutout::State;
-
 use crate::error::{FleetError, Kind};
 use crate::fleet::{Shared, Watched};
+use crate::grace::TripGrace;
 use crate::health::Status;
 use crate::pacing::{Backoff, WarnPace};
 use crate::report::Local;
@@ -31,32 +30,16 @@ struct Task {
     warned: WarnPace,
     /// What the task remembers per watched key.
     keys: HashMap<String, KeyState>,
+    /// When the task started: the origin of its milliseconds.
+    started: Instant,
 }
 
 #[derive(Debug, Default)]
 struct KeyState {
     /// Stale reports to delete in the next round, if unchanged.
     forget: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Whether the breaker was closed at the last tick.
-    was_closed: bool,
-    /// When the breaker was first seen open after being seen closed (a trip from closed).
-    tripped_at: Option<Instant>,
-}
-
-impl KeyState {
-    /// Notes the breaker's state at this tick; returns whether it tripped from closed within
-    /// `grace` (and so still publishes the window that tripped it).
-    fn observe(&mut self, state: State, now: Instant, grace: Duration) -> bool {
-        match state {
-            State::Closed => self.tripped_at = None,
-            State::Open if self.was_closed => self.tripped_at = Some(now),
-            State::Open => {}
-            _ => self.tripped_at = None,
-        }
-        self.was_closed = state == State::Closed;
-        self.tripped_at
-            .is_some_and(|at| now.duration_since(at) <= grace)
-    }
+    /// A trip from closed lately (on the task's milliseconds since it started).
+    grace: TripGrace,
 }
 
 pub(crate) async fn run(shared: Arc<Shared>, client: redis::Client) {
@@ -70,6 +53,7 @@ pub(crate) async fn run(shared: Arc<Shared>, client: redis::Client) {
         rng: fastrand::Rng::new(),
         warned: WarnPace::new(WARN_EVERY),
         keys: HashMap::new(),
+        started: Instant::now(),
     };
     let mut ticker = tokio::time::interval(interval);
     // A tick that could not run on time (a slow round, a busy runtime) runs late once; the
@@ -112,7 +96,11 @@ impl Task {
             .map(|w| {
                 let snapshot = w.breaker.snapshot();
                 let key = self.keys.entry(w.key.clone()).or_default();
-                let tripped_lately = key.observe(snapshot.state, now, config.staleness);
+                let tripped_lately = key.grace.observe(
+                    snapshot.state,
+                    millis(now.duration_since(self.started)),
+                    millis(config.staleness),
+                );
                 Local::of(&snapshot, tripped_lately)
             })
             .collect();
@@ -300,27 +288,4 @@ impl Task {
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_trip_from_closed_keeps_its_window_published_for_the_grace_only() {
-        let grace = Duration::from_secs(1);
-        let t0 = Instant::now();
-        let mut key = KeyState::default();
-        assert!(
-            !key.observe(State::Open, t0, grace),
-            "open when first seen: not a trip"
-        );
-        assert!(!key.observe(State::Closed, t0, grace));
-        assert!(key.observe(State::Open, t0 + Duration::from_millis(250), grace));
-        assert!(key.observe(State::Open, t0 + Duration::from_millis(1250), grace));
-        assert!(!key.observe(State::Open, t0 + Duration::from_millis(1300), grace));
-        // Re-opened from half-open: the probes' counts are not the fleet's business.
-        assert!(!key.observe(State::HalfOpen, t0 + Duration::from_secs(20), grace));
-        assert!(!key.observe(State::Open, t0 + Duration::from_secs(21), grace));
-    }
 }

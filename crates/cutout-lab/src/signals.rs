@@ -31,8 +31,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use cutout::{Breaker, Settings, Snapshot, State};
-use cutout_fleet::{FleetRule, FleetView, ResolvedRule};
+use cutout::{Breaker, Settings, Snapshot};
+use cutout_fleet::{FleetRule, FleetView, ResolvedRule, TripGrace};
 use serde::Deserialize;
 
 use crate::duration::{nanos, parse};
@@ -160,26 +160,6 @@ struct Outbound {
     read: bool,
 }
 
-/// cutout-fleet's per-key memory of a trip from closed (its task's `KeyState`).
-#[derive(Debug, Clone, Copy, Default)]
-struct Seen {
-    was_closed: bool,
-    tripped_at: Option<u64>,
-}
-
-impl Seen {
-    fn observe(&mut self, state: State, now: u64, grace: u64) -> bool {
-        match state {
-            State::Closed => self.tripped_at = None,
-            State::Open if self.was_closed => self.tripped_at = Some(now),
-            State::Open => {}
-            _ => self.tripped_at = None,
-        }
-        self.was_closed = state == State::Closed;
-        self.tripped_at.is_some_and(|at| now - at <= grace)
-    }
-}
-
 /// The simulated store and every pod's side of the signals, for one run.
 #[derive(Debug)]
 pub struct Signals {
@@ -189,7 +169,7 @@ pub struct Signals {
     /// `[breaker][pod]`: each pod's last report for the breaker of that index.
     store: Vec<Vec<Option<Stored>>>,
     /// `[pod][breaker]`.
-    seen: Vec<Vec<Seen>>,
+    seen: Vec<Vec<TripGrace>>,
     outbound: Vec<VecDeque<Outbound>>,
     replies: Vec<VecDeque<Vec<bool>>>,
     loss: fastrand::Rng,
@@ -212,7 +192,7 @@ impl Signals {
             rule,
             names: (0..pods).map(|pod| format!("pod-{pod}")).collect(),
             store: vec![vec![None; pods]; breakers],
-            seen: vec![vec![Seen::default(); breakers]; pods],
+            seen: vec![vec![TripGrace::default(); breakers]; pods],
             outbound: (0..pods).map(|_| VecDeque::new()).collect(),
             replies: (0..pods).map(|_| VecDeque::new()).collect(),
             loss: fastrand::Rng::with_seed(mix(seed, u64::MAX - 2)),
