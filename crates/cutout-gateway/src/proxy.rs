@@ -119,6 +119,11 @@ fn refuse(error: ProxyError, access: &mut Access) -> Response {
         ProxyError::Client(_) => Outcome::ClientFault,
         _ => Outcome::BadRequest,
     };
+    answer(error, outcome, access)
+}
+
+/// `error` as the client's answer, with its request id, and the request's access log line.
+fn answer(error: ProxyError, outcome: Outcome, access: &mut Access) -> Response {
     let mut response = error.into_response();
     access.status(response.status().as_u16());
     response
@@ -275,13 +280,7 @@ impl Running {
                         format_args!("{}: {fault}", fault.status().as_u16()),
                     );
                 }
-                let mut response = error.into_response();
-                access.status(response.status().as_u16());
-                response
-                    .headers_mut()
-                    .insert(REQUEST_ID, access.id().clone());
-                access.finish(outcome);
-                response
+                answer(error, outcome, &mut access)
             }
         }
     }
