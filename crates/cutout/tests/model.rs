@@ -31,7 +31,7 @@
 //!   baseline rate in whole counts (f·O > m·F·n: exactly at the multiple does not trip), ≥ 2
 //!   failures, `minimum_calls`, and failures beyond chance: the binomial tail P(X ≥ failures)
 //!   over the window's calls at p = (baseline failures − window failures + 1) / (baseline
-//!   outcomes − window calls + 2) below 1e-4;
+//!   outcomes − window calls + 2) below 1e-7;
 //! - relative slow calls: every timed success of any era feeds a latency baseline (the
 //!   nearest-rank q-quantile of the samples merged), armed at 20 samples; a call is slow above
 //!   min(absolute threshold, max(3 × normal, normal + margin, floor)); once the baseline is armed (as of the
@@ -654,7 +654,7 @@ struct Seen {
 
 /// The chance tests' levels (trip.rs): how unlikely the window's failures, or its slow calls,
 /// must be at the baseline's rate.
-const FAILURE_CHANCE: f64 = 1e-4;
+const FAILURE_CHANCE: f64 = 1e-7;
 const SLOW_CHANCE: f64 = 1e-7;
 
 /// ln P(X ≥ k) for X ~ Binomial(n, p), 0 < p < 1: the exact tail, summed term by term in
