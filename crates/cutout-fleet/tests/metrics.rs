@@ -28,7 +28,9 @@ fn value(handle: &PrometheusHandle, name: &str, labels: &[(&str, &str)]) -> Opti
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gauge_follows_the_link_and_trips_are_counted() {
-    let mut redis = RedisServer::start();
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
     let pod = [("pod", "metrics-a")];

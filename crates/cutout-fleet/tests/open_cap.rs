@@ -18,7 +18,9 @@ const WINDOW: Duration = Duration::from_secs(2);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_the_cap_of_pods_open_and_the_gate_steps_aside_without_redis() {
-    let mut redis = RedisServer::start();
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
     let opened = Arc::new(Mutex::new(Vec::new()));
     let mut fleets = Vec::new();
     let mut breakers = Vec::new();

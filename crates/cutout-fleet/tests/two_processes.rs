@@ -91,7 +91,9 @@ async fn two_processes_see_each_others_failures() {
     if std::env::var(CHILD_URL).is_ok() {
         return; // in the child: only `child_pod` runs (`--exact`), but be sure.
     }
-    let redis = RedisServer::start();
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", "child_pod", "--nocapture", "--test-threads", "1"])
         .env(CHILD_URL, redis.url())
