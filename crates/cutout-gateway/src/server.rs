@@ -379,16 +379,25 @@ impl AsyncWrite for Watched {
 }
 
 /// `GW-WARN-002` when the open-file limit (`ulimit -n`) may be too low for the connection
-/// limits: every proxied connection can hold an upstream connection too, so the gateway may
-/// need about 2 × `max-connections` + `admin-max-connections` + 64 descriptors. Past the
-/// limit, `accept` fails (logged, rate-limited) and both listeners stop taking connections.
+/// limits: every proxied connection can hold an upstream connection too, and every detached
+/// attempt one more, so the gateway may need about 2 × `max-connections` + the clusters'
+/// `max-detached-attempts` + `admin-max-connections` + 64 descriptors. Past the limit,
+/// `accept` fails (logged, rate-limited) and both listeners stop taking connections.
 pub fn descriptor_warning(config: &GatewayConfig) -> Option<String> {
-    let need = 2 * config.limits.max_connections + config.limits.admin_max_connections + 64;
+    let detached: usize = config
+        .clusters
+        .values()
+        .map(|c| c.max_detached_attempts)
+        .fold(0, usize::saturating_add);
+    let need = (2 * config.limits.max_connections)
+        .saturating_add(detached)
+        .saturating_add(config.limits.admin_max_connections + 64);
     let soft = open_file_limit()?;
     (soft < need as u64).then(|| {
         format!(
-            "GW-WARN-002: the open-file limit is {soft} but gateway.max-connections = {} and \
-             gateway.admin-max-connections = {} may need about {need} descriptors; raise \
+            "GW-WARN-002: the open-file limit is {soft} but gateway.max-connections = {}, \
+             gateway.admin-max-connections = {} and {detached} detached attempts \
+             (max-detached-attempts, all clusters) may need about {need} descriptors; raise \
              `ulimit -n` (or LimitNOFILE) or lower max-connections",
             config.limits.max_connections, config.limits.admin_max_connections
         )
