@@ -45,9 +45,15 @@
 //! upstream; what the rule can no longer see is the outcome of attempts cancelled past the
 //! bounds (counted as nothing, never as a success).
 //!
-//! The gateway finds a client gone when its connection ends or breaks, or a write to it
-//! fails, before its answer ended, and when it closes the connection itself (`idle-timeout`,
-//! the end of `shutdown-timeout`; detached attempts still running when the process exits are
+//! When the gateway finds a client gone: HTTP/1 clients may shut their write side down once
+//! their request is sent and still wait for the answer (a *half-close*), so the listener
+//! answers them ([`crate::server`]). A client that closed its connection is told apart from one
+//! that half-closed only when the gateway writes to it, so until its answer is written such a
+//! request runs in its connection as a patient client's would (holding its connection slot:
+//! `max-connections` bounds those) and is judged the same way. The gateway finds a client gone,
+//! and detaches its attempt, when a write to it fails (a client that left mid-answer), when its
+//! connection breaks, or when the gateway closes the connection itself (`idle-timeout`, the
+//! end of `shutdown-timeout`; detached attempts still running when the process exits are
 //! dropped with it, counting nothing).
 //!
 //! The gateway's own `request-timeout` is not a client leaving: when it passes before the

@@ -21,8 +21,8 @@
 //!   mark for the status page; [`metrics`]: the Prometheus recorder and the gateway's series.
 //! - [`demo`]: the embedded demo with two chaos-switchable [`upstream`]s.
 //! - [`server`]: binding with clear errors, the listeners' limits (connections, header-read and
-//!   idle timeouts), graceful shutdown on SIGTERM / Ctrl-C with a drain deadline, SIGHUP
-//!   ignored.
+//!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
+//!   a drain deadline, SIGHUP ignored.
 //! - [`client_body`]: the client's body watched on its way, so a client's fault (400, 408,
 //!   413) is never counted against a cluster; [`refusal`]: rate-limited log lines when a limit
 //!   refuses.

@@ -1,7 +1,8 @@
 //! A client that leaves is never the upstream's failure: what counts is the upstream's own
 //! outcome. A client that leaves a healthy slow endpoint leaves its cluster closed; a hung
-//! upstream whose clients all leave still opens it, at the attempt timeout; the gateway's own
-//! deadline counts for nothing. All on loopback against the demo upstream (`cutout-gateway upstream`).
+//! upstream whose clients all leave still opens it, at the attempt timeout; a client that
+//! half-closes its connection after its request gets its answer; the gateway's own deadline
+//! counts for nothing. All on loopback against the demo upstream (`cutout-gateway upstream`).
 
 mod common;
 
@@ -179,6 +180,40 @@ async fn impatient_clients_cannot_hide_a_hung_upstream_without_adaptive() {
     )
     .await;
     impatient_clients_on_a_hung_upstream(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_closed_request_gets_its_answer_and_counts_nothing_against_the_upstream() {
+    let h = shipped("half-close", "", "").await;
+    h.warm_up().await;
+    let mut stream = TcpStream::connect(h.proxy).await.unwrap();
+    stream
+        .write_all(b"GET /accounts/1?delay=400ms HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    // The client is done sending: it shuts its write side down and waits for the answer.
+    stream.shutdown().await.unwrap();
+    let (answer, closed, _) = common::read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "a half-closed request was not answered: {answer:?}"
+    );
+    assert!(answer.contains("\"upstream\":\"half-close\""), "{answer}");
+    assert!(closed, "the gateway closes the connection after the answer");
+    assert!(eventually(Duration::from_secs(2), || h.snapshot().calls == 31).await);
+    let s = h.snapshot();
+    assert_eq!((s.failures, s.state), (0, State::Closed), "{s:?}");
+    assert_eq!((h.up.finished(), h.up.cancelled()), (31, 0));
+    let scrape = get(&format!("http://{}/metrics", h.admin)).await;
+    let give_ups: Vec<&str> = scrape
+        .body
+        .lines()
+        .filter(|l| l.starts_with("cutout_gateway_give_ups_total{cluster=\"half-close\""))
+        .collect();
+    assert!(
+        give_ups.iter().all(|l| l.ends_with(" 0")),
+        "counted as a give-up: {give_ups:#?}"
+    );
 }
 
 /// A client that reads the head of a healthy stream (40 chunks, 25 ms apart) and leaves after
