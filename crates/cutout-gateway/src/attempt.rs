@@ -51,10 +51,11 @@
 //! that half-closed only when the gateway writes to it, so until its answer is written such a
 //! request runs in its connection as a patient client's would (holding its connection slot:
 //! `max-connections` bounds those) and is judged the same way. The gateway finds a client gone,
-//! and detaches its attempt, when a write to it fails (a client that left mid-answer), when its
-//! connection breaks, or when the gateway closes the connection itself (`idle-timeout`, the
-//! end of `shutdown-timeout`; detached attempts still running when the process exits are
-//! dropped with it, counting nothing).
+//! and detaches its attempt, when writing its answer fails (it left, or reset its connection,
+//! mid-answer), or when the gateway closes the connection itself (`idle-timeout`, the end of
+//! `shutdown-timeout`; detached attempts still running when the process exits are dropped with
+//! it, counting nothing). A client that leaves mid-upload breaks its own request: that is its
+//! fault, answered and counted as such ([`crate::client_body`]).
 //!
 //! The gateway's own `request-timeout` is not a client leaving: when it passes before the
 //! answer's head, the attempt is cancelled and counts nothing ([`DeadlinePassed`]), as before.

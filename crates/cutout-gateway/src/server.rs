@@ -16,8 +16,9 @@
 //! request runs on in its connection as a patient client's would (its attempt bounded by the
 //! attempt timeout and `request-timeout`, its connection slot by `max-connections`) and its
 //! upstream's work is not cancelled; the breakers judge its own outcome either way (see
-//! [`crate::attempt`]). A client whose connection breaks, or whose answer cannot be written, is
-//! found gone at once. After the answer to a half-closed request, the connection is closed.
+//! [`crate::attempt`]). A client whose answer cannot be written (it left, or reset its
+//! connection) is found gone at that write. After the answer to a half-closed request, the
+//! connection is closed.
 //! Both of the gateway's listeners answer half-closed requests ([`ListenerLimits::half_close`]);
 //! [`serve`], the way the demo upstreams are served, does not: there a caller's end of stream
 //! cancels its request, as most services do.
