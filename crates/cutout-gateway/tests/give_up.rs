@@ -156,6 +156,7 @@ async fn impatient_clients_on_a_hung_upstream(h: &Shipped) {
         h.snapshot()
     );
     let opened = started.elapsed();
+    println!("{}: opened {opened:?} after the clients came", h.cluster);
     assert!(
         opened <= Duration::from_secs(2),
         "opened {opened:?} after the clients came: later than the attempt timeout + 1 s"
