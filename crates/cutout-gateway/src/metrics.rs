@@ -12,7 +12,7 @@
 //! | `cutout_gateway_upstream_requests_total` | counter | `cluster`, `host`, `code` (`1xx`…`5xx`, `error`: no answer or a broken one) | attempts per host |
 //! | `cutout_gateway_give_ups_total` | counter | `cluster`, `counted` (`detached`: the attempt ran on and its own outcome counted; `dropped`: cancelled past `max-detached-attempts`, counting nothing; `deadline`: the gateway's `request-timeout`) | clients found gone before their answer ended, and what became of their attempt (see [`crate::attempt`]); every series is exported from the start, at 0 |
 //! | `cutout_gateway_detached_attempts` | gauge | `cluster` | attempts running on detached now (at most `max-detached-attempts`) |
-//! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended |
+//! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended (a detached request's, until its attempt ends) |
 //! | `cutout_gateway_ejected_hosts` | gauge | `cluster` | hosts ejected now (open, half-open, recovering) |
 //! | `cutout_gateway_max_ejected_hosts` | gauge | `cluster` | the ejection cap |
 //!
