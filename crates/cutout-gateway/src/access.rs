@@ -5,8 +5,9 @@
 //! the upstream and returned in the answer's `x-request-id`.
 //!
 //! When the answer ends — its body sent whole, broken, cut at the attempt timeout, or the
-//! client gone — the gateway writes one line at INFO with target `cutout_gateway::access`
-//! (`access-log = false` turns it off):
+//! client gone (and then, when its attempt runs on detached, when that attempt ends) — the
+//! gateway writes one line at INFO with target `cutout_gateway::access` (`access-log = false`
+//! turns it off):
 //!
 //! ```text
 //! INFO request request_id=5f3a9c1e-1b method=GET path=/accounts/7 cluster=account-service host=127.0.0.1:7001 status=200 duration=1.2ms decision=admitted outcome=ok
@@ -16,12 +17,15 @@
 //! |---|---|
 //! | `cluster`, `host` | `-` when none (no route; refused before any host was picked) |
 //! | `status` | the status sent; `499` when the client left before any was (nginx's convention) |
-//! | `duration` | from the request's head to the end of its answer, as people write it (`850µs`, `1.2s`) |
+//! | `duration` | from the request's head to the end of its answer (of a detached attempt: to the attempt's end), as people write it (`850µs`, `1.2s`) |
 //! | `decision` | the cluster breaker's: `admitted`, `refused` (with `reason` = `open`, `half_open_full`, `ramp`, `isolated`), `ejected` (every host refused), `unguarded` (`breakers = false`), `none` (no cluster) |
-//! | `outcome` | `ok`, `upstream_error` (a 5xx), `timeout`, `unreachable`, `body_error` (the upstream broke the body), `body_timeout` (it stalled), `client_fault`, `gave_up` (with `counted` = `slow`, `early`, `client`), `deadline` (`request-timeout`), `refused`, `ejected`, `bad_request`, `no_route` |
+//! | `outcome` | `ok`, `upstream_error` (a 5xx), `timeout`, `unreachable`, `body_error` (the upstream broke the body), `body_timeout` (it stalled), `client_fault`, `gave_up` (the client left; with `counted` = `detached` or `dropped`, see [`crate::attempt`]), `deadline` (`request-timeout`), `refused`, `ejected`, `bad_request`, `no_route` |
+//! | `counted` | what became of the attempt of a client that left: `detached` (it ran on, its own outcome counted), `dropped` (cancelled, counting nothing: past `max-detached-attempts`, or no breaker); `deadline` with `outcome=deadline` |
+//! | `upstream` | with `counted=detached`: the attempt's own outcome, in the `outcome` words (`ok`, `upstream_error`, `timeout`, `body_timeout`, …), or `capped` (its body passed `max-detached-body`: cancelled, counting nothing) |
 //!
 //! The same moment records the request in the cluster's and the host's statistics
-//! ([`crate::stats`]) and metrics ([`crate::metrics`]).
+//! ([`crate::stats`]) and metrics ([`crate::metrics`]). A client leaving is not an error there
+//! either: a detached request counts as its attempt's own outcome, a dropped one as no error.
 
 use std::fmt;
 use std::sync::Arc;
@@ -96,6 +100,9 @@ pub enum Outcome {
     ClientFault,
     /// The client left.
     GaveUp,
+    /// (A detached attempt's `upstream` only.) Its body passed `max-detached-body`: cancelled,
+    /// counting nothing.
+    Capped,
     /// `request-timeout` passed.
     Deadline,
     /// The cluster breaker refused.
@@ -120,6 +127,7 @@ impl Outcome {
             Outcome::BodyTimeout => "body_timeout",
             Outcome::ClientFault => "client_fault",
             Outcome::GaveUp => "gave_up",
+            Outcome::Capped => "capped",
             Outcome::Deadline => "deadline",
             Outcome::Refused => "refused",
             Outcome::Ejected => "ejected",
@@ -128,11 +136,25 @@ impl Outcome {
         }
     }
 
-    /// Whether the request counts as an error in the statistics.
+    /// Whether the request counts as an error in the statistics (a client leaving is not one;
+    /// a detached attempt counts as its own outcome).
     fn is_error(self) -> bool {
         !matches!(
             self,
-            Outcome::Ok | Outcome::ClientFault | Outcome::BadRequest | Outcome::NoRoute
+            Outcome::Ok
+                | Outcome::ClientFault
+                | Outcome::BadRequest
+                | Outcome::NoRoute
+                | Outcome::GaveUp
+                | Outcome::Capped
+        )
+    }
+
+    /// Whether the upstream sent no answer, or a broken one.
+    fn no_answer(self) -> bool {
+        matches!(
+            self,
+            Outcome::Timeout | Outcome::Unreachable | Outcome::BodyError | Outcome::BodyTimeout
         )
     }
 }
@@ -176,13 +198,15 @@ pub struct Access {
     exchange: Option<Arc<Exchange>>,
     decision: Decision,
     status: Option<u16>,
+    /// A detached attempt's own outcome and status, once it ended.
+    upstream: Option<(Outcome, Option<u16>)>,
     finished: bool,
 }
 
 /// The no-cluster metrics (requests refused before routing or without a route).
 fn unrouted() -> &'static ClusterMetrics {
     static NONE: std::sync::OnceLock<ClusterMetrics> = std::sync::OnceLock::new();
-    NONE.get_or_init(|| ClusterMetrics::new("(none)", &[]))
+    NONE.get_or_init(ClusterMetrics::unrouted)
 }
 
 impl Access {
@@ -206,6 +230,7 @@ impl Access {
             exchange: None,
             decision: Decision::None,
             status: None,
+            upstream: None,
             finished: false,
         }
     }
@@ -237,6 +262,12 @@ impl Access {
         self.status = Some(status);
     }
 
+    /// The detached attempt of a client that left ended: with `outcome`, and the upstream's
+    /// `status` when it answered one (see [`crate::attempt`]).
+    pub fn detached_end(&mut self, outcome: Outcome, status: Option<u16>) {
+        self.upstream = Some((outcome, status));
+    }
+
     /// Logs and counts the request, once.
     pub fn finish(&mut self, outcome: Outcome) {
         if std::mem::replace(&mut self.finished, true) {
@@ -255,30 +286,23 @@ impl Access {
                 cluster
                     .metrics
                     .request(self.status, self.decision.index(), duration);
-                let error = outcome.is_error()
-                    || (outcome == Outcome::GaveUp && gave_up == Some(GiveUpCount::Slow));
+                // A detached request is what its attempt was; any other, what its answer was.
+                let (judged, upstream_status) = match self.upstream {
+                    Some((upstream, status)) => (upstream, status.or(self.status)),
+                    None => (outcome, self.status),
+                };
+                let error = judged.is_error();
                 let slow = duration > cluster.slow.limit();
                 cluster.stats.record(duration, error, slow);
                 if let Some(host) = host {
-                    let upstream_status = match outcome {
-                        Outcome::Timeout
-                        | Outcome::Unreachable
-                        | Outcome::BodyError
-                        | Outcome::BodyTimeout => None,
-                        _ => self.status,
-                    };
+                    let upstream_status = upstream_status.filter(|_| !judged.no_answer());
                     cluster.metrics.upstream(host, upstream_status);
                     if let Some(stats) = cluster.host_stats.get(host) {
                         stats.record(duration, error, slow);
                     }
                 }
                 if let Some(count) = gave_up {
-                    cluster.metrics.give_up(match count {
-                        GiveUpCount::Slow => 0,
-                        GiveUpCount::Early => 1,
-                        GiveUpCount::Client => 2,
-                        GiveUpCount::Deadline => 3,
-                    });
+                    cluster.metrics.give_up(count.index());
                 }
             }
             None => unrouted().request(self.status, self.decision.index(), duration),
@@ -303,6 +327,7 @@ impl Access {
             _ => None,
         };
         let counted = gave_up.map(GiveUpCount::as_str);
+        let upstream = self.upstream.map(|(outcome, _)| outcome.as_str());
         tracing::info!(
             target: "cutout_gateway::access",
             request_id = %id,
@@ -316,6 +341,7 @@ impl Access {
             reason = reason.map(tracing::field::display),
             outcome = %outcome.as_str(),
             counted = counted.map(tracing::field::display),
+            upstream = upstream.map(tracing::field::display),
             "request"
         );
     }

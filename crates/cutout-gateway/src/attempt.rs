@@ -1,4 +1,4 @@
-//! One attempt at an upstream: the attempt timeout over the response head and its whole body, and what a client's give-up counts for.
+//! One attempt at an upstream: the attempt timeout over the response head and its whole body, and what an attempt whose client left counts for.
 //!
 //! # The whole-response rule
 //! The attempt timeout bounds the time the gateway spends **waiting for the upstream**: for the
@@ -12,299 +12,319 @@
 //! the body (cutout-tower's [`BreakerBody`](cutout_tower::body::BreakerBody)).
 //!
 //! # The give-up rule
-//! A client that goes away while its forward runs gives the forward up: the gateway cancels it
-//! (the upstream's connection is closed, its handler sees the request cancelled). The attempt
-//! then ends with [`GaveUp`], which counts against the upstream as a **failure** when the
-//! gateway had been waiting for the upstream longer than the cluster's *slow limit*
-//! ([`SlowLimit`]) — the hang a patient client would have seen as a timeout — and as nothing
-//! otherwise (an impatient client is no evidence about the upstream). So a hung upstream whose
-//! clients all give up before the attempt timeout still opens its breaker.
+//! A client that leaves is never the upstream's failure: what the breakers count is the
+//! **upstream's own outcome**, the one a client that stayed would have seen. When the gateway
+//! finds a client gone before its answer ended, the attempt is not cancelled: it runs on
+//! **detached** (as nginx's `proxy_ignore_client_abort`), to its own attempt timeout, and its
+//! response, head and body, is read to the end and thrown away ([`drain`]). The breakers judge
+//! it exactly as if the client had stayed: an answer that ends whole is a success, a 5xx or a
+//! broken body a failure, the attempt timeout a failure. So five clients that leave a healthy
+//! endpoint answering in 400 ms after 200 ms count five successes, and a hung upstream whose
+//! clients all leave still opens its breaker, at the attempt timeout.
 //!
-//! - Counted (`slow`): the gateway had waited for the upstream longer than the slow limit when
-//!   the client left: during the head, or during the body with the upstream's next bytes
-//!   overdue.
-//! - Not counted: the client left sooner; or it left while the upstream was waiting for the
-//!   client's upload (the client's fault, see [`crate::client_body`]); or while the gateway was
-//!   waiting for the client to read.
+//! Detached attempts are bounded, because a client that leaves frees its connection slot and
+//! could otherwise start any number of them:
+//! - at most `max-detached-attempts` per cluster at once ([`Detached`]; default 64). Past the
+//!   bound, or with the bound 0, the attempt is **cancelled and counts nothing** (the
+//!   upstream's connection is closed, its handler sees the request cancelled): the breakers
+//!   judge the dependency from the other calls. A warning says so, at most once a second
+//!   (`limit = max_detached_attempts`).
+//! - the drain reads at most `max-detached-body` bytes (default 1 MiB) after the client left;
+//!   past it the attempt is cancelled and counts nothing (it was delivering, whether it would
+//!   have ended whole is unknown), `limit = max_detached_body`.
+//! - the drain waits for the upstream no longer than the attempt timeout allows (the
+//!   whole-response rule above: the waits of the head and of the body add up to it), and a
+//!   detached attempt is dropped, counting nothing, if it still runs a second after a whole
+//!   attempt timeout from when it was detached (a backstop the timers above always beat).
 //!
-//! The slow limit is the cluster's normal latency × the breaker's slow multiple (cutout's
-//! `slow-calls` multiple, default 3), or the breaker's absolute `slow-call-threshold` when that
-//! is lower, never below `give-up-floor` (default 100 ms) and never above the attempt timeout.
-//! The normal latency is the cluster breaker's measure (adaptive breakers), else the gateway's
-//! own: the median of the cluster's successful responses over the last minute, once 20 are
-//! known. Until a normal latency is known, the limit is half the attempt timeout.
+//! Why the upstream's own outcome, rather than a guess: a give-up says how patient the client
+//! was, not how the upstream is. The rule it replaces counted a give-up as a failure once the
+//! gateway had waited longer than a *slow limit* (a multiple of the normal latency, at least
+//! `give-up-floor`); a healthy endpoint slower than the limit was then opened by any five
+//! impatient clients. Waiting for the answer needs no limit and cannot blame a healthy
+//! upstream; what the rule can no longer see is the outcome of attempts cancelled past the
+//! bounds (counted as nothing, never as a success).
 //!
-//! The breaker has no outcome "slow, result unknown"; a failure is what the attempt timeout
-//! would have recorded had the client waited, so that is what is recorded.
+//! When the gateway finds a client gone: HTTP/1 clients may shut their write side down once
+//! their request is sent and still wait for the answer (a *half-close*), so the listener
+//! answers them ([`crate::server`]). A client that closed its connection is told apart from one
+//! that half-closed only when the gateway writes to it, so until its answer is written such a
+//! request runs in its connection as a patient client's would (holding its connection slot:
+//! `max-connections` bounds those) and is judged the same way. The gateway finds a client gone,
+//! and detaches its attempt, when writing its answer fails (it left, or reset its connection,
+//! mid-answer), or when the gateway closes the connection itself (`idle-timeout`, the end of
+//! `shutdown-timeout`; detached attempts still running when the process exits are dropped with
+//! it, counting nothing). A client that leaves mid-upload breaks its own request: that is its
+//! fault, answered and counted as such ([`crate::client_body`]).
+//!
+//! The gateway's own `request-timeout` is not a client leaving: when it passes before the
+//! answer's head, the attempt is cancelled and counts nothing ([`DeadlinePassed`]), as before.
+//!
+//! The access log says what happened (`outcome=gave_up`, `counted=detached` with `upstream=`
+//! the attempt's own outcome, or `counted=dropped`), and so does
+//! `cutout_gateway_give_ups_total{counted}`; `cutout_gateway_detached_attempts` counts the
+//! detached attempts running.
 
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
-use cutout::{Breaker, HumanDuration};
+use cutout::HumanDuration;
 use cutout_tower::BoxError;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use metrics::Gauge;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use crate::stats::Stats;
+use crate::client_body::BodyWatch;
 
-/// What a request's client side and its attempt share: whether the client gave up, which host
-/// served it, and what the give-up counted for.
+/// What a request's client side and its attempt share: which host served it, whether the
+/// gateway's deadline passed, the client's body as it went, and what became of the attempt
+/// when the client left.
 ///
 /// # Orderings
-/// `gone` is set by the task that drops the client's side (the proxy's handler or response
-/// body) just before it polls the attempt one last time on the same thread, so the attempt
-/// reads it in program order; `Release` / `Acquire` keep that true if another thread polls.
-/// `host` and `gave_up` are statistics for the log, read after the attempt ended; `Relaxed`.
-#[derive(Debug)]
+/// `deadline` is set by the task that polls the request (the proxy's handler) just before it
+/// polls the attempt one last time on the same thread, so the attempt reads it in program
+/// order; `Release` / `Acquire` keep that true if another thread polls. `host` and `gave_up`
+/// are statistics for the log, read after the attempt ended; `Relaxed`.
+#[derive(Debug, Default)]
 pub struct Exchange {
-    gone: AtomicU8,
+    deadline: AtomicBool,
     host: AtomicUsize,
     gave_up: AtomicU8,
-    slow: Arc<SlowLimit>,
+    body: OnceLock<Arc<BodyWatch>>,
 }
 
-const NO_HOST: usize = usize::MAX;
-const RUNNING: u8 = 0;
-const CLIENT_GONE: u8 = 1;
-const DEADLINE: u8 = 2;
+const NO_HOST: usize = 0;
 
-/// What a give-up counted for, as the access log and metrics tell it.
+/// What became of an attempt whose client left, as the access log and metrics tell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GiveUpCount {
-    /// Against the upstream, as a failure (it ran past the slow limit).
-    Slow,
-    /// For nothing: before the slow limit.
-    Early,
-    /// For nothing: the gateway was waiting for the client (its upload, or its reading).
-    Client,
-    /// For nothing: the gateway's own `request-timeout` passed (the gateway gave up, not the
-    /// upstream and not the client).
+    /// It ran on detached: the breakers judge its own outcome.
+    Detached,
+    /// It was cancelled and counts nothing: past `max-detached-attempts` (or with it 0), on a
+    /// cluster without breakers, or outside the runtime.
+    Dropped,
+    /// The gateway's own `request-timeout` passed (the gateway gave up, not the client): it was
+    /// cancelled and counts nothing.
     Deadline,
 }
 
 impl GiveUpCount {
-    /// `slow`, `early`, `client`.
+    /// All of them, in the order of [`GiveUpCount::index`].
+    pub const ALL: [GiveUpCount; 3] = [
+        GiveUpCount::Detached,
+        GiveUpCount::Dropped,
+        GiveUpCount::Deadline,
+    ];
+
+    /// `detached`, `dropped`, `deadline`.
     pub fn as_str(self) -> &'static str {
         match self {
-            GiveUpCount::Slow => "slow",
-            GiveUpCount::Early => "early",
-            GiveUpCount::Client => "client",
+            GiveUpCount::Detached => "detached",
+            GiveUpCount::Dropped => "dropped",
             GiveUpCount::Deadline => "deadline",
+        }
+    }
+
+    /// Its place in [`GiveUpCount::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            GiveUpCount::Detached => 0,
+            GiveUpCount::Dropped => 1,
+            GiveUpCount::Deadline => 2,
         }
     }
 }
 
 impl Exchange {
-    /// The exchange of one request to a cluster whose slow limit is `slow`.
-    pub fn new(slow: Arc<SlowLimit>) -> Arc<Exchange> {
-        Arc::new(Exchange {
-            gone: AtomicU8::new(RUNNING),
-            host: AtomicUsize::new(NO_HOST),
-            gave_up: AtomicU8::new(0),
-            slow,
-        })
+    /// The exchange of one request.
+    pub fn new() -> Arc<Exchange> {
+        Arc::new(Exchange::default())
     }
 
-    /// The client is gone: the attempt ends with [`GaveUp`] at its next poll.
-    pub fn give_up(&self) {
-        let _ =
-            self.gone
-                .compare_exchange(RUNNING, CLIENT_GONE, Ordering::Release, Ordering::Relaxed);
+    /// The request's body on its way to the upstream: a body of the response that breaks
+    /// because the client's upload failed is the client's fault, not the upstream's (it
+    /// matters for a detached attempt, whose client left mid-upload). Set once.
+    pub fn watch_client_body(&self, watch: Arc<BodyWatch>) {
+        let _ = self.body.set(watch);
     }
 
-    /// The gateway's `request-timeout` passed: the attempt ends with [`GaveUp`] (counted as
-    /// [`GiveUpCount::Deadline`], for nothing) at its next poll.
-    pub fn deadline_passed(&self) {
-        let _ = self
-            .gone
-            .compare_exchange(RUNNING, DEADLINE, Ordering::Release, Ordering::Relaxed);
+    /// The gateway's `request-timeout` passed: the attempt ends with [`DeadlinePassed`]
+    /// (counted for nothing) at its next poll.
+    pub fn pass_deadline(&self) {
+        self.deadline.store(true, Ordering::Release);
     }
 
-    /// Whether the attempt is given up (the client left, or the deadline passed).
-    pub fn is_gone(&self) -> bool {
-        self.gone.load(Ordering::Acquire) != RUNNING
+    /// Whether the gateway's `request-timeout` passed.
+    pub fn deadline_passed(&self) -> bool {
+        self.deadline.load(Ordering::Acquire)
     }
 
     /// Records the upstream host (its index in the cluster) an attempt went to.
     pub fn set_host(&self, host: usize) {
-        self.host.store(host, Ordering::Relaxed);
+        self.host.store(host.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// The host the last attempt went to.
     pub fn host(&self) -> Option<usize> {
-        Some(self.host.load(Ordering::Relaxed)).filter(|h| *h != NO_HOST)
+        match self.host.load(Ordering::Relaxed) {
+            NO_HOST => None,
+            n => Some(n - 1),
+        }
     }
 
-    /// What the give-up counted for (`None` while the client has not given up, or when no
-    /// attempt was running).
+    /// What became of the attempt when its client left (`None` while the client has not
+    /// left, or when no attempt was running).
     pub fn gave_up(&self) -> Option<GiveUpCount> {
         match self.gave_up.load(Ordering::Relaxed) {
-            1 => Some(GiveUpCount::Slow),
-            2 => Some(GiveUpCount::Early),
-            3 => Some(GiveUpCount::Client),
-            4 => Some(GiveUpCount::Deadline),
-            _ => None,
+            0 => None,
+            n => GiveUpCount::ALL.get(usize::from(n) - 1).copied(),
         }
     }
 
     pub(crate) fn set_gave_up(&self, count: GiveUpCount) {
-        let n = match count {
-            GiveUpCount::Slow => 1,
-            GiveUpCount::Early => 2,
-            GiveUpCount::Client => 3,
-            GiveUpCount::Deadline => 4,
-        };
-        self.gave_up.store(n, Ordering::Relaxed);
+        // At most 3: fits.
+        self.gave_up
+            .store(count.index() as u8 + 1, Ordering::Relaxed);
     }
 
-    /// The give-up of an attempt that had waited `waited` for the upstream (`None`: it was not
-    /// waiting for the upstream when the client left).
-    fn decide(&self, waited: Option<Duration>) -> GaveUp {
-        // Worked out afresh: a give-up is rare, and the cached limit may be a moment old.
-        let limit = self.slow.compute();
-        let deadline = self.gone.load(Ordering::Acquire) == DEADLINE;
-        let count = match waited {
-            _ if deadline => GiveUpCount::Deadline,
-            Some(waited) if waited > limit => GiveUpCount::Slow,
-            Some(_) => GiveUpCount::Early,
-            None => GiveUpCount::Client,
-        };
-        self.set_gave_up(count);
-        GaveUp {
-            waited,
-            limit,
-            count,
+    /// `error`, or the client's fault when the client's upload failed (see
+    /// [`Exchange::watch_client_body`]).
+    fn blame(&self, error: BoxError) -> BoxError {
+        match self.body.get() {
+            Some(watch) if watch.failed() => watch.blame(error),
+            _ => error,
         }
     }
 }
 
-/// A cluster's slow limit for the give-up rule (see the [module docs](self)). A give-up works
-/// it out afresh; [`SlowLimit::limit`] (the statistics' "slow" mark of every request) keeps it
-/// for [`SlowLimit::REFRESH`].
+/// A cluster's budget of detached attempts (see the [module docs](self)): how many run now,
+/// at most how many, and how many bytes each may drain.
+///
+/// # Orderings
+/// `running` bounds itself: every change is one read-modify-write of it, and the
+/// read-modify-writes of one atomic are totally ordered whatever their ordering, so `Relaxed`
+/// keeps the bound exact. It publishes nothing else (a detached task owns all it touches); a
+/// reader (the metrics, a test) may see it a moment late.
 #[derive(Debug)]
-pub struct SlowLimit {
-    breaker: Breaker,
-    stats: Arc<Stats>,
-    attempt_timeout: Duration,
-    floor: Duration,
-    multiple: f64,
-    threshold: Option<Duration>,
-    /// The limit in nanoseconds and when it was worked out (milliseconds since `epoch`, plus
-    /// one; 0: never). Statistics: `Relaxed`, a stale value is `REFRESH` old at most.
-    cached: AtomicU64,
-    cached_at: AtomicU64,
-    epoch: Instant,
+pub struct Detached {
+    max: usize,
+    max_body: usize,
+    running: AtomicUsize,
+    gauge: Gauge,
 }
 
-impl SlowLimit {
-    /// The slow limit of a cluster guarded by `breaker` (its settings give the multiple and
-    /// the absolute threshold), whose successful responses `stats` measures.
-    pub fn new(
-        breaker: Breaker,
-        stats: Arc<Stats>,
-        attempt_timeout: Duration,
-        floor: Duration,
-    ) -> SlowLimit {
-        let settings = breaker.settings();
-        let multiple = settings.slow_calls().map_or(3.0, |s| s.multiple());
-        let threshold = settings.slow_call_threshold();
-        SlowLimit {
-            breaker,
-            stats,
-            attempt_timeout,
-            floor,
-            multiple,
-            threshold,
-            cached: AtomicU64::new(0),
-            cached_at: AtomicU64::new(0),
-            epoch: Instant::now(),
-        }
+impl Detached {
+    /// At most `max` detached attempts at once (0: none), each draining at most `max_body`
+    /// bytes; `gauge` follows how many run.
+    pub fn new(max: usize, max_body: usize, gauge: Gauge) -> Arc<Detached> {
+        Arc::new(Detached {
+            max,
+            max_body,
+            running: AtomicUsize::new(0),
+            gauge,
+        })
     }
 
-    /// How long [`SlowLimit::limit`] keeps a limit it worked out.
-    pub const REFRESH: Duration = Duration::from_millis(100);
-
-    /// The limit, as worked out at most [`SlowLimit::REFRESH`] ago.
-    pub fn limit(&self) -> Duration {
-        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX) + 1;
-        let at = self.cached_at.load(Ordering::Relaxed);
-        if at != 0 && now.saturating_sub(at) < Self::REFRESH.as_millis() as u64 {
-            return Duration::from_nanos(self.cached.load(Ordering::Relaxed));
-        }
-        let limit = self.compute();
-        self.cached.store(
-            u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-        self.cached_at.store(now, Ordering::Relaxed);
-        limit
+    /// A slot for one more detached attempt, held until it is dropped; `None` at the bound.
+    pub fn try_start(self: &Arc<Self>) -> Option<DetachedSlot> {
+        self.running
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()?;
+        self.gauge.increment(1.0);
+        Some(DetachedSlot(Arc::clone(self)))
     }
 
-    /// The normal latency the limit starts from: the breaker's, else the gateway's.
-    pub fn normal_latency(&self) -> Option<Duration> {
-        self.breaker
-            .normal_latency()
-            .or_else(|| self.stats.normal_latency())
+    /// Detached attempts running now.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
     }
 
-    /// The limit now.
-    pub fn compute(&self) -> Duration {
-        let relative = self
-            .normal_latency()
-            .map(|normal| normal.mul_f64(self.multiple));
-        let limit = match (self.threshold, relative) {
-            (Some(absolute), Some(relative)) => absolute.min(relative),
-            (Some(absolute), None) => absolute,
-            (None, Some(relative)) => relative,
-            (None, None) => self.attempt_timeout / 2,
-        };
-        limit.max(self.floor).min(self.attempt_timeout)
+    /// `max-detached-attempts`.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// `max-detached-body`, in bytes.
+    pub fn max_body(&self) -> usize {
+        self.max_body
     }
 }
 
-/// The client gave up while its attempt ran (see the [module docs](self)).
+/// One running detached attempt's place in its cluster's [`Detached`] budget (given back when
+/// dropped).
+#[derive(Debug)]
+pub struct DetachedSlot(Arc<Detached>);
+
+impl Drop for DetachedSlot {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+        self.0.gauge.decrement(1.0);
+    }
+}
+
+/// How a [`drain`] ended.
+#[derive(Debug)]
+pub enum Drained {
+    /// The body ended whole.
+    Whole,
+    /// The body failed (the breakers counted what its error says).
+    Broke(BoxError),
+    /// More than the byte cap came: the body was dropped, and nothing counted.
+    Capped,
+}
+
+/// Reads `body` to its end and throws it away (a detached attempt's response), dropping it
+/// once more than `max_bytes` came. A breaker body inside records its verdict as it ends or
+/// breaks; dropped at the cap it records nothing.
+pub async fn drain<B>(body: B, max_bytes: usize) -> Drained
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    let mut body = pin!(body);
+    let mut read = 0usize;
+    loop {
+        if body.is_end_stream() {
+            return Drained::Whole;
+        }
+        match body.frame().await {
+            None => return Drained::Whole,
+            Some(Err(error)) => return Drained::Broke(error.into()),
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    read = read.saturating_add(bytes::Buf::remaining(data));
+                    if read > max_bytes {
+                        return Drained::Capped;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The gateway's `request-timeout` passed while the attempt waited for its head: the gateway
+/// gave the attempt up (not the client, not the upstream); no breaker counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GaveUp {
-    /// How long the gateway had waited for the upstream (`None`: it was waiting for the client).
-    pub waited: Option<Duration>,
-    /// The slow limit then.
-    pub limit: Duration,
-    /// What it counts for.
-    pub count: GiveUpCount,
-}
+pub struct DeadlinePassed;
 
-impl GaveUp {
-    /// Whether it counts against the upstream (as a failure).
-    pub fn counts(&self) -> bool {
-        self.count == GiveUpCount::Slow
-    }
-}
-
-impl fmt::Display for GaveUp {
+impl fmt::Display for DeadlinePassed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.count, self.waited) {
-            (GiveUpCount::Deadline, _) => f.write_str("the gateway's request-timeout passed"),
-            (_, Some(waited)) => write!(
-                f,
-                "the client gave up after {} waiting for the upstream ({} the slow limit of {})",
-                HumanDuration(waited),
-                if self.counts() { "past" } else { "within" },
-                HumanDuration(self.limit)
-            ),
-            (_, None) => f.write_str("the client gave up while the gateway was waiting for it"),
-        }
+        f.write_str("the gateway's request-timeout passed")
     }
 }
 
-impl StdError for GaveUp {}
+impl StdError for DeadlinePassed {}
 
 /// The upstream's body stalled until the attempt timeout ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,7 +359,7 @@ pub fn find<'a, T: StdError + 'static>(error: &'a (dyn StdError + 'static)) -> O
 
 pin_project! {
     /// An attempt's response future: the forward, raced against the attempt timeout and the
-    /// client's give-up. Its response's body is an [`AttemptBody`] that keeps the deadline.
+    /// gateway's deadline. Its response's body is an [`AttemptBody`] that keeps the deadline.
     pub struct AttemptFuture<F> {
         #[pin]
         future: F,
@@ -351,7 +371,7 @@ pin_project! {
 }
 
 impl<F> AttemptFuture<F> {
-    /// `future` bounded by `timeout` from now, ended early by `exchange`'s give-up.
+    /// `future` bounded by `timeout` from now, ended early when `exchange`'s deadline passed.
     pub fn new(future: F, timeout: Duration, exchange: Option<Arc<Exchange>>) -> Self {
         let started = Instant::now();
         AttemptFuture {
@@ -373,9 +393,9 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        if let Some(exchange) = this.exchange.as_ref().filter(|e| e.is_gone()) {
-            let gave_up = exchange.decide(Some(this.started.elapsed()));
-            return Poll::Ready(Err(Box::new(gave_up)));
+        if let Some(exchange) = this.exchange.as_ref().filter(|e| e.deadline_passed()) {
+            exchange.set_gave_up(GiveUpCount::Deadline);
+            return Poll::Ready(Err(Box::new(DeadlinePassed)));
         }
         if let Poll::Ready(result) = this.future.poll(cx) {
             let response = result.map_err(Into::into)?;
@@ -407,7 +427,8 @@ where
 pin_project! {
     /// An upstream's response body under the attempt timeout (see the [module docs](self)):
     /// it fails with [`BodyTimeout`] once the gateway has waited for the upstream for the
-    /// attempt timeout in all, and with [`GaveUp`] when polled after the client gave up.
+    /// attempt timeout in all. A break caused by the client's failed upload is the client's
+    /// ([`ClientFault`](crate::error::ClientFault)).
     pub struct AttemptBody<B> {
         #[pin]
         inner: B,
@@ -438,13 +459,6 @@ where
         if *this.done {
             return Poll::Ready(None);
         }
-        if let Some(exchange) = this.exchange.as_ref().filter(|e| e.is_gone()) {
-            *this.done = true;
-            let waited = this
-                .pending_since
-                .map(|since| *this.waited + since.elapsed());
-            return Poll::Ready(Some(Err(Box::new(exchange.decide(waited)))));
-        }
         match this.inner.poll_frame(cx) {
             Poll::Ready(frame) => {
                 if let Some(since) = this.pending_since.take() {
@@ -457,7 +471,11 @@ where
                     }
                     Some(Err(error)) => {
                         *this.done = true;
-                        Poll::Ready(Some(Err(error.into())))
+                        let error = error.into();
+                        Poll::Ready(Some(Err(match this.exchange.as_ref() {
+                            Some(exchange) => exchange.blame(error),
+                            None => error,
+                        })))
                     }
                     Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
                 }
@@ -489,41 +507,57 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cutout::Settings;
-    use http_body_util::BodyExt;
 
-    fn exchange(floor: Duration) -> Arc<Exchange> {
-        let breaker = Breaker::new("c", Settings::default());
-        let slow = SlowLimit::new(
-            breaker,
-            Arc::new(Stats::new()),
-            Duration::from_secs(2),
-            floor,
-        );
-        Exchange::new(Arc::new(slow))
+    #[test]
+    fn the_detached_budget_holds_its_bound_and_gives_slots_back() {
+        let budget = Detached::new(2, 1024, Gauge::noop());
+        let a = budget.try_start().expect("a first slot");
+        let b = budget.try_start().expect("a second slot");
+        assert!(budget.try_start().is_none(), "past the bound");
+        assert_eq!(budget.running(), 2);
+        drop(a);
+        let c = budget.try_start().expect("a slot given back is free again");
+        drop((b, c));
+        assert_eq!(budget.running(), 0);
+        let none = Detached::new(0, 1024, Gauge::noop());
+        assert!(none.try_start().is_none(), "0: no detached attempt at all");
     }
 
     #[test]
-    fn without_a_normal_latency_the_limit_is_half_the_attempt_timeout() {
-        let e = exchange(Duration::from_millis(100));
-        assert_eq!(e.slow.limit(), Duration::from_secs(1));
-        let e = exchange(Duration::from_secs(5));
+    fn the_budget_is_exact_under_contention() {
+        let budget = Detached::new(3, 1024, Gauge::noop());
+        let peak = Arc::new(AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                let (budget, peak) = (Arc::clone(&budget), Arc::clone(&peak));
+                scope.spawn(move || {
+                    for _ in 0..2_000 {
+                        if let Some(slot) = budget.try_start() {
+                            peak.fetch_max(budget.running(), Ordering::Relaxed);
+                            drop(slot);
+                        }
+                    }
+                });
+            }
+        });
+        assert!(peak.load(Ordering::Relaxed) <= 3);
+        assert_eq!(budget.running(), 0);
+    }
+
+    #[test]
+    fn an_exchange_tells_what_became_of_its_attempt() {
+        let e = Exchange::new();
+        assert_eq!((e.gave_up(), e.host()), (None, None));
+        e.set_host(0);
+        assert_eq!(e.host(), Some(0));
+        for count in GiveUpCount::ALL {
+            e.set_gave_up(count);
+            assert_eq!(e.gave_up(), Some(count));
+        }
         assert_eq!(
-            e.slow.limit(),
-            Duration::from_secs(2),
-            "capped by the timeout"
+            GiveUpCount::ALL.map(GiveUpCount::as_str),
+            ["detached", "dropped", "deadline"]
         );
-    }
-
-    #[test]
-    fn a_give_up_counts_past_the_limit_only_while_waiting_for_the_upstream() {
-        let e = exchange(Duration::from_millis(100));
-        let g = e.decide(Some(Duration::from_millis(1500)));
-        assert!(g.counts());
-        assert_eq!(e.gave_up(), Some(GiveUpCount::Slow));
-        assert!(g.to_string().contains("1.5s"), "{g}");
-        assert!(!e.decide(Some(Duration::from_millis(900))).counts());
-        assert_eq!(e.decide(None).count, GiveUpCount::Client);
     }
 
     /// A body fed through a channel.
@@ -538,6 +572,96 @@ mod tests {
         ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
             self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
         }
+    }
+
+    /// A body that sends `left` frames of `size` bytes, then breaks (or ends, when `breaks`
+    /// is false); counts whether it was dropped before its end.
+    struct Counted {
+        left: usize,
+        size: usize,
+        breaks: bool,
+        dropped_early: Arc<AtomicBool>,
+    }
+
+    impl Body for Counted {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            if self.left == 0 {
+                return Poll::Ready(if self.breaks {
+                    Some(Err(std::io::Error::other("cut")))
+                } else {
+                    None
+                });
+            }
+            self.left -= 1;
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'x'; self.size])))))
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            if self.left > 0 {
+                self.dropped_early.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn counted(left: usize, size: usize, breaks: bool) -> (Counted, Arc<AtomicBool>) {
+        let dropped_early = Arc::new(AtomicBool::new(false));
+        let body = Counted {
+            left,
+            size,
+            breaks,
+            dropped_early: Arc::clone(&dropped_early),
+        };
+        (body, dropped_early)
+    }
+
+    #[tokio::test]
+    async fn a_drain_reads_to_the_end_and_stops_past_its_cap() {
+        let (body, early) = counted(10, 100, false);
+        assert!(matches!(drain(body, 1000).await, Drained::Whole));
+        assert!(!early.load(Ordering::Relaxed));
+        let (body, early) = counted(10, 100, false);
+        assert!(matches!(drain(body, 450).await, Drained::Capped));
+        assert!(early.load(Ordering::Relaxed), "dropped at the cap");
+        let (body, _) = counted(2, 100, true);
+        match drain(body, 1000).await {
+            Drained::Broke(error) => assert_eq!(error.to_string(), "cut"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_broken_by_the_client_s_failed_upload_is_the_client_s() {
+        use crate::client_body::WatchedBody;
+        use crate::error::ClientFault;
+
+        let (broken, _) = counted(0, 0, true);
+        let (mut upload, watch, _guard) = WatchedBody::new(axum::body::Body::new(broken));
+        assert!(upload.frame().await.unwrap().is_err(), "the upload failed");
+        assert!(watch.failed());
+        let exchange = Exchange::new();
+        exchange.watch_client_body(watch);
+        let (body, _) = counted(1, 10, true);
+        let response = http::Response::new(body);
+        let future = AttemptFuture::new(
+            async move { Ok::<_, std::io::Error>(response) },
+            Duration::from_secs(1),
+            Some(exchange),
+        );
+        let mut body = future.await.unwrap().into_body();
+        assert!(body.frame().await.unwrap().is_ok());
+        let error = body.frame().await.unwrap().unwrap_err();
+        assert_eq!(
+            ClientFault::find(&*error),
+            Some(ClientFault::Body),
+            "{error}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -595,8 +719,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_give_up_ends_the_attempt_at_its_next_poll() {
-        let e = exchange(Duration::from_millis(100));
+    async fn the_deadline_ends_the_attempt_at_its_next_poll_and_counts_nothing() {
+        let e = Exchange::new();
         let mut future = Box::pin(AttemptFuture::new(
             std::future::pending::<Result<http::Response<Fed>, std::io::Error>>(),
             Duration::from_secs(2),
@@ -604,13 +728,11 @@ mod tests {
         ));
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert!(future.as_mut().poll(&mut cx).is_pending());
-        e.give_up();
+        e.pass_deadline();
         match future.as_mut().poll(&mut cx) {
-            Poll::Ready(Err(error)) => {
-                let gave_up = error.downcast_ref::<GaveUp>().expect("a give-up");
-                assert_eq!(gave_up.count, GiveUpCount::Early);
-            }
+            Poll::Ready(Err(error)) => assert!(error.is::<DeadlinePassed>(), "{error}"),
             other => panic!("{:?}", other.map(|r| r.map(|_| ()))),
         }
+        assert_eq!(e.gave_up(), Some(GiveUpCount::Deadline));
     }
 }

@@ -8,9 +8,12 @@
 //! | a 2xx / 3xx | decided at the body's end: a success when it ends whole |
 //! | the body broke, was cut short by the upstream, or stalled past the attempt timeout | failure |
 //! | the client's fault ([`ClientFault`]: its upload broke, stalled, was too large) | ignored |
-//! | the client gave up ([`GaveUp`]) past the cluster's slow limit | failure |
-//! | the client gave up sooner, or while the gateway waited for it | ignored |
+//! | the gateway's `request-timeout` passed ([`DeadlinePassed`]) | ignored |
 //! | every host of the cluster refused ([`AllEjected`]) | ignored (for the cluster breaker) |
+//!
+//! A client that left is not in this table: its attempt runs on detached and is classified by
+//! its own outcome, as if the client had stayed, or is cancelled and classified by nobody
+//! (see [`crate::attempt`]).
 //!
 //! At the cluster level of a cluster with host breakers, a failure (or an open-for) of a host
 //! that ejection absorbs ([`Hosts::absorbs`]) is ignored: it is the host breaker's to judge.
@@ -24,7 +27,7 @@ use cutout_tower::{BoxError, HttpClassifier};
 use http::{HeaderMap, Response};
 use http_body::Body;
 
-use crate::attempt::{GaveUp, find};
+use crate::attempt::{DeadlinePassed, find};
 use crate::error::ClientFault;
 use crate::hosts::{AllEjected, HostError, Hosts, ServedBy};
 
@@ -36,7 +39,7 @@ pub struct GatewayClassifier {
 }
 
 impl GatewayClassifier {
-    /// Classifies with `http`, putting the client's faults and early give-ups aside.
+    /// Classifies with `http`, putting the client's faults and the gateway's deadline aside.
     pub fn new(http: HttpClassifier) -> GatewayClassifier {
         GatewayClassifier { http, absorb: None }
     }
@@ -63,7 +66,7 @@ impl GatewayClassifier {
     /// Whether `error` says nothing about the upstream.
     fn not_the_upstream(error: &(dyn StdError + 'static)) -> bool {
         find::<ClientFault>(error).is_some()
-            || find::<GaveUp>(error).is_some_and(|g| !g.counts())
+            || find::<DeadlinePassed>(error).is_some()
             || find::<AllEjected>(error).is_some()
     }
 
@@ -93,7 +96,7 @@ impl<B> Classify<Response<B>, BoxError> for GatewayClassifier {
 }
 
 /// What [`GatewayClassifier`] decides at a body's end: a success when it ends, a failure when
-/// it breaks or stalls (unless the client's give-up or fault broke it).
+/// it breaks or stalls (unless the client's fault broke it).
 #[derive(Debug, Clone)]
 pub struct GatewayEnd {
     http: HttpBodyEnd,

@@ -17,12 +17,11 @@ use tower::util::BoxCloneSyncService;
 /// A boxed `Send` future.
 pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
-use crate::attempt::{AttemptFuture, Exchange, GaveUp, GiveUpCount, SlowLimit, find};
+use crate::attempt::{AttemptFuture, DeadlinePassed, Detached, Exchange, find};
 use crate::client_body::BodyWatch;
-use crate::error::ClientFault;
 use crate::hosts::{Hosts, ServedBy, Target, host_service, pick};
 use crate::metrics::ClusterMetrics;
-use crate::stats::Stats;
+use crate::stats::{SlowLimit, Stats};
 
 pub use crate::classify::GatewayClassifier;
 
@@ -50,7 +49,8 @@ pub fn http_client(connect_timeout: Duration, pool_idle_timeout: Duration) -> Ht
         .build(connector)
 }
 
-/// What a cluster's requests share besides the stack: its statistics, slow limit and metrics.
+/// What a cluster's requests share besides the stack: its statistics, slow mark, metrics and
+/// detached attempts.
 #[derive(Debug)]
 pub struct ClusterShared {
     /// The cluster's name.
@@ -61,8 +61,10 @@ pub struct ClusterShared {
     pub stats: Arc<Stats>,
     /// The hosts' statistics, in order.
     pub host_stats: Vec<Arc<Stats>>,
-    /// The give-up rule's slow limit.
+    /// The statistics' slow mark.
     pub slow: Arc<SlowLimit>,
+    /// The budget of attempts whose client left ([`crate::attempt`]).
+    pub detached: Arc<Detached>,
     /// The metric handles.
     pub metrics: ClusterMetrics,
     /// The attempt timeout.
@@ -84,8 +86,10 @@ pub struct ClusterParts {
     pub hosts: Option<Arc<Hosts>>,
     /// The attempt timeout.
     pub attempt_timeout: Duration,
-    /// `give-up-floor`.
-    pub give_up_floor: Duration,
+    /// `max-detached-attempts`.
+    pub max_detached_attempts: usize,
+    /// `max-detached-body`, in bytes.
+    pub max_detached_body: usize,
     /// The client to forward with.
     pub client: HttpClient,
     /// How responses are classified.
@@ -104,11 +108,13 @@ pub struct ClusterParts {
 ///   (each a keyed whole-response breaker, at most `max-ejection-percent` of them open), 503
 ///   when every host refuses; without, plain round-robin;
 /// - the attempt ([`crate::attempt`]): the attempt timeout over the head and the whole body,
-///   the client's give-up, and *blame*: a failure the client's body caused ([`ClientFault`]),
+///   the gateway's deadline, and *blame*: a failure the client's body caused
+///   ([`ClientFault`](crate::error::ClientFault)),
 ///   found through the [`BodyWatch`] the proxy puts in the request's extensions, is ignored by
 ///   every breaker;
-/// - the forward over hyper-util's pooled client; a timed-out, cut or given-up forward is
-///   dropped, and hyper closes its connection, so the upstream sees the request cancelled.
+/// - the forward over hyper-util's pooled client; a timed-out or cut forward, or one given up
+///   and not detached ([`crate::attempt`]), is dropped, and hyper closes its connection, so the
+///   upstream sees the request cancelled.
 ///
 /// Responses are classified by [`GatewayClassifier`] (5xx and errors fail; 429 and 503 with
 /// `Retry-After` are ignored, or with
@@ -134,7 +140,8 @@ impl Cluster {
             breaker,
             hosts,
             attempt_timeout,
-            give_up_floor,
+            max_detached_attempts,
+            max_detached_body,
             client,
             classifier,
             guarded,
@@ -155,10 +162,16 @@ impl Cluster {
             breaker.clone(),
             Arc::clone(&stats),
             attempt_timeout,
-            give_up_floor,
         ));
+        let metrics = ClusterMetrics::new(&name, &authorities);
+        let detached = Detached::new(
+            max_detached_attempts,
+            max_detached_body,
+            metrics.detached_gauge(),
+        );
         let shared = Arc::new(ClusterShared {
-            metrics: ClusterMetrics::new(&name, &authorities),
+            metrics,
+            detached,
             name: name.clone(),
             authorities,
             stats,
@@ -229,7 +242,7 @@ impl Cluster {
         self.attempt_timeout
     }
 
-    /// What the cluster's requests share: statistics, slow limit, metrics.
+    /// What the cluster's requests share: statistics, slow mark, metrics, detached attempts.
     pub fn shared(&self) -> &Arc<ClusterShared> {
         &self.shared
     }
@@ -238,7 +251,7 @@ impl Cluster {
     ///
     /// [`call`]: Cluster::call
     pub fn exchange(&self) -> Arc<Exchange> {
-        Exchange::new(Arc::clone(&self.shared.slow))
+        Exchange::new()
     }
 
     /// Sends `request` (a URI of path and query only, headers already prepared) through the
@@ -252,7 +265,7 @@ impl Cluster {
 }
 
 /// The attempt service: to the request's [`Target`] host (else round-robin), under the
-/// attempt timeout and the client's give-up, with the client's faults blamed on the client.
+/// attempt timeout and the gateway's deadline, with the client's faults blamed on the client.
 fn attempt_service(client: HttpClient, upstreams: Arc<[Uri]>, timeout: Duration) -> Attempt {
     let next = Arc::new(AtomicUsize::new(0));
     BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
@@ -282,31 +295,19 @@ fn attempt_service(client: HttpClient, upstreams: Arc<[Uri]>, timeout: Duration)
                     response.extensions_mut().insert(ServedBy(n));
                     Ok(response)
                 }
-                Err(error) => Err(blame(watch.as_deref(), exchange.as_deref(), error)),
+                Err(error) => Err(blame(watch.as_deref(), error)),
             }
         }
     }))
 }
 
-/// The client's share of a failed attempt (see [`BodyWatch::blame`]); a give-up while the
-/// upstream was waiting for the client's upload is the client's too.
-fn blame(watch: Option<&BodyWatch>, exchange: Option<&Exchange>, error: BoxError) -> BoxError {
-    let Some(watch) = watch else {
-        return error;
-    };
-    let gave_up = find::<GaveUp>(&*error).is_some();
-    let error = if gave_up && watch.waiting_on_client() {
-        Box::new(ClientFault::Body)
-    } else {
-        watch.blame(error)
-    };
-    if gave_up
-        && find::<ClientFault>(&*error).is_some()
-        && let Some(exchange) = exchange
-    {
-        exchange.set_gave_up(GiveUpCount::Client);
+/// The client's share of a failed attempt (see [`BodyWatch::blame`]); the gateway's deadline
+/// stays the gateway's (no breaker counts it).
+fn blame(watch: Option<&BodyWatch>, error: BoxError) -> BoxError {
+    match watch {
+        Some(watch) if find::<DeadlinePassed>(&*error).is_none() => watch.blame(error),
+        _ => error,
     }
-    error
 }
 
 /// Sends `request` to `base` (scheme and authority), keeping its path and query.

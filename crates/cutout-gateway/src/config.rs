@@ -10,7 +10,8 @@
 //! honor-retry-after = false        # true: a 429 / 503 `Retry-After` opens the breaker
 //! healthz-strict = false           # true: /healthz answers 503 while a cluster is open
 //! max-ejection-percent = 50        # at most this share of a cluster's hosts ejected at once
-//! give-up-floor = "100ms"          # a client's give-up never counts before this
+//! max-detached-attempts = 64       # per cluster: attempts whose client left, run on to be judged
+//! max-detached-body = "1MiB"       # what a detached attempt may drain of its response body
 //! access-log = true                # one `tracing` line per request (target cutout_gateway::access)
 //! # Limits (see [`Limits`]; every one has a default):
 //! header-read-timeout = "10s"      # a request head must arrive within this
@@ -32,6 +33,7 @@
 //! attempt-timeout = "1s"           # optional: overrides [gateway]
 //! honor-retry-after = true         # optional: overrides [gateway]
 //! max-ejection-percent = 100       # optional: overrides [gateway]
+//! max-detached-attempts = 16       # optional: overrides [gateway]
 //!
 //! # cutout's own format (see `cutout::config`): [breakers.defaults],
 //! # [breakers.configs.<name>], [breakers.instances.<cluster>], and for one host of a
@@ -85,8 +87,24 @@ pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
 /// it means: half of the cluster may be ejected, the other half keeps serving, and failures
 /// beyond that are the cluster breaker's to judge.
 pub const DEFAULT_MAX_EJECTION_PERCENT: u8 = 50;
-/// The default `give-up-floor`.
-pub const DEFAULT_GIVE_UP_FLOOR: Duration = Duration::from_millis(100);
+/// The default `max-detached-attempts`: at most 64 attempts per cluster run on detached after
+/// their client left (see [`crate::attempt`]).
+///
+/// Why 64: enough for the judgement they are for. A hung upstream whose clients all leave gets
+/// up to 64 failures per attempt timeout from detached attempts alone (32 a second at the
+/// default 2 s), many times the 5 consecutive failures or the 20 calls the default breaker
+/// needs; a healthy one gets as many successes. Small enough to cost little: each holds one
+/// upstream connection (a descriptor) and its buffers, and asks the upstream for work nobody
+/// reads; 64 of them are a few MiB and 64 descriptors per cluster, and a flood of clients that
+/// leave cannot make a struggling upstream do more than 64 such requests at once. Past the
+/// bound an attempt is cancelled and counts nothing: the other calls still judge.
+pub const DEFAULT_MAX_DETACHED_ATTEMPTS: usize = 64;
+/// The default `max-detached-body`: 1 MiB. A detached attempt's body is read and thrown away,
+/// never held, so the cap bounds transfer, not memory: a response still streaming past 1 MiB
+/// after its client left is a download nobody reads, and past the cap the attempt is cancelled
+/// and counts nothing (whether it would have ended whole is unknown). On a LAN 1 MiB takes
+/// milliseconds, so ordinary answers are judged whole.
+pub const DEFAULT_MAX_DETACHED_BODY: usize = 1 << 20;
 
 /// The gateway's resource limits (`[gateway]` keys), each with a default.
 ///
@@ -100,6 +118,9 @@ pub const DEFAULT_GIVE_UP_FLOOR: Duration = Duration::from_millis(100);
 /// | `max-request-body` | 10 MiB | a request body larger than this is answered 413 (at once from `Content-Length`, or when the streamed body crosses it), never counted by the breaker |
 /// | `pool-idle-timeout` | 30 s | an idle pooled connection to an upstream is closed after this |
 /// | `shutdown-timeout` | 30 s | on SIGTERM / Ctrl-C, how long in-flight requests may finish before their connections are closed |
+///
+/// Besides these, `max-detached-attempts` and `max-detached-body` bound the attempts whose
+/// client left ([`crate::attempt`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// `header-read-timeout`.
@@ -153,10 +174,13 @@ pub struct GatewayConfig {
     /// Whether clusters are guarded by breakers (`false` only for comparisons): no cluster
     /// breaker and no host ejection.
     pub breakers_enabled: bool,
-    /// `give-up-floor`: a client that gives up sooner than this after its forward started
-    /// never counts against the upstream, whatever the cluster's normal latency (see
-    /// [`crate::attempt`]).
-    pub give_up_floor: Duration,
+    /// `give-up-floor`, deprecated and ignored: a client's give-up no longer counts against
+    /// the upstream however late it comes, so no floor is needed. `Some` when the file still
+    /// sets it (read and validated as a duration, then warned about: `GW-WARN-003`).
+    pub give_up_floor: Option<Duration>,
+    /// `max-detached-body`: the bytes a detached attempt may drain of its response body (see
+    /// [`crate::attempt`]); past it the attempt is cancelled and counts nothing.
+    pub max_detached_body: usize,
     /// `access-log`: one `tracing` line per request, target `cutout_gateway::access` (see
     /// [`crate::access`]).
     pub access_log: bool,
@@ -211,6 +235,11 @@ pub struct ClusterConfig {
     /// A cluster of one upstream has no host breakers (its cluster breaker is its host's).
     /// The cluster's key, else `[gateway]`'s, else [`DEFAULT_MAX_EJECTION_PERCENT`].
     pub max_ejection_percent: u8,
+    /// `max-detached-attempts` (0–1048576): how many attempts whose client left may run on
+    /// detached at once, to be judged by their own outcome; past it (and with 0) such an
+    /// attempt is cancelled and counts nothing (see [`crate::attempt`]). The cluster's key,
+    /// else `[gateway]`'s, else [`DEFAULT_MAX_DETACHED_ATTEMPTS`].
+    pub max_detached_attempts: usize,
 }
 
 impl ClusterConfig {
@@ -293,7 +322,9 @@ impl GatewayConfig {
         let mut healthz_strict = false;
         let mut limits = Limits::default();
         let mut max_ejection_percent = DEFAULT_MAX_EJECTION_PERCENT;
-        let mut give_up_floor = DEFAULT_GIVE_UP_FLOOR;
+        let mut give_up_floor = None;
+        let mut max_detached_attempts = DEFAULT_MAX_DETACHED_ATTEMPTS;
+        let mut max_detached_body = DEFAULT_MAX_DETACHED_BODY;
         let mut access_log = true;
         for (key, value) in &gateway {
             let path = format!("gateway.{key}");
@@ -329,7 +360,11 @@ impl GatewayConfig {
                 "pool-idle-timeout" => limits.pool_idle_timeout = duration(&path, value)?,
                 "shutdown-timeout" => limits.shutdown_timeout = duration(&path, value)?,
                 "max-ejection-percent" => max_ejection_percent = percent(&path, value)?,
-                "give-up-floor" => give_up_floor = duration(&path, value)?,
+                "give-up-floor" => give_up_floor = Some(duration(&path, value)?),
+                "max-detached-attempts" => {
+                    max_detached_attempts = count(&path, value, 0, MAX_CONNECTIONS_LIMIT)?;
+                }
+                "max-detached-body" => max_detached_body = size(&path, value)?,
                 "access-log" => access_log = boolean(&path, value)?,
                 _ => {
                     return Err(unknown_key(
@@ -339,7 +374,8 @@ impl GatewayConfig {
                          honor-retry-after, healthz-strict, header-read-timeout, idle-timeout, \
                          request-timeout, max-connections, admin-max-connections, \
                          max-request-body, pool-idle-timeout, shutdown-timeout, \
-                         max-ejection-percent, give-up-floor, access-log",
+                         max-ejection-percent, max-detached-attempts, max-detached-body, \
+                         access-log (give-up-floor is deprecated)",
                     ));
                 }
             }
@@ -361,6 +397,7 @@ impl GatewayConfig {
             attempt_timeout: timeout,
             honor_retry_after,
             max_ejection_percent,
+            max_detached_attempts,
         };
         let clusters = parse_clusters(table.remove("clusters"), defaults)?;
         let routes = parse_routes(table.remove("routes"), &clusters)?;
@@ -412,6 +449,7 @@ impl GatewayConfig {
             limits,
             breakers_enabled,
             give_up_floor,
+            max_detached_body,
             access_log,
             routes,
             clusters,
@@ -426,9 +464,19 @@ impl GatewayConfig {
 
     /// Warnings about a valid configuration, each with a stable code: `GW-WARN-001` when the
     /// admin listener is bound off loopback without `admin-token` (anyone who reaches the
-    /// address can isolate clusters). `--check` prints them, and the gateway logs them at start.
+    /// address can isolate clusters); `GW-WARN-003` when the file sets the deprecated
+    /// `give-up-floor` (ignored). `--check` prints them, and the gateway logs them at start.
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
+        if let Some(floor) = self.give_up_floor {
+            warnings.push(format!(
+                "GW-WARN-003: gateway.give-up-floor = \"{}\" is deprecated and ignored: a \
+                 client's give-up no longer counts against the upstream (its attempt runs on \
+                 detached and is judged by its own outcome, within max-detached-attempts); \
+                 remove the key",
+                HumanDuration(floor)
+            ));
+        }
         if !self.admin.ip().is_loopback() && self.admin_token.is_none() {
             warnings.push(format!(
                 "GW-WARN-001: gateway.admin = \"{}\" is not a loopback address and no \
@@ -447,6 +495,7 @@ struct ClusterDefaults {
     attempt_timeout: Duration,
     honor_retry_after: bool,
     max_ejection_percent: u8,
+    max_detached_attempts: usize,
 }
 
 fn parse_clusters(
@@ -475,6 +524,7 @@ fn parse_clusters(
         let mut attempt_timeout = defaults.attempt_timeout;
         let mut honor_retry_after = defaults.honor_retry_after;
         let mut max_ejection_percent = defaults.max_ejection_percent;
+        let mut max_detached_attempts = defaults.max_detached_attempts;
         for (key, value) in &entries {
             let path = format!("{section}.{key}");
             match key.as_str() {
@@ -502,11 +552,15 @@ fn parse_clusters(
                 "attempt-timeout" => attempt_timeout = duration(&path, value)?,
                 "honor-retry-after" => honor_retry_after = boolean(&path, value)?,
                 "max-ejection-percent" => max_ejection_percent = percent(&path, value)?,
+                "max-detached-attempts" => {
+                    max_detached_attempts = count(&path, value, 0, MAX_CONNECTIONS_LIMIT)?;
+                }
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
-                        "upstreams, attempt-timeout, honor-retry-after, max-ejection-percent",
+                        "upstreams, attempt-timeout, honor-retry-after, max-ejection-percent, \
+                         max-detached-attempts",
                     ));
                 }
             }
@@ -526,6 +580,7 @@ fn parse_clusters(
                 attempt_timeout,
                 honor_retry_after,
                 max_ejection_percent,
+                max_detached_attempts,
             },
         );
     }
@@ -944,27 +999,41 @@ mod tests {
     "#;
 
     #[test]
-    fn ejection_give_up_and_access_log_keys_have_defaults_and_codes() {
+    fn ejection_detached_and_access_log_keys_have_defaults_and_codes() {
         let c = GatewayConfig::from_toml(POOL).unwrap();
         assert_eq!(c.clusters["pool"].max_ejection_percent, 50);
         assert_eq!(c.clusters["pool"].max_ejected(), 2);
-        assert_eq!(c.give_up_floor, DEFAULT_GIVE_UP_FLOOR);
+        assert_eq!(c.clusters["pool"].max_detached_attempts, 64);
+        assert_eq!(c.max_detached_body, 1 << 20);
+        assert_eq!(c.give_up_floor, None);
+        assert!(c.warnings().is_empty());
         assert!(c.access_log);
         let doc = |gateway: &str, cluster: &str| {
             format!("[gateway]\n{gateway}\n{}\n{cluster}\n", POOL.trim())
         };
         let c = GatewayConfig::from_toml(&doc(
-            "max-ejection-percent = 10\ngive-up-floor = \"250ms\"\naccess-log = false",
+            "max-ejection-percent = 10\nmax-detached-attempts = 0\nmax-detached-body = \"64KiB\"\n\
+             access-log = false",
             "",
         ))
         .unwrap();
+        assert_eq!(c.clusters["pool"].max_detached_attempts, 0, "0: cancel");
+        assert_eq!(c.max_detached_body, 64 << 10);
         assert_eq!(
             c.clusters["pool"].max_ejected(),
             1,
             "10 % of 4 is 0: at least one"
         );
-        assert_eq!(c.give_up_floor, Duration::from_millis(250));
         assert!(!c.access_log);
+        let c = GatewayConfig::from_toml(&doc(
+            "max-detached-attempts = 8",
+            "max-detached-attempts = 100",
+        ))
+        .unwrap();
+        assert_eq!(
+            c.clusters["pool"].max_detached_attempts, 100,
+            "the cluster's own"
+        );
         let c = GatewayConfig::from_toml(&doc("", "max-ejection-percent = 0")).unwrap();
         assert_eq!(c.clusters["pool"].max_ejected(), 0, "off");
         let c = GatewayConfig::from_toml(&doc("", "max-ejection-percent = 100")).unwrap();
@@ -1001,6 +1070,36 @@ mod tests {
                 "gateway.give-up-floor",
             ),
             (
+                "max-detached-attempts = -1",
+                "",
+                "GW-CFG-009",
+                "gateway.max-detached-attempts",
+            ),
+            (
+                "max-detached-attempts = 1048577",
+                "",
+                "GW-CFG-009",
+                "gateway.max-detached-attempts",
+            ),
+            (
+                "",
+                "max-detached-attempts = \"many\"",
+                "GW-CFG-003",
+                "clusters.pool.max-detached-attempts",
+            ),
+            (
+                "max-detached-body = 0",
+                "",
+                "GW-CFG-009",
+                "gateway.max-detached-body",
+            ),
+            (
+                "max-detached-body = \"lots\"",
+                "",
+                "GW-CFG-004",
+                "gateway.max-detached-body",
+            ),
+            (
                 "access-log = \"yes\"",
                 "",
                 "GW-CFG-003",
@@ -1017,6 +1116,23 @@ mod tests {
             ("GW-CFG-011", "clusters.a.upstreams"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_deprecated_give_up_floor_is_accepted_with_a_warning() {
+        let c = GatewayConfig::from_toml(&format!(
+            "[gateway]\ngive-up-floor = \"250ms\"\n{}",
+            POOL.trim()
+        ))
+        .unwrap();
+        assert_eq!(c.give_up_floor, Some(Duration::from_millis(250)));
+        let warnings = c.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("GW-WARN-003: gateway.give-up-floor = \"250ms\""),
+            "{warnings:?}"
+        );
+        assert!(warnings[0].contains("ignored"), "{warnings:?}");
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! | `GW-RUN-001` | the configuration file cannot be read |
 //! | `GW-RUN-002` | a listener cannot bind its address (in use, not permitted) |
 //! | `GW-WARN-001` | (a warning) the admin listener is off loopback and has no `admin-token` |
-//! | `GW-WARN-002` | (a warning) the connection limits can need more file descriptors than `ulimit -n` allows |
+//! | `GW-WARN-002` | (a warning) the connection limits (and the detached attempts) can need more file descriptors than `ulimit -n` allows |
+//! | `GW-WARN-003` | (a warning) the file sets `give-up-floor`, which is deprecated and ignored (a client's give-up no longer counts against the upstream) |
 //!
 //! Proxy responses for errors ([`ProxyError::into_response`]). None of them names an upstream
 //! address: a refusal names the cluster.
@@ -36,7 +37,7 @@
 //! | the whole-request deadline (`request-timeout`) passed | 504 Gateway Timeout | no (the gateway gave up) |
 //! | the upstream cannot be reached / the connection failed | 502 Bad Gateway | yes, a failure |
 //! | the body broke or stalled past the attempt timeout, after the head was sent | (the connection is closed mid-body) | yes, a failure |
-//! | the client went away | (nothing: nobody to answer) | a failure once the forward ran past the cluster's slow limit, else no |
+//! | the client went away | (nothing: nobody to answer) | never as such: its attempt runs on detached and counts its own outcome (a success, a 5xx, a timeout…), or, past `max-detached-attempts`, is cancelled and counts nothing |
 //!
 //! Durations in these answers are written as people write them (`retry after 30s`, `300ms`).
 

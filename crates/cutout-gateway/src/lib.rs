@@ -6,21 +6,23 @@
 //! breaker answers 503 with `Retry-After` without touching the upstream; a timeout answers 504
 //! and cancels the forward (the upstream's connection is closed). *Blame* keeps the client's
 //! faults (a broken, stalled or oversized upload) out of the count: they are answered 400, 408
-//! or 413 and never open a healthy cluster.
+//! or 413 and never open a healthy cluster; a client that leaves is never the upstream's
+//! failure (its attempt runs on detached and is judged by its own outcome).
 //!
 //! - [`config`]: the TOML file (`[gateway]`, `[[routes]]`, `[clusters.*]`, `[breakers]` in
 //!   cutout's format).
 //! - [`proxy::app`] and [`admin::app`]: the two listeners' routers, testable without a socket.
 //! - [`cluster`]: a cluster's stack; [`hosts`]: per-host breakers, round-robin over the hosts
 //!   that admit, the ejection cap (`max-ejection-percent`) and what the cluster breaker still
-//!   counts; [`attempt`]: the attempt timeout over the whole response and the give-up rule;
+//!   counts; [`attempt`]: the attempt timeout over the whole response and the give-up rule
+//!   (detached attempts and their budget);
 //!   [`classify`]: what an outcome means to a breaker.
-//! - [`access`]: request ids and the access log; [`stats`]: per-second statistics for the
-//!   status page; [`metrics`]: the Prometheus recorder and the gateway's series.
+//! - [`access`]: request ids and the access log; [`stats`]: per-second statistics and the slow
+//!   mark for the status page; [`metrics`]: the Prometheus recorder and the gateway's series.
 //! - [`demo`]: the embedded demo with two chaos-switchable [`upstream`]s.
 //! - [`server`]: binding with clear errors, the listeners' limits (connections, header-read and
-//!   idle timeouts), graceful shutdown on SIGTERM / Ctrl-C with a drain deadline, SIGHUP
-//!   ignored.
+//!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
+//!   a drain deadline, SIGHUP ignored.
 //! - [`client_body`]: the client's body watched on its way, so a client's fault (400, 408,
 //!   413) is never counted against a cluster; [`refusal`]: rate-limited log lines when a limit
 //!   refuses.

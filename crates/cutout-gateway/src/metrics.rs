@@ -10,8 +10,9 @@
 //! | `cutout_gateway_requests_total` | counter | `cluster`, `code` (`1xx`…`5xx`, or `gone`: the client left before an answer), `decision` (`admitted`, `refused`, `ejected`, `unguarded`, `none`) | requests, when their answer ended |
 //! | `cutout_gateway_request_duration_seconds` | histogram | `cluster` | from the request's head to the end of its answer |
 //! | `cutout_gateway_upstream_requests_total` | counter | `cluster`, `host`, `code` (`1xx`…`5xx`, `error`: no answer or a broken one) | attempts per host |
-//! | `cutout_gateway_give_ups_total` | counter | `cluster`, `counted` (`slow`, `early`, `client`, `deadline`) | clients that left while their forward ran, and what it counted for |
-//! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended |
+//! | `cutout_gateway_give_ups_total` | counter | `cluster`, `counted` (`detached`: the attempt ran on and its own outcome counted; `dropped`: cancelled past `max-detached-attempts`, counting nothing; `deadline`: the gateway's `request-timeout`) | clients found gone before their answer ended, and what became of their attempt (see [`crate::attempt`]); every series is exported from the start, at 0 |
+//! | `cutout_gateway_detached_attempts` | gauge | `cluster` | attempts running on detached now (at most `max-detached-attempts`) |
+//! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended (a detached request's, until its attempt ends) |
 //! | `cutout_gateway_ejected_hosts` | gauge | `cluster` | hosts ejected now (open, half-open, recovering) |
 //! | `cutout_gateway_max_ejected_hosts` | gauge | `cluster` | the ejection cap |
 //!
@@ -35,6 +36,8 @@ pub const REQUEST_DURATION: &str = "cutout_gateway_request_duration_seconds";
 pub const UPSTREAM_REQUESTS: &str = "cutout_gateway_upstream_requests_total";
 /// Give-ups by cluster and what they counted for.
 pub const GIVE_UPS: &str = "cutout_gateway_give_ups_total";
+/// Detached attempts running now, by cluster.
+pub const DETACHED: &str = "cutout_gateway_detached_attempts";
 /// Requests in flight by cluster.
 pub const IN_FLIGHT: &str = "cutout_gateway_in_flight_requests";
 /// Hosts ejected now, by cluster.
@@ -43,7 +46,7 @@ pub const EJECTED: &str = "cutout_gateway_ejected_hosts";
 pub const MAX_EJECTED: &str = "cutout_gateway_max_ejected_hosts";
 
 /// The gateway's series, as (name, type, HELP text).
-pub const ALL: [(&str, &str, &str); 7] = [
+pub const ALL: [(&str, &str, &str); 8] = [
     (
         REQUESTS,
         "counter",
@@ -62,7 +65,12 @@ pub const ALL: [(&str, &str, &str); 7] = [
     (
         GIVE_UPS,
         "counter",
-        "Clients that went away while their forward ran, by what it counted for.",
+        "Clients found gone before their answer ended, by what became of their attempt.",
+    ),
+    (
+        DETACHED,
+        "gauge",
+        "Attempts whose client left, running on detached to be judged by their own outcome.",
     ),
     (IN_FLIGHT, "gauge", "Requests whose answer has not ended."),
     (
@@ -148,8 +156,9 @@ pub fn code_index(status: Option<u16>) -> usize {
 /// The breaker decisions, as the `decision` label writes them.
 pub const DECISIONS: [&str; 5] = ["admitted", "refused", "ejected", "unguarded", "none"];
 
-/// What the give-up counted for, as the `counted` label writes it.
-pub const COUNTED: [&str; 4] = ["slow", "early", "client", "deadline"];
+/// What became of a give-up's attempt, as the `counted` label writes it (in
+/// [`GiveUpCount::index`](crate::attempt::GiveUpCount::index) order).
+pub const COUNTED: [&str; 3] = ["detached", "dropped", "deadline"];
 
 /// One cluster's metric handles (registered on first use).
 #[derive(Debug)]
@@ -161,13 +170,29 @@ pub struct ClusterMetrics {
     give_ups: [OnceLock<Counter>; COUNTED.len()],
     duration: Histogram,
     in_flight: Gauge,
+    detached: Gauge,
     ejected: Gauge,
     max_ejected: Gauge,
 }
 
 impl ClusterMetrics {
-    /// The handles of `cluster` with these hosts (`host:port`).
+    /// The handles of `cluster` with these hosts (`host:port`). The give-up counters are
+    /// registered at once (exported at 0), so that a rate over them starts with the cluster.
     pub fn new(cluster: &str, hosts: &[String]) -> ClusterMetrics {
+        let metrics = ClusterMetrics::unregistered(cluster, hosts);
+        for counted in 0..COUNTED.len() {
+            metrics.give_up_counter(counted);
+        }
+        metrics
+    }
+
+    /// The handles of requests that reach no cluster (`cluster="(none)"`): no give-up
+    /// counters until one is counted (none is).
+    pub fn unrouted() -> ClusterMetrics {
+        ClusterMetrics::unregistered("(none)", &[])
+    }
+
+    fn unregistered(cluster: &str, hosts: &[String]) -> ClusterMetrics {
         let label = cluster.to_owned();
         ClusterMetrics {
             cluster: cluster.to_owned(),
@@ -177,6 +202,7 @@ impl ClusterMetrics {
             give_ups: Default::default(),
             duration: metrics::histogram!(REQUEST_DURATION, "cluster" => label.clone()),
             in_flight: metrics::gauge!(IN_FLIGHT, "cluster" => label.clone()),
+            detached: metrics::gauge!(DETACHED, "cluster" => label.clone()),
             ejected: metrics::gauge!(EJECTED, "cluster" => label.clone()),
             max_ejected: metrics::gauge!(MAX_EJECTED, "cluster" => label),
         }
@@ -220,16 +246,24 @@ impl ClusterMetrics {
 
     /// A client gave up; `counted` indexes [`COUNTED`].
     pub fn give_up(&self, counted: usize) {
+        self.give_up_counter(counted).increment(1);
+    }
+
+    fn give_up_counter(&self, counted: usize) -> &Counter {
         let counted = counted.min(COUNTED.len() - 1);
-        self.give_ups[counted]
-            .get_or_init(|| {
-                metrics::counter!(
-                    GIVE_UPS,
-                    "cluster" => self.cluster.clone(),
-                    "counted" => COUNTED[counted],
-                )
-            })
-            .increment(1);
+        self.give_ups[counted].get_or_init(|| {
+            metrics::counter!(
+                GIVE_UPS,
+                "cluster" => self.cluster.clone(),
+                "counted" => COUNTED[counted],
+            )
+        })
+    }
+
+    /// The gauge of the cluster's detached attempts (given to its
+    /// [`Detached`](crate::attempt::Detached) budget).
+    pub fn detached_gauge(&self) -> Gauge {
+        self.detached.clone()
     }
 
     /// A request started (`+1`) or ended (`-1`).

@@ -22,10 +22,12 @@
 //! the client's (400, 408, 413) and never counted against the cluster.
 //!
 //! Every request gets a request id (`x-request-id`, forwarded and returned) and, when its
-//! answer ends, one access log line ([`crate::access`]). A client that goes away while its
-//! forward runs gives the forward up ([`crate::attempt`]): the handler's future and the
-//! response body, when dropped early, tell the attempt and poll it once more, so that the
-//! breakers record what the give-up counts for before the forward is cancelled.
+//! answer ends, one access log line ([`crate::access`]). A client found gone before its answer
+//! ended is never the upstream's failure ([`crate::attempt`]): when the handler's future or the
+//! response body is dropped early, the attempt runs on in a task of its own (its head awaited,
+//! its body drained), within the cluster's [`Detached`](crate::attempt::Detached) budget, so
+//! that the breakers judge the upstream's own outcome; past the budget it is dropped, which
+//! cancels it and records nothing.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -41,11 +43,14 @@ use axum::response::{IntoResponse, Response};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use tokio::runtime::Handle;
 use tokio::time::Sleep;
 use tower::ServiceBuilder;
 
 use crate::access::{Access, Decision, Outcome, REQUEST_ID};
-use crate::attempt::{BodyTimeout, Exchange, GaveUp, GiveUpCount, find};
+use crate::attempt::{
+    BodyTimeout, DeadlinePassed, DetachedSlot, Drained, Exchange, GiveUpCount, drain, find,
+};
 use crate::client_body::{Abandon, WatchedBody};
 use crate::cluster::{BoxFuture, ClusterShared};
 use crate::error::{ClientFault, ProxyError};
@@ -133,9 +138,14 @@ fn answer(error: ProxyError, outcome: Outcome, access: &mut Access) -> Response 
     response
 }
 
+/// How long a detached attempt may still run once a whole attempt timeout passed since it was
+/// detached, before it is dropped (counting nothing). A backstop: the attempt's own timers,
+/// which started before it was detached, always end it first.
+const DETACHED_BACKSTOP: Duration = Duration::from_secs(1);
+
 /// The handler's future: the request on its way through its cluster's stack, under
-/// `request-timeout`. Dropped before it answers (the client left), it gives the attempt up
-/// and polls it once more so that the breakers record the give-up (see [`crate::attempt`]).
+/// `request-timeout`. Dropped before it answers (the client left), it detaches the call (see
+/// [`detach_call`]).
 struct HandleFuture(Option<Phase>);
 
 enum Phase {
@@ -181,7 +191,7 @@ impl Future for HandleFuture {
             return Poll::Pending;
         }
         // request-timeout: give the attempt up (counted for nothing) and answer 504.
-        running.exchange.deadline_passed();
+        running.exchange.pass_deadline();
         let Some(Phase::Running(mut running)) = self.0.take() else {
             unreachable!("matched above")
         };
@@ -191,11 +201,10 @@ impl Future for HandleFuture {
             .poll(&mut Context::from_waker(Waker::noop()))
         {
             Poll::Ready(result) => result,
-            Poll::Pending => Err(cutout_tower::Error::inner(GaveUp {
-                waited: None,
-                limit: Duration::ZERO,
-                count: GiveUpCount::Deadline,
-            })),
+            Poll::Pending => {
+                running.exchange.set_gave_up(GiveUpCount::Deadline);
+                Err(cutout_tower::Error::inner(DeadlinePassed))
+            }
         };
         Poll::Ready(running.respond(result, true))
     }
@@ -203,17 +212,143 @@ impl Future for HandleFuture {
 
 impl Drop for HandleFuture {
     fn drop(&mut self) {
-        if let Some(Phase::Running(mut running)) = self.0.take() {
-            // The client went away before its answer: give the attempt up, let the breakers
-            // record it, then the forward is dropped (cancelled).
-            running.exchange.give_up();
-            let _ = running
-                .call
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()));
-            if let Some(mut access) = running.access.take() {
-                access.finish(Outcome::GaveUp);
+        if let Some(Phase::Running(running)) = self.0.take() {
+            detach_call(running);
+        }
+    }
+}
+
+/// A detached slot of `cluster` and the runtime to run the attempt on, for an attempt whose
+/// client left; `None` when it is to be cancelled instead (the budget is spent or 0, no
+/// breaker guards the cluster, or there is no runtime). Records which in `exchange`.
+fn detach(cluster: &ClusterShared, exchange: &Exchange) -> Option<(DetachedSlot, Handle)> {
+    let runtime = Handle::try_current().ok();
+    let slot = if cluster.guarded {
+        cluster.detached.try_start()
+    } else {
+        None
+    };
+    match (slot, runtime) {
+        (Some(slot), Some(runtime)) => {
+            exchange.set_gave_up(GiveUpCount::Detached);
+            Some((slot, runtime))
+        }
+        (slot, _) => {
+            exchange.set_gave_up(GiveUpCount::Dropped);
+            if cluster.guarded && slot.is_none() {
+                note(
+                    Refusal::MaxDetachedAttempts,
+                    "proxy",
+                    format_args!(
+                        "a client of cluster {} left while {} of its attempts ran detached \
+                         (max-detached-attempts = {}); its attempt was cancelled and counted \
+                         nothing",
+                        cluster.name,
+                        cluster.detached.running(),
+                        cluster.detached.max()
+                    ),
+                );
             }
+            None
+        }
+    }
+}
+
+/// The client left before its answer's head: the call runs on detached, its response drained,
+/// and its access line is written when it ends; or, without a slot, it is dropped here
+/// (cancelled, nothing recorded).
+fn detach_call(mut running: Box<Running>) {
+    let Some(mut access) = running.access.take() else {
+        return;
+    };
+    let Some((slot, runtime)) = detach(&running.cluster, &running.exchange) else {
+        access.finish(Outcome::GaveUp);
+        return;
+    };
+    let cluster = Arc::clone(&running.cluster);
+    runtime.spawn(async move {
+        let _slot = slot;
+        let run = async {
+            match running.call.as_mut().await {
+                Ok(response) => {
+                    let status = response.status();
+                    let drained = drain(response.into_body(), cluster.detached.max_body()).await;
+                    (
+                        Decision::Admitted,
+                        detached_outcome(drained, status, &cluster),
+                        Some(status.as_u16()),
+                    )
+                }
+                Err(error) => {
+                    let (decision, outcome) = judge(&error, false);
+                    (decision, outcome, None)
+                }
+            }
+        };
+        let (decision, outcome, status) =
+            tokio::time::timeout(cluster.attempt_timeout + DETACHED_BACKSTOP, run)
+                .await
+                .unwrap_or((Decision::Admitted, Outcome::Timeout, None));
+        if decision != Decision::Admitted {
+            access.decide(decision);
+        }
+        access.detached_end(outcome, status);
+        access.finish(Outcome::GaveUp);
+        // The upload guard goes last: an upload still on its way fails only now.
+        drop(running);
+    });
+}
+
+/// The client left mid-answer: the rest of the body is drained detached, and the request's
+/// access line is written when it ends; or, without a slot, it is dropped with `body`
+/// (cancelled, nothing recorded).
+fn detach_body(
+    cluster: Arc<ClusterShared>,
+    exchange: &Exchange,
+    body: Body,
+    status: StatusCode,
+    abandon: Option<Abandon>,
+    mut access: Access,
+) {
+    let Some((slot, runtime)) = detach(&cluster, exchange) else {
+        access.finish(Outcome::GaveUp);
+        return;
+    };
+    runtime.spawn(async move {
+        let _slot = slot;
+        let drained = tokio::time::timeout(
+            cluster.attempt_timeout + DETACHED_BACKSTOP,
+            drain(body, cluster.detached.max_body()),
+        )
+        .await;
+        let outcome = match drained {
+            Ok(drained) => detached_outcome(drained, status, &cluster),
+            Err(_) => Outcome::Timeout,
+        };
+        drop(abandon);
+        access.detached_end(outcome, None);
+        access.finish(Outcome::GaveUp);
+    });
+}
+
+/// What a detached attempt's drained response says, as the access log's `upstream` tells it.
+fn detached_outcome(drained: Drained, status: StatusCode, cluster: &ClusterShared) -> Outcome {
+    match drained {
+        Drained::Whole if status.is_server_error() => Outcome::UpstreamError,
+        Drained::Whole => Outcome::Ok,
+        Drained::Broke(error) => body_outcome(&*error),
+        Drained::Capped => {
+            note(
+                Refusal::MaxDetachedBody,
+                "proxy",
+                format_args!(
+                    "a detached attempt of cluster {} passed max-detached-body ({} bytes); it \
+                     was cancelled and counted nothing",
+                    cluster.name,
+                    cluster.detached.max_body()
+                ),
+            );
+            Outcome::Capped
         }
     }
 }
@@ -236,18 +371,20 @@ impl Running {
                     .insert(REQUEST_ID, access.id().clone());
                 let status = response.status();
                 access.status(status.as_u16());
-                let upstream_error = status.is_server_error();
-                // The guard lives as long as the response: if the client goes away mid-way,
-                // hyper drops it and the request body still on its way to the upstream fails
-                // (see client_body), and the attempt is given up.
+                // The upload guard lives as long as the response: if the client goes away
+                // mid-way, it goes when the detached rest of the answer ends (or at once when the
+                // attempt is dropped), and the request body still on its way to the upstream
+                // fails (see client_body).
                 let (abandon, exchange) = (self.abandon.take(), Arc::clone(&self.exchange));
+                let cluster = Arc::clone(&self.cluster);
                 response.map(|body| {
                     Body::new(Guarded {
                         body,
-                        _abandon: abandon,
+                        abandon,
                         exchange,
+                        cluster,
                         access: Some(access),
-                        upstream_error,
+                        status,
                     })
                 })
             }
@@ -297,14 +434,11 @@ fn judge(error: &cutout_tower::Error, deadline: bool) -> (Decision, Outcome) {
     if find::<AllEjected>(error).is_some() {
         return (Decision::Ejected, Outcome::Ejected);
     }
-    if deadline || find::<GaveUp>(error).is_some_and(|g| g.count == GiveUpCount::Deadline) {
+    if deadline || find::<DeadlinePassed>(error).is_some() {
         return (Decision::Admitted, Outcome::Deadline);
     }
     if ClientFault::find(error).is_some() {
         return (Decision::Admitted, Outcome::ClientFault);
-    }
-    if find::<GaveUp>(error).is_some() {
-        return (Decision::Admitted, Outcome::GaveUp);
     }
     if error.is_timeout() {
         return (Decision::Admitted, Outcome::Timeout);
@@ -460,6 +594,7 @@ fn prepare(
     let (body, watch, abandon) = WatchedBody::new(limited);
     let mut request = http::Request::from_parts(parts, Body::new(body));
     let exchange = cluster.exchange();
+    exchange.watch_client_body(Arc::clone(&watch));
     request.extensions_mut().insert(watch);
     request.extensions_mut().insert(Arc::clone(&exchange));
     access.routed(Arc::clone(cluster.shared()), Arc::clone(&exchange));
@@ -474,14 +609,15 @@ fn prepare(
 }
 
 /// A response body that keeps an [`Abandon`] guard alive, and finishes the request's
-/// [`Access`] record when it ends. Dropped before its end (the client went away), it gives the
-/// attempt up and polls its body once more, so that the breakers record the give-up.
+/// [`Access`] record when it ends. Dropped before its end (the client went away), it detaches
+/// the rest of the body (see [`detach_body`]).
 struct Guarded {
     body: Body,
-    _abandon: Option<Abandon>,
+    abandon: Option<Abandon>,
     exchange: Arc<Exchange>,
+    cluster: Arc<ClusterShared>,
     access: Option<Access>,
-    upstream_error: bool,
+    status: StatusCode,
 }
 
 impl Guarded {
@@ -492,7 +628,7 @@ impl Guarded {
     }
 
     fn ended(&mut self) {
-        let outcome = if self.upstream_error {
+        let outcome = if self.status.is_server_error() {
             Outcome::UpstreamError
         } else {
             Outcome::Ok
@@ -505,8 +641,8 @@ impl Guarded {
 fn body_outcome(error: &(dyn std::error::Error + 'static)) -> Outcome {
     if find::<BodyTimeout>(error).is_some() {
         Outcome::BodyTimeout
-    } else if find::<GaveUp>(error).is_some() {
-        Outcome::GaveUp
+    } else if ClientFault::find(error).is_some() {
+        Outcome::ClientFault
     } else {
         Outcome::BodyError
     }
@@ -551,16 +687,18 @@ impl Drop for Guarded {
             self.ended();
             return;
         }
-        self.exchange.give_up();
-        let polled = Pin::new(&mut self.body).poll_frame(&mut Context::from_waker(Waker::noop()));
-        // The client left; a body that stalled past the timeout at that very poll says so.
-        let outcome = match polled {
-            Poll::Ready(Some(Err(error))) if body_outcome(&error) == Outcome::BodyTimeout => {
-                Outcome::BodyTimeout
-            }
-            _ => Outcome::GaveUp,
+        let Some(access) = self.access.take() else {
+            return;
         };
-        self.finish(outcome);
+        // The client left mid-answer.
+        detach_body(
+            Arc::clone(&self.cluster),
+            &self.exchange,
+            std::mem::replace(&mut self.body, Body::empty()),
+            self.status,
+            self.abandon.take(),
+            access,
+        );
     }
 }
 

@@ -32,10 +32,16 @@ pub enum Refusal {
     AdminForbidden,
     /// `accept` failed (out of file descriptors, …); the listener backs off and retries.
     AcceptError,
+    /// A client left while its cluster already ran `max-detached-attempts` detached
+    /// attempts: its attempt was cancelled and counted nothing.
+    MaxDetachedAttempts,
+    /// A detached attempt's body passed `max-detached-body`: it was cancelled and counted
+    /// nothing.
+    MaxDetachedBody,
 }
 
 impl Refusal {
-    const ALL: [Refusal; 9] = [
+    const ALL: [Refusal; 11] = [
         Refusal::MaxConnections,
         Refusal::HeaderReadTimeout,
         Refusal::IdleTimeout,
@@ -45,6 +51,8 @@ impl Refusal {
         Refusal::BadRequest,
         Refusal::AdminForbidden,
         Refusal::AcceptError,
+        Refusal::MaxDetachedAttempts,
+        Refusal::MaxDetachedBody,
     ];
 
     /// The stable name (`max_connections`, `header_read_timeout`, …).
@@ -59,6 +67,8 @@ impl Refusal {
             Refusal::BadRequest => "bad_request",
             Refusal::AdminForbidden => "admin_forbidden",
             Refusal::AcceptError => "accept_error",
+            Refusal::MaxDetachedAttempts => "max_detached_attempts",
+            Refusal::MaxDetachedBody => "max_detached_body",
         }
     }
 

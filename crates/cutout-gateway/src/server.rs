@@ -6,6 +6,23 @@
 //! `idle-timeout`, and on shutdown stops accepting, lets in-flight requests finish for at most
 //! `shutdown-timeout` (hyper-util's graceful shutdown), then closes what is left.
 //!
+//! # Half-closed requests are answered
+//! An HTTP/1 client may shut its write side down once its request is sent and still read the
+//! answer (a *half-close*: `shutdown(SHUT_WR)`, `curl` with a request piped from a file, many
+//! load balancers' health checks). The listener answers it (hyper's `half_close`): the end of
+//! the client's stream after a whole request is not the client leaving, and is never counted
+//! as a give-up. Its price: a client that *closed* its connection sends the same end of stream,
+//! and the two are told apart only when the answer is written to it, so until then such a
+//! request runs on in its connection as a patient client's would (its attempt bounded by the
+//! attempt timeout and `request-timeout`, its connection slot by `max-connections`) and its
+//! upstream's work is not cancelled; the breakers judge its own outcome either way (see
+//! [`crate::attempt`]). A client whose answer cannot be written (it left, or reset its
+//! connection) is found gone at that write. After the answer to a half-closed request, the
+//! connection is closed.
+//! Both of the gateway's listeners answer half-closed requests ([`ListenerLimits::half_close`]);
+//! [`serve`], the way the demo upstreams are served, does not: there a caller's end of stream
+//! cancels its request, as most services do.
+//!
 //! Signals ([`shutdown_signal`]): SIGTERM and Ctrl-C (SIGINT) shut down; SIGHUP is logged and
 //! ignored (the configuration is not reloaded: restart to apply a new one).
 
@@ -50,6 +67,10 @@ pub struct ListenerLimits {
     pub idle_timeout: Duration,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_timeout: Duration,
+    /// Whether a client's end of stream after a whole request still gets the answer (hyper's
+    /// `half_close`; see the [module docs](self)). `false`: it ends the request, as hyper's
+    /// default server does.
+    pub half_close: bool,
 }
 
 impl ListenerLimits {
@@ -68,6 +89,7 @@ impl ListenerLimits {
             header_read_timeout: limits.header_read_timeout,
             idle_timeout: limits.idle_timeout,
             shutdown_timeout: limits.shutdown_timeout,
+            half_close: true,
         }
     }
 }
@@ -138,20 +160,19 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
 }
 
 /// Serves `router` on `listener` with the default limits until `shutdown` resolves, then
-/// drains open requests (for at most the default `shutdown-timeout`).
+/// drains open requests (for at most the default `shutdown-timeout`). As a plain service, the
+/// way an upstream is served (the demo upstreams): a caller's end of stream mid-request ends
+/// the request (no half-close, hyper's default), so a caller that leaves cancels its request.
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve_with(
-        "listener",
-        listener,
-        router,
-        ListenerLimits::default(),
-        shutdown,
-    )
-    .await
+    let limits = ListenerLimits {
+        half_close: false,
+        ..ListenerLimits::default()
+    };
+    serve_with("listener", listener, router, limits, shutdown).await
 }
 
 /// Serves `router` on `listener` within `limits` until `shutdown` resolves, then stops
@@ -173,7 +194,8 @@ pub async fn serve_with(
     let mut connections = JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        .half_close(limits.half_close);
     let mut shutdown = pin!(shutdown);
     loop {
         tokio::select! {
@@ -379,16 +401,25 @@ impl AsyncWrite for Watched {
 }
 
 /// `GW-WARN-002` when the open-file limit (`ulimit -n`) may be too low for the connection
-/// limits: every proxied connection can hold an upstream connection too, so the gateway may
-/// need about 2 × `max-connections` + `admin-max-connections` + 64 descriptors. Past the
-/// limit, `accept` fails (logged, rate-limited) and both listeners stop taking connections.
+/// limits: every proxied connection can hold an upstream connection too, and every detached
+/// attempt one more, so the gateway may need about 2 × `max-connections` + the clusters'
+/// `max-detached-attempts` + `admin-max-connections` + 64 descriptors. Past the limit,
+/// `accept` fails (logged, rate-limited) and both listeners stop taking connections.
 pub fn descriptor_warning(config: &GatewayConfig) -> Option<String> {
-    let need = 2 * config.limits.max_connections + config.limits.admin_max_connections + 64;
+    let detached: usize = config
+        .clusters
+        .values()
+        .map(|c| c.max_detached_attempts)
+        .fold(0, usize::saturating_add);
+    let need = (2 * config.limits.max_connections)
+        .saturating_add(detached)
+        .saturating_add(config.limits.admin_max_connections + 64);
     let soft = open_file_limit()?;
     (soft < need as u64).then(|| {
         format!(
-            "GW-WARN-002: the open-file limit is {soft} but gateway.max-connections = {} and \
-             gateway.admin-max-connections = {} may need about {need} descriptors; raise \
+            "GW-WARN-002: the open-file limit is {soft} but gateway.max-connections = {}, \
+             gateway.admin-max-connections = {} and {detached} detached attempts \
+             (max-detached-attempts, all clusters) may need about {need} descriptors; raise \
              `ulimit -n` (or LimitNOFILE) or lower max-connections",
             config.limits.max_connections, config.limits.admin_max_connections
         )

@@ -1,15 +1,17 @@
 //! Rolling statistics of a cluster or a host: requests, errors, slow requests and a latency histogram per second over the last minute.
 //!
 //! The status page reads them (rates over the last [`RECENT`] seconds, p50 / p99 and a
-//! minute of history for its sparklines); the give-up rule reads the normal latency of
-//! successful responses ([`Stats::normal_latency`]). Each second has its slot in a ring of
+//! minute of history for its sparklines); the slow mark of each request ([`SlowLimit`]) reads
+//! the normal latency of successful responses ([`Stats::normal_latency`]). Each second has its slot in a ring of
 //! [`SLOTS`]; a slot is cleared when its second comes round again. Latencies fall into 64
 //! buckets growing by 25 % from 50 µs (so up to about 80 s), and quantiles are read as a
 //! bucket's upper bound: within 25 % of the truth.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use cutout::Breaker;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -208,9 +210,120 @@ fn fresh(slot: &Slot, second: u64, span: u64) -> bool {
     slot.second <= second && second - slot.second < span
 }
 
+/// The slow mark of a cluster's statistics (`slow_rate`, the status page's "slow limit"): a
+/// request is marked slow when it took longer than the cluster's normal latency × the
+/// breaker's slow multiple (cutout's `slow-calls` multiple, default 3), or the breaker's
+/// absolute `slow-call-threshold` when that is lower, never below [`SlowLimit::FLOOR`] and
+/// never above the attempt timeout. The normal latency is the cluster breaker's measure
+/// (adaptive breakers), else the gateway's own ([`Stats::normal_latency`]); until one is known,
+/// the limit is half the attempt timeout.
+///
+/// It is a statistic for people and decides nothing: no breaker and no give-up reads it (a
+/// client's give-up is judged by the upstream's own outcome, see [`crate::attempt`]).
+#[derive(Debug)]
+pub struct SlowLimit {
+    breaker: Breaker,
+    stats: std::sync::Arc<Stats>,
+    attempt_timeout: Duration,
+    multiple: f64,
+    threshold: Option<Duration>,
+    /// The limit in nanoseconds and when it was worked out (milliseconds since `epoch`, plus
+    /// one; 0: never). Statistics: `Relaxed`, a stale value is `REFRESH` old at most.
+    cached: AtomicU64,
+    cached_at: AtomicU64,
+    epoch: Instant,
+}
+
+impl SlowLimit {
+    /// The lowest limit: below it no request is marked slow, however quick the cluster
+    /// normally is (a fraction of a millisecond is scheduling noise, not slowness).
+    pub const FLOOR: Duration = Duration::from_millis(100);
+
+    /// How long [`SlowLimit::limit`] keeps a limit it worked out.
+    pub const REFRESH: Duration = Duration::from_millis(100);
+
+    /// The slow mark of a cluster guarded by `breaker` (its settings give the multiple and the
+    /// absolute threshold), whose successful responses `stats` measures.
+    pub fn new(
+        breaker: Breaker,
+        stats: std::sync::Arc<Stats>,
+        attempt_timeout: Duration,
+    ) -> SlowLimit {
+        let settings = breaker.settings();
+        let multiple = settings.slow_calls().map_or(3.0, |s| s.multiple());
+        let threshold = settings.slow_call_threshold();
+        SlowLimit {
+            breaker,
+            stats,
+            attempt_timeout,
+            multiple,
+            threshold,
+            cached: AtomicU64::new(0),
+            cached_at: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// The limit, as worked out at most [`SlowLimit::REFRESH`] ago.
+    pub fn limit(&self) -> Duration {
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX) + 1;
+        let at = self.cached_at.load(Ordering::Relaxed);
+        if at != 0 && now.saturating_sub(at) < Self::REFRESH.as_millis() as u64 {
+            return Duration::from_nanos(self.cached.load(Ordering::Relaxed));
+        }
+        let limit = self.compute();
+        self.cached.store(
+            u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.cached_at.store(now, Ordering::Relaxed);
+        limit
+    }
+
+    /// The normal latency the limit starts from: the breaker's, else the gateway's.
+    pub fn normal_latency(&self) -> Option<Duration> {
+        self.breaker
+            .normal_latency()
+            .or_else(|| self.stats.normal_latency())
+    }
+
+    /// The limit now.
+    pub fn compute(&self) -> Duration {
+        let relative = self
+            .normal_latency()
+            .map(|normal| normal.mul_f64(self.multiple));
+        let limit = match (self.threshold, relative) {
+            (Some(absolute), Some(relative)) => absolute.min(relative),
+            (Some(absolute), None) => absolute,
+            (None, Some(relative)) => relative,
+            (None, None) => self.attempt_timeout / 2,
+        };
+        limit.max(Self::FLOOR).min(self.attempt_timeout)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_a_normal_latency_the_slow_mark_is_half_the_attempt_timeout() {
+        let breaker = Breaker::new("c", cutout::Settings::default());
+        let limit = |timeout| {
+            SlowLimit::new(breaker.clone(), std::sync::Arc::new(Stats::new()), timeout).limit()
+        };
+        assert_eq!(limit(Duration::from_secs(2)), Duration::from_secs(1));
+        assert_eq!(
+            limit(Duration::from_millis(150)),
+            Duration::from_millis(100),
+            "never below the floor"
+        );
+        assert_eq!(
+            limit(Duration::from_millis(50)),
+            Duration::from_millis(50),
+            "nor above the attempt timeout"
+        );
+    }
 
     #[test]
     fn buckets_grow_by_a_quarter_and_quantiles_stay_within_it() {
