@@ -21,7 +21,8 @@
 //! | `outcome` | `ok`, `upstream_error` (a 5xx), `timeout`, `unreachable`, `body_error` (the upstream broke the body), `body_timeout` (it stalled), `client_fault`, `gave_up` (with `counted` = `slow`, `early`, `client`), `deadline` (`request-timeout`), `refused`, `ejected`, `bad_request`, `no_route` |
 //!
 //! The same moment records the request in the cluster's and the host's statistics
-//! ([`crate::stats`]) and metrics ([`crate::metrics`]).
+//! ([`crate::stats`]: the upstream's errors as errors, the gateway's refusals apart) and
+//! metrics ([`crate::metrics`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use tokio::time::Instant;
 use crate::attempt::{Exchange, GiveUpCount};
 use crate::cluster::ClusterShared;
 use crate::metrics::ClusterMetrics;
+use crate::stats::Ended;
 
 /// The request id header.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -128,12 +130,25 @@ impl Outcome {
         }
     }
 
-    /// Whether the request counts as an error in the statistics.
-    fn is_error(self) -> bool {
-        !matches!(
-            self,
-            Outcome::Ok | Outcome::ClientFault | Outcome::BadRequest | Outcome::NoRoute
-        )
+    /// How the statistics count the request (see [`crate::stats`]): the upstream's errors
+    /// are errors, the gateway's refusals are refusals; `counted_slow`: a give-up counted
+    /// against the upstream.
+    fn ended(self, counted_slow: bool) -> Ended {
+        match self {
+            Outcome::Ok => Ended::Success,
+            Outcome::UpstreamError
+            | Outcome::Timeout
+            | Outcome::Unreachable
+            | Outcome::BodyError
+            | Outcome::BodyTimeout => Ended::UpstreamError,
+            Outcome::GaveUp if counted_slow => Ended::UpstreamError,
+            Outcome::Refused | Outcome::Ejected => Ended::Refused,
+            Outcome::ClientFault
+            | Outcome::GaveUp
+            | Outcome::Deadline
+            | Outcome::BadRequest
+            | Outcome::NoRoute => Ended::Other,
+        }
     }
 }
 
@@ -255,10 +270,9 @@ impl Access {
                 cluster
                     .metrics
                     .request(self.status, self.decision.index(), duration);
-                let error = outcome.is_error()
-                    || (outcome == Outcome::GaveUp && gave_up == Some(GiveUpCount::Slow));
-                let slow = duration > cluster.slow.limit();
-                cluster.stats.record(duration, error, slow);
+                let ended = outcome.ended(gave_up == Some(GiveUpCount::Slow));
+                let slow = ended != Ended::Refused && duration > cluster.slow.limit();
+                cluster.stats.record(duration, ended, slow);
                 if let Some(host) = host {
                     let upstream_status = match outcome {
                         Outcome::Timeout
@@ -269,7 +283,7 @@ impl Access {
                     };
                     cluster.metrics.upstream(host, upstream_status);
                     if let Some(stats) = cluster.host_stats.get(host) {
-                        stats.record(duration, error, slow);
+                        stats.record(duration, ended, slow);
                     }
                 }
                 if let Some(count) = gave_up {

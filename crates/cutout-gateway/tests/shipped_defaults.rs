@@ -9,6 +9,7 @@
 //! - A host killed, ejected and restarted under 20 req/s is readmitted within 20 s of coming
 //!   back, whatever its downtime (the breakers' clock skips the downtime; an ignored variant
 //!   waits it out in real time).
+//! - The status page's error share counts the upstream's errors, not the gateway's refusals.
 //!
 //! Hosts with a connection setup cost are the built-in test upstream ([`Upstream`]) served
 //! behind a listener that delays each connection's first request by [`SETUP`], as a TCP and
@@ -339,6 +340,53 @@ async fn a_probe_on_a_fresh_connection_is_judged_on_its_outcome() {
         "{:?}",
         opens(&gw.gateway)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_error_share_counts_upstream_errors_only() {
+    let (stop, _) = watch::channel(false);
+    let (a, b) = (Upstream::new("a"), Upstream::new("b"));
+    let (a_addr, b_addr) = (
+        common::serve_upstream(&a, &stop).await,
+        common::serve_upstream(&b, &stop).await,
+    );
+    let gw = start_gateway(&shipped(&[a_addr.port(), b_addr.port()], ""), Warp::new()).await;
+    let client = client();
+    // Start at the beginning of a statistics second, so that the requests fall in one or two
+    // complete seconds before the page reads them.
+    for n in 0..10 {
+        assert_eq!(
+            status(&client, &format!("http://{}/ok/{n}", gw.proxy)).await,
+            200
+        );
+    }
+    let reply = common::post(&format!("http://{}/breakers/pool/isolate", gw.admin)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    for n in 0..10 {
+        assert_eq!(
+            status(&client, &format!("http://{}/refused/{n}", gw.proxy)).await,
+            503
+        );
+    }
+    // The statistics read complete seconds.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let view: serde_json::Value = serde_json::from_str(
+        &common::get(&format!("http://{}/breakers", gw.admin))
+            .await
+            .body,
+    )
+    .unwrap();
+    let pool = &view["breakers"][0];
+    let stats = &pool["stats"];
+    assert_eq!(
+        stats["error_rate"], 0.0,
+        "no upstream failed; the refusals are not upstream errors: {stats}"
+    );
+    assert_eq!(stats["refused_rate"], 0.5, "half were refused: {stats}");
+    for host in pool["hosts"].as_array().unwrap() {
+        assert_eq!(host["stats"]["error_rate"], 0.0, "{host}");
+    }
+    let _ = stop.send(true);
 }
 
 /// A child process of ours, killed (by its id) on drop.
