@@ -139,7 +139,7 @@ struct SetupHost {
 impl Drop for SetupHost {
     fn drop(&mut self) {
         self.task.abort();
-        let _ = self.cut.send_modify(|n| *n += 1);
+        self.cut.send_modify(|n| *n += 1);
     }
 }
 
