@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Load bench for cutout-gateway, on loopback only. Not a test: prints figures, side by side, from one run.
+# Every gateway runs the shipped breaker defaults (no [breakers] section): what operators get.
 #   1. direct vs gateway: wrk against the healthy upstream directly, then through the gateway
 #      (breakers on): throughput and p99.
 #   2. breakers on / off: ROUNDS alternating runs (on, off, on, off, ...) of ROUND_SECS each
 #      against two gateways in front of the same upstream; the ratio on/off of throughput and of
 #      p99 per pair of rounds, with median, min and max (the spread).
+#      Each wrk run's non-2xx answers are counted: against the healthy upstream there must be none.
 #   3. open breaker: a dead upstream, the breaker open, every request answered 503 + Retry-After:
 #      the gateway with its access log on (the default) and off, against a bare axum handler
 #      answering 503, two rounds with the three alternating; RSS and open descriptors of the
@@ -43,13 +45,6 @@ prefix = "/"
 cluster = "svc"
 [clusters.svc]
 upstreams = ["http://127.0.0.1:$3"]
-[breakers.defaults]
-minimum-calls = 5
-failure-ratio = 0.5
-window-duration = "10s"
-break-duration = "30s"
-consecutive-failures = "off"
-adaptive = false
 TOML
 }
 start() { # runs "$@" in the background; fails if it is not running half a second later
@@ -66,6 +61,16 @@ p99() {
 run() { # $1 port, $2 seconds, $3 report file
   wrk -t"$THREADS" -c"$CONNS" -d"$2s" --latency "http://127.0.0.1:$1/x" > "$3"
 }
+non2xx() { awk '/Non-2xx/ { n = $NF } END { print n + 0 }' "$1"; }
+HEALTHY_NON2XX=0
+healthy() { # $1 report file of a run against the healthy upstream: adds its non-2xx answers
+  HEALTHY_NON2XX=$((HEALTHY_NON2XX + $(non2xx "$1")))
+}
+state() { # the cluster breaker's state and its opens so far, on the gateway whose admin port is $1
+  printf '%s, opened %s times' \
+    "$(curl -s "http://127.0.0.1:$1/healthz" | grep -o '"state":"[a-z_]*"' | head -1 | cut -d'"' -f4)" \
+    "$(curl -s "http://127.0.0.1:$1/breakers" | grep -o '"to":"open"' | wc -l)"
+}
 
 start "$BIN" upstream 127.0.0.1:$UP
 config "$TMP/on.toml" $GW_ON $UP true true
@@ -76,7 +81,7 @@ for port in $UP $GW_ON $GW_OFF; do run $port 3 /dev/null; done # warm-up
 
 echo "== 1. direct vs gateway (healthy upstream, ${SECS} s each)"
 run $UP "$SECS" "$TMP/direct.txt"
-run $GW_ON "$SECS" "$TMP/gateway.txt"
+run $GW_ON "$SECS" "$TMP/gateway.txt"; healthy "$TMP/gateway.txt"
 printf '| | req/s | p99 (ms) |\n|---|---|---|\n'
 printf '| direct (wrk → upstream) | %s | %s |\n' "$(rps "$TMP/direct.txt")" "$(p99 "$TMP/direct.txt")"
 printf '| through the gateway, breakers on | %s | %s |\n' "$(rps "$TMP/gateway.txt")" "$(p99 "$TMP/gateway.txt")"
@@ -86,8 +91,8 @@ echo
 echo "== 2. breakers on / off, $ROUNDS alternating rounds of ${ROUND_SECS} s"
 : > "$TMP/rounds.txt"
 for r in $(seq 1 "$ROUNDS"); do
-  run $GW_ON "$ROUND_SECS" "$TMP/r-on.txt"
-  run $GW_OFF "$ROUND_SECS" "$TMP/r-off.txt"
+  run $GW_ON "$ROUND_SECS" "$TMP/r-on.txt"; healthy "$TMP/r-on.txt"
+  run $GW_OFF "$ROUND_SECS" "$TMP/r-off.txt"; healthy "$TMP/r-off.txt"
   echo "$r $(rps "$TMP/r-on.txt") $(rps "$TMP/r-off.txt") $(p99 "$TMP/r-on.txt") $(p99 "$TMP/r-off.txt")" >> "$TMP/rounds.txt"
 done
 printf '| round | on req/s | off req/s | on/off | on p99 (ms) | off p99 (ms) |\n|---|---|---|---|---|---|\n'
@@ -99,6 +104,7 @@ summary() { # sorted values → "median m (min a, max b)"
 }
 echo "throughput on/off: $(summary "$TMP/ratios.txt")"
 echo "p99 on/off: $(summary "$TMP/p99ratios.txt")"
+echo "healthy upstream, sections 1-2: $HEALTHY_NON2XX non-2xx answers through the gateways; breakers-on cluster breaker $(state $((GW_ON + 1)))"
 
 echo
 echo "== 3. open breaker (nothing listens on 127.0.0.1:$DEAD), ${SECS} s each"

@@ -24,8 +24,9 @@
 //! | `upstream` | with `counted=detached`: the attempt's own outcome, in the `outcome` words (`ok`, `upstream_error`, `timeout`, `body_timeout`, …), or `capped` (its body passed `max-detached-body`: cancelled, counting nothing) |
 //!
 //! The same moment records the request in the cluster's and the host's statistics
-//! ([`crate::stats`]) and metrics ([`crate::metrics`]). A client leaving is not an error there
-//! either: a detached request counts as its attempt's own outcome, a dropped one as no error.
+//! ([`crate::stats`]: the upstream's errors as errors, the gateway's refusals apart) and
+//! metrics ([`crate::metrics`]). A client leaving is not an error there either: a detached
+//! request counts as its attempt's own outcome, a dropped one as no error.
 
 use std::fmt;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use tokio::time::Instant;
 use crate::attempt::{Exchange, GiveUpCount};
 use crate::cluster::ClusterShared;
 use crate::metrics::ClusterMetrics;
+use crate::stats::Ended;
 
 /// The request id header.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -136,26 +138,33 @@ impl Outcome {
         }
     }
 
-    /// Whether the request counts as an error in the statistics (a client leaving is not one;
-    /// a detached attempt counts as its own outcome).
-    fn is_error(self) -> bool {
-        !matches!(
-            self,
-            Outcome::Ok
-                | Outcome::ClientFault
-                | Outcome::BadRequest
-                | Outcome::NoRoute
-                | Outcome::GaveUp
-                | Outcome::Capped
-        )
-    }
-
     /// Whether the upstream sent no answer, or a broken one.
     fn no_answer(self) -> bool {
         matches!(
             self,
             Outcome::Timeout | Outcome::Unreachable | Outcome::BodyError | Outcome::BodyTimeout
         )
+    }
+
+    /// How the statistics count the request (see [`crate::stats`]): the upstream's errors
+    /// are errors, the gateway's refusals are refusals, and a client leaving is neither (a
+    /// detached attempt is counted as its own outcome, by the caller).
+    fn ended(self) -> Ended {
+        match self {
+            Outcome::Ok => Ended::Success,
+            Outcome::UpstreamError
+            | Outcome::Timeout
+            | Outcome::Unreachable
+            | Outcome::BodyError
+            | Outcome::BodyTimeout => Ended::UpstreamError,
+            Outcome::Refused | Outcome::Ejected => Ended::Refused,
+            Outcome::ClientFault
+            | Outcome::GaveUp
+            | Outcome::Capped
+            | Outcome::Deadline
+            | Outcome::BadRequest
+            | Outcome::NoRoute => Ended::Other,
+        }
     }
 }
 
@@ -291,14 +300,14 @@ impl Access {
                     Some((upstream, status)) => (upstream, status.or(self.status)),
                     None => (outcome, self.status),
                 };
-                let error = judged.is_error();
-                let slow = duration > cluster.slow.limit();
-                cluster.stats.record(duration, error, slow);
+                let ended = judged.ended();
+                let slow = ended != Ended::Refused && duration > cluster.slow.limit();
+                cluster.stats.record(duration, ended, slow);
                 if let Some(host) = host {
                     let upstream_status = upstream_status.filter(|_| !judged.no_answer());
                     cluster.metrics.upstream(host, upstream_status);
                     if let Some(stats) = cluster.host_stats.get(host) {
-                        stats.record(duration, error, slow);
+                        stats.record(duration, ended, slow);
                     }
                 }
                 if let Some(count) = gave_up {

@@ -44,13 +44,65 @@
 //!
 //! Every error names the key, the value and a stable code (`GW-CFG-…` for the gateway's own
 //! keys, cutout's `CUT-CFG-…` inside `[breakers]`); see [`ConfigError`].
+//!
+//! # The gateway's base breaker settings
+//!
+//! `[breakers]` is merged over cutout's built-in defaults, key by key, as cutout's format
+//! says, with two changes the gateway makes under everything the operator did not set. They
+//! are what a cluster gets with no `[breakers]` section at all, and they are safe to leave on:
+//! no healthy cluster or host opens under load, after a quiet period, on fresh connections or
+//! because a host restarted.
+//!
+//! **1. Latency alone never opens a breaker unless the operator gave a latency budget.** The
+//! relative slow-call rule (slow above 3 × the measured median, floor 1 ms) is off: the base
+//! puts `slow-calls = "off"` in `[breakers.defaults]` unless that section sets one of the
+//! rule's keys ([`SLOW_CALL_KEYS`]). Failures still open breakers as cutout's defaults say
+//! (5 consecutive failures; relative failures, above 5 × the measured normal rate), and so
+//! does an absolute `slow-call-threshold` the operator sets. The operator switches the
+//! relative rule back on by setting one of its keys: `slow-calls-multiple = 3` in
+//! `[breakers.defaults]` for every breaker, or in a `[breakers.configs.<name>]` or
+//! `[breakers.instances.<id>]` for those breakers only (cutout's rule: a later section's key
+//! switches a rule back on). `adaptive = true` alone does not: it is the built-in default, and
+//! it says nothing about latency.
+//!
+//! Why: every duration the gateway measures is the upstream's time *plus the gateway's own*:
+//! its CPU and scheduler (under a burst the gateway saturates its cores, and every call it
+//! makes is slower at once), its queue, a fresh connection's setup (a probe, a restarted host,
+//! light traffic after the pool idled out), a change of traffic pattern (busy pooled
+//! connections, then light serial ones). A multiple of a median learned in one of these
+//! conditions blames the upstream for another. Issue #27 measured it on a 2-core machine:
+//! 300 sequential requests (median 0.1 ms) then `wrk -t2 -c50 -d5s` opened a healthy cluster
+//! 0.3 s into the burst on its slow-call ratio, 46,063 non-2xx answers, 0 upstream failures;
+//! a restarted host's probes (2–3 ms on fresh connections against a 0.1–0.3 ms median learned
+//! on pooled ones) were judged slow, each break doubling (14.9 → 32.4 → 74.4 → 76.0 s).
+//! Nothing the gateway can measure on one cluster's calls tells the
+//! upstream's share from its own, so by default it judges only what is the upstream's:
+//! its answers (5xx, resets, timeouts, broken bodies).
+//!
+//! What the gateway can then no longer see on its own: **a brownout without errors**, an
+//! upstream that answers 200 but slowly (10 × its normal latency, within the attempt timeout).
+//! It opens no breaker until it fails: attempt timeouts are failures (504), so a brownout that
+//! crosses the attempt timeout still opens it. An operator who knows what slow means for a
+//! cluster says so with `slow-call-threshold` (an absolute budget: a fresh connection or a
+//! busy gateway does not cross a budget set well above them), or switches the relative rule
+//! on where the gateway's own latency is known to be small against the upstream's. Probes are
+//! judged the same way: on their outcome, and slowness only against the operator's budget.
+//!
+//! **2. A host breaker's break stops growing at 15 s** ([`DEFAULT_HOST_MAX_BREAK`]), unless
+//! the operator set `max-break-duration` for it (in `[breakers.defaults]`, or in the sections
+//! its settings come from: the cluster's instance and its base config, or the host's own
+//! instance); when `break-duration` is longer, the break stays at `break-duration`. Cluster
+//! breakers keep cutout's 2 min. See [`GatewayConfig::host_settings`] for why, and
+//! [`crate::hosts`] for the worst case of readmission it gives.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use cutout::HumanDuration;
+use std::collections::BTreeSet;
+
 use cutout::config::Config as BreakerConfig;
+use cutout::{HumanDuration, Settings};
 use http::Uri;
 
 use crate::error::ConfigError;
@@ -105,6 +157,21 @@ pub const DEFAULT_MAX_DETACHED_ATTEMPTS: usize = 64;
 /// and counts nothing (whether it would have ended whole is unknown). On a LAN 1 MiB takes
 /// milliseconds, so ordinary answers are judged whole.
 pub const DEFAULT_MAX_DETACHED_BODY: usize = 1 << 20;
+/// The longest break of a host breaker whose `max-break-duration` the operator did not set
+/// (see [`GatewayConfig::host_settings`]): cutout's default first break, so that a host's
+/// break never grows past it.
+pub const DEFAULT_HOST_MAX_BREAK: Duration = Duration::from_secs(15);
+/// The keys of cutout's relative slow-call rule. The gateway's base switches the rule off in
+/// `[breakers.defaults]` unless that section sets one of them; any of them in a later section
+/// (a config, an instance) switches it back on there (see the [module docs](self)).
+pub const SLOW_CALL_KEYS: [&str; 6] = [
+    "slow-calls",
+    "slow-calls-multiple",
+    "slow-calls-quantile",
+    "slow-calls-floor",
+    "slow-calls-margin",
+    "latency-baseline-window",
+];
 
 /// The gateway's resource limits (`[gateway]` keys), each with a default.
 ///
@@ -188,8 +255,108 @@ pub struct GatewayConfig {
     pub routes: Vec<Route>,
     /// Clusters by name.
     pub clusters: BTreeMap<String, ClusterConfig>,
-    /// Breaker settings (cutout's format), looked up by cluster name.
+    /// Breaker settings: the `[breakers]` document (cutout's format) over the gateway's base
+    /// (the relative slow-call rule off unless the operator switched it on, see the [module
+    /// docs](self)), looked up by cluster name. A host breaker's settings are
+    /// [`GatewayConfig::host_settings`].
     pub breakers: BreakerConfig,
+    /// The keys the operator wrote in each `[breakers]` section.
+    written: Written,
+}
+
+/// The keys the operator wrote in each `[breakers]` section, so that a value the operator
+/// chose can be told from one the gateway's base or cutout's defaults give.
+#[derive(Debug, Clone, Default)]
+struct Written {
+    defaults: BTreeSet<String>,
+    configs: BTreeMap<String, BTreeSet<String>>,
+    /// Each instance's base config and keys.
+    instances: BTreeMap<String, (Option<String>, BTreeSet<String>)>,
+}
+
+impl Written {
+    /// The keys of `table`'s sections (tables that are not tables are left to cutout's
+    /// validation, which rejects them).
+    fn of(table: &toml::Table) -> Written {
+        let keys = |value: Option<&toml::Value>| -> BTreeSet<String> {
+            value
+                .and_then(toml::Value::as_table)
+                .map(|t| t.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        let named = |section: &str| -> Vec<(&String, &toml::Value)> {
+            table
+                .get(section)
+                .and_then(toml::Value::as_table)
+                .map(|t| t.iter().collect())
+                .unwrap_or_default()
+        };
+        Written {
+            defaults: keys(table.get("defaults")),
+            configs: named("configs")
+                .into_iter()
+                .map(|(name, value)| (name.clone(), keys(Some(value))))
+                .collect(),
+            instances: named("instances")
+                .into_iter()
+                .map(|(id, value)| {
+                    let base = value
+                        .get("base-config")
+                        .and_then(toml::Value::as_str)
+                        .map(str::to_owned);
+                    (id.clone(), (base, keys(Some(value))))
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the operator set `key` for breaker `id`: in `[defaults]`, in its instance's
+    /// base config, or in its instance (the sections cutout merges for it).
+    fn sets(&self, id: &str, key: &str) -> bool {
+        if self.defaults.contains(key) {
+            return true;
+        }
+        let Some((base, own)) = self.instances.get(id) else {
+            return false;
+        };
+        own.contains(key)
+            || base
+                .as_ref()
+                .and_then(|name| self.configs.get(name))
+                .is_some_and(|keys| keys.contains(key))
+    }
+}
+
+/// The `[breakers]` document over the gateway's base: `slow-calls = "off"` in its
+/// `[defaults]` unless the operator's `[defaults]` sets one of [`SLOW_CALL_KEYS`].
+fn breaker_document(value: Option<toml::Value>) -> Result<(BreakerConfig, Written), ConfigError> {
+    let mut table = match value {
+        None => toml::Table::new(),
+        Some(toml::Value::Table(table)) => table,
+        Some(other) => return Err(wrong_type("breakers", &other, "a table")),
+    };
+    let written = Written::of(&table);
+    let defaults = table
+        .entry("defaults")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    // A `defaults` that is not a table is left as written: cutout rejects it with its code.
+    if let toml::Value::Table(defaults) = defaults
+        && !SLOW_CALL_KEYS.iter().any(|key| defaults.contains_key(*key))
+    {
+        defaults.insert(
+            "slow-calls".to_owned(),
+            toml::Value::String("off".to_owned()),
+        );
+    }
+    let document = BreakerConfig::from_deserializer(toml::Value::Table(table)).map_err(|e| {
+        ConfigError::new(
+            e.code().as_str(),
+            &format!("breakers.{}", e.section()),
+            e.key(),
+            &e.to_string(),
+        )
+    })?;
+    Ok((document, written))
 }
 
 /// A path prefix routed to a cluster.
@@ -401,19 +568,7 @@ impl GatewayConfig {
         };
         let clusters = parse_clusters(table.remove("clusters"), defaults)?;
         let routes = parse_routes(table.remove("routes"), &clusters)?;
-        let breakers = match table.remove("breakers") {
-            None => BreakerConfig::from_toml("").expect("an empty document is valid"),
-            Some(value @ toml::Value::Table(_)) => BreakerConfig::from_deserializer(value)
-                .map_err(|e| {
-                    ConfigError::new(
-                        e.code().as_str(),
-                        &format!("breakers.{}", e.section()),
-                        e.key(),
-                        &e.to_string(),
-                    )
-                })?,
-            Some(other) => return Err(wrong_type("breakers", &other, "a table")),
-        };
+        let (breakers, written) = breaker_document(table.remove("breakers"))?;
         for (id, _) in breakers.instances() {
             let known = match id.split_once('/') {
                 None => clusters.contains_key(id),
@@ -454,7 +609,70 @@ impl GatewayConfig {
             routes,
             clusters,
             breakers,
+            written,
         })
+    }
+
+    /// The settings of cluster `name`'s breaker: its `[breakers.instances.<name>]`, else
+    /// `[breakers.defaults]`, over the gateway's base (see the [module docs](self)).
+    pub fn cluster_settings(&self, name: &str) -> &Settings {
+        self.breakers.settings_for(name)
+    }
+
+    /// The settings of the host breaker `id` (`<cluster>/<host>:<port>`) of `cluster`: its
+    /// own `[breakers.instances."<id>"]`, else its cluster's, with the break capped at
+    /// [`DEFAULT_HOST_MAX_BREAK`] (or at `break-duration`, when that is longer) unless the
+    /// operator set `max-break-duration` in a section those settings come from.
+    ///
+    /// Why a host's break stops growing at 15 s when a cluster's grows to 2 min: a break's
+    /// growth bounds what probing a dead dependency costs, and for a host that cost is one
+    /// request per break (its probe, answered 502 at once when nothing listens, or 504 after
+    /// the attempt timeout when the host hangs) while the cluster's other hosts serve everything
+    /// else. Growth then buys little and costs the readmission: a host that was down for
+    /// minutes comes back into a break of up to 2 min (issue #27: still ejected 2 min 35 s
+    /// after it came back). Envoy's outlier detection ejects for `base_ejection_time` (30 s) × the
+    /// times ejected, up to `max_ejection_time` (300 s), and readmits blindly: a host that is
+    /// still dead takes its share again until 5 consecutive errors eject it anew, 5 failed
+    /// requests per ejection, 10 a minute at the first ejection. A break that stays at 7.5–15 s
+    /// (equal jitter) costs at most one failed request per break, 4–8 a minute for a dead
+    /// host whatever the traffic (0.7 % of 20 req/s over three hosts, less at more traffic),
+    /// and readmits a host that came back within one break plus its probes, whatever its
+    /// downtime ([`crate::hosts`] states the worst case).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout_gateway::GatewayConfig;
+    ///
+    /// let config = GatewayConfig::from_toml(r#"
+    ///     [clusters.pool]
+    ///     upstreams = ["http://127.0.0.1:7001", "http://127.0.0.1:7002"]
+    /// "#)?;
+    /// let host = config.host_settings("pool", "pool/127.0.0.1:7001");
+    /// assert_eq!(host.max_break_duration(), Duration::from_secs(15));
+    /// assert_eq!(config.cluster_settings("pool").max_break_duration(), Duration::from_secs(120));
+    /// // The shipped defaults judge failures, not latency.
+    /// assert!(host.slow_calls().is_none() && host.failures().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn host_settings(&self, cluster: &str, id: &str) -> Settings {
+        let (settings, layers) = match self.breakers.instance(id) {
+            Some(own) => (own.clone(), id),
+            None => (self.breakers.settings_for(cluster).clone(), cluster),
+        };
+        if self.written.sets(layers, "max-break-duration") {
+            return settings;
+        }
+        let cap = DEFAULT_HOST_MAX_BREAK.max(settings.break_duration());
+        if cap >= settings.max_break_duration() {
+            return settings;
+        }
+        // A shorter cap, at least the first break, is always valid; should the builder still
+        // refuse, the settings stay as written.
+        settings
+            .to_builder()
+            .max_break_duration(cap)
+            .build()
+            .unwrap_or(settings)
     }
 
     /// The route for `path`: the longest matching prefix.
@@ -1153,6 +1371,145 @@ mod tests {
         ));
         assert_eq!(e.code(), "GW-CFG-007");
         assert!(e.to_string().contains("<cluster>/<host>:<port>"), "{e}");
+    }
+
+    fn settings_of(doc: &str) -> (Settings, Settings, Settings) {
+        let c = GatewayConfig::from_toml(&format!("{POOL}\n{doc}")).unwrap();
+        (
+            c.cluster_settings("pool").clone(),
+            c.host_settings("pool", "pool/127.0.0.1:1"),
+            c.host_settings("pool", "pool/127.0.0.1:2"),
+        )
+    }
+
+    #[test]
+    fn the_shipped_defaults_never_judge_latency_without_a_budget() {
+        let (cluster, host, _) = settings_of("");
+        for s in [&cluster, &host] {
+            assert!(s.slow_calls().is_none(), "the relative slow rule is off");
+            assert_eq!(s.slow_call_threshold(), None);
+            assert!(
+                s.adaptive() && s.failures().is_some(),
+                "relative failures stay"
+            );
+            assert_eq!(s.consecutive_failures(), Some(5));
+        }
+        // Whatever else the operator sets, the rule stays off...
+        let (cluster, host, _) = settings_of(
+            "[breakers.defaults]
+failure-ratio = 0.5
+adaptive = true
+",
+        );
+        assert_eq!(cluster.failure_ratio(), Some(0.5));
+        assert!(cluster.slow_calls().is_none() && host.slow_calls().is_none());
+        // ... and a latency budget is the operator's: absolute, the relative rule still off.
+        let (cluster, _, _) = settings_of(
+            "[breakers.defaults]
+slow-call-threshold = \"250ms\"
+",
+        );
+        assert_eq!(
+            cluster.slow_call_threshold(),
+            Some(Duration::from_millis(250))
+        );
+        assert!(cluster.slow_calls().is_none());
+        // A key of the rule switches it on where it is written.
+        let (cluster, host, _) = settings_of(
+            "[breakers.defaults]
+slow-calls-multiple = 4
+",
+        );
+        assert_eq!(cluster.slow_calls().map(|r| r.multiple()), Some(4.0));
+        assert_eq!(host.slow_calls().map(|r| r.multiple()), Some(4.0));
+        let (cluster, a, b) = settings_of(
+            "[breakers.instances.\"pool/127.0.0.1:2\"]
+slow-calls-floor = \"5ms\"
+",
+        );
+        assert!(cluster.slow_calls().is_none() && a.slow_calls().is_none());
+        assert_eq!(
+            b.slow_calls().map(|r| r.floor_duration()),
+            Some(Duration::from_millis(5)),
+            "only the instance that set it"
+        );
+        let (cluster, _, _) = settings_of(
+            "[breakers.configs.watched]
+latency-baseline-window = \"10m\"
+             [breakers.instances.pool]
+base-config = \"watched\"
+",
+        );
+        assert!(cluster.slow_calls().is_some(), "through a base config");
+        // The operator's own switch, and contradictions, are cutout's.
+        let (cluster, _, _) = settings_of(
+            "[breakers.defaults]
+slow-calls = \"off\"
+",
+        );
+        assert!(cluster.slow_calls().is_none());
+        let e = err(&format!(
+            "{POOL}\n[breakers.defaults]\nslow-calls = \"off\"\nslow-calls-multiple = 4\n"
+        ));
+        assert_eq!(e.code(), "CUT-CFG-006", "{e}");
+        let e = err(&format!("{POOL}\n[breakers]\ndefaults = 3\n"));
+        assert!(e.code().starts_with("CUT-CFG-"), "{e}");
+        let e = err(&format!("breakers = 3\n{POOL}"));
+        assert_eq!((e.code(), e.key()), ("GW-CFG-003", "breakers"), "{e}");
+    }
+
+    #[test]
+    fn a_host_breakers_break_stops_growing_at_15_s_unless_the_operator_says() {
+        let (cluster, host, _) = settings_of("");
+        assert_eq!(cluster.max_break_duration(), Duration::from_secs(120));
+        assert_eq!(host.max_break_duration(), DEFAULT_HOST_MAX_BREAK);
+        assert_eq!(host.break_duration(), Duration::from_secs(15));
+        // A longer first break: the cap is the first break (no growth), never an error.
+        let (_, host, _) = settings_of(
+            "[breakers.defaults]
+break-duration = \"40s\"
+",
+        );
+        assert_eq!(
+            (host.break_duration(), host.max_break_duration()),
+            (Duration::from_secs(40), Duration::from_secs(40))
+        );
+        // The operator's cap, wherever the host's settings come from, is kept.
+        let (cluster, host, _) = settings_of(
+            "[breakers.defaults]
+max-break-duration = \"5m\"
+",
+        );
+        assert_eq!(cluster.max_break_duration(), Duration::from_secs(300));
+        assert_eq!(host.max_break_duration(), Duration::from_secs(300));
+        let (_, host, other) = settings_of(
+            "[breakers.instances.pool]
+max-break-duration = \"1m\"
+",
+        );
+        assert_eq!(host.max_break_duration(), Duration::from_secs(60));
+        assert_eq!(other.max_break_duration(), Duration::from_secs(60));
+        let (_, a, b) = settings_of(
+            "[breakers.configs.slow]
+max-break-duration = \"3m\"
+             [breakers.instances.\"pool/127.0.0.1:2\"]
+base-config = \"slow\"
+minimum-calls = 3
+",
+        );
+        assert_eq!(a.max_break_duration(), DEFAULT_HOST_MAX_BREAK);
+        assert_eq!(b.max_break_duration(), Duration::from_secs(180));
+        assert_eq!(b.minimum_calls(), 3);
+        // A host instance that does not set it: capped, its other keys kept.
+        let (_, _, b) = settings_of(
+            "[breakers.instances.\"pool/127.0.0.1:2\"]
+minimum-calls = 3
+",
+        );
+        assert_eq!(
+            (b.max_break_duration(), b.minimum_calls()),
+            (DEFAULT_HOST_MAX_BREAK, 3)
+        );
     }
 
     #[test]

@@ -134,21 +134,33 @@ impl Gateway {
         };
         let mut clusters = BTreeMap::new();
         for (name, cluster) in &config.clusters {
-            let settings = config.breakers.settings_for(name).clone();
+            let settings = config.cluster_settings(name).clone();
             let breaker = registry
                 .breaker(name, settings.clone())
                 .expect("cluster names are unique, so no settings conflict");
             listen(&breaker);
             let max_ejected = cluster.max_ejected();
             let hosts = (config.breakers_enabled && max_ejected > 0).then(|| {
-                let document = config.breakers.clone();
+                // Every host's settings, worked out once (`GatewayConfig::host_settings`).
+                let per_host: HashMap<String, cutout::Settings> = cluster
+                    .upstreams
+                    .iter()
+                    .filter_map(|u| u.authority())
+                    .map(|a| {
+                        let id = crate::hosts::host_id(name, a.as_str());
+                        let own = config.host_settings(name, &id);
+                        (id, own)
+                    })
+                    .collect();
                 let hosts = Hosts::new(
                     name,
                     &cluster.upstreams,
                     max_ejected,
-                    move |id| match document.instance(id) {
-                        Some(own) => own.clone(),
-                        None => settings.clone(),
+                    move |id| {
+                        per_host
+                            .get(id)
+                            .cloned()
+                            .unwrap_or_else(|| settings.clone())
                     },
                     clock.clone(),
                 );

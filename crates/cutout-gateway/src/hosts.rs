@@ -21,6 +21,24 @@
 //! opens when the cluster as a whole fails. One dead host of two: its failures eject it, the
 //! cluster breaker sees only the healthy host's successes. Both dead: one is ejected, the
 //! other's failures open the cluster.
+//!
+//! **Readmission.** A host breaker's break stops growing at
+//! [`DEFAULT_HOST_MAX_BREAK`](crate::config::DEFAULT_HOST_MAX_BREAK) (15 s) unless the operator
+//! set `max-break-duration` for it (why: [`GatewayConfig::host_settings`]), and on the shipped
+//! defaults its probes are judged on their outcome only (no latency rule unless the operator
+//! gives one, see [`crate::config`]), so a restarted host's probes on fresh connections pass.
+//! The worst case for a host that comes back, whatever its downtime: it came back just after
+//! a failed probe, so it waits for the whole break being served (at most 15 s, at least 7.5 s
+//! with cutout's equal jitter), then for its `probe-successes` probes (2 by default, one in
+//! flight at a time). Each probe is the next request that round-robin brings to it: the host
+//! is asked first by one request in n among n hosts (sooner when the hosts before it refuse),
+//! so at r requests a second each probe waits about n / r, plus its own latency. At 20 req/s
+//! over three hosts: at most 15 s + 2 × 0.15 s + two probes' latency, about 15.3 s. A probe
+//! is a request: with no traffic the host stays ejected until traffic comes (and nobody is
+//! refused meanwhile). A host whose break the operator lets grow waits up to its
+//! `max-break-duration` instead.
+//!
+//! [`GatewayConfig::host_settings`]: crate::config::GatewayConfig::host_settings
 
 use std::fmt;
 use std::sync::Arc;

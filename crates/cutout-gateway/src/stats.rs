@@ -1,8 +1,21 @@
-//! Rolling statistics of a cluster or a host: requests, errors, slow requests and a latency histogram per second over the last minute.
+//! Rolling statistics of a cluster or a host: requests, upstream errors, refusals, slow requests and a latency histogram per second over the last minute.
 //!
 //! The status page reads them (rates over the last [`RECENT`] seconds, p50 / p99 and a
 //! minute of history for its sparklines); the slow mark of each request ([`SlowLimit`]) reads
-//! the normal latency of successful responses ([`Stats::normal_latency`]). Each second has its slot in a ring of
+//! the normal latency of successful responses ([`Stats::normal_latency`]).
+//!
+//! **Errors are the upstream's only** ([`Ended`]): a 5xx, a connection error, an attempt
+//! timeout, a broken or stalled body (of a detached attempt too: its own outcome). The
+//! gateway's own refusals (the cluster breaker open, every host ejected) are counted apart, as
+//! refused: they are answers the upstream never saw, and counting them as errors made a
+//! cluster whose breaker refused show "errors 96 %" while its live hosts had none. The error
+//! and slow shares are of the requests forwarded (not refused); the refused share is of all
+//! requests; the latency quantiles are those of the forwarded requests (a refusal takes
+//! microseconds and says nothing about the upstream). A client's fault, a client leaving
+//! whose attempt was dropped, and the gateway's `request-timeout` are neither errors nor
+//! successes.
+//!
+//! Each second has its slot in a ring of
 //! [`SLOTS`]; a slot is cleared when its second comes round again. Latencies fall into 64
 //! buckets growing by 25 % from 50 µs (so up to about 80 s), and quantiles are read as a
 //! bucket's upper bound: within 25 % of the truth.
@@ -26,11 +39,27 @@ const BUCKETS: usize = 64;
 const BASE_NANOS: f64 = 50_000.0;
 const GROWTH: f64 = 1.25;
 
+/// How a request ended, as the statistics count it (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The upstream's answer ended whole, not a 5xx: its latency is a normal one.
+    Success,
+    /// The upstream failed (a 5xx, unreachable, a timeout, a broken or stalled body, a give-up
+    /// counted against it).
+    UpstreamError,
+    /// Refused by the gateway (the cluster's breaker, or every host ejected): the upstream
+    /// never saw it.
+    Refused,
+    /// Forwarded, and neither: the client's fault, an early give-up, `request-timeout`.
+    Other,
+}
+
 #[derive(Debug, Clone)]
 struct Slot {
     second: u64,
     requests: u32,
     errors: u32,
+    refused: u32,
     slow: u32,
     all: [u32; BUCKETS],
     ok: [u32; BUCKETS],
@@ -42,6 +71,7 @@ impl Slot {
             second,
             requests: 0,
             errors: 0,
+            refused: 0,
             slow: 0,
             all: [0; BUCKETS],
             ok: [0; BUCKETS],
@@ -118,9 +148,10 @@ impl Stats {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records one request that took `duration`: an error (a 5xx, a failed or cut response),
-    /// slow (over the cluster's slow limit), or neither (then its latency is a normal one).
-    pub fn record(&self, duration: Duration, error: bool, slow: bool) {
+    /// Records one request that took `duration` and ended as `ended`; `slow`: over the
+    /// cluster's slow limit (never for a refusal). A refusal's latency is not recorded, a
+    /// success's is a normal one.
+    pub fn record(&self, duration: Duration, ended: Ended, slow: bool) {
         let second = self.second();
         let bucket = bucket_of(duration);
         let mut slots = self.lock();
@@ -129,10 +160,14 @@ impl Stats {
             *slot = Slot::empty(second);
         }
         slot.requests += 1;
-        slot.errors += u32::from(error);
+        if ended == Ended::Refused {
+            slot.refused += 1;
+            return;
+        }
+        slot.errors += u32::from(ended == Ended::UpstreamError);
         slot.slow += u32::from(slow);
         slot.all[bucket] += 1;
-        if !error {
+        if ended == Ended::Success {
             slot.ok[bucket] += 1;
         }
     }
@@ -154,14 +189,16 @@ impl Stats {
             .flatten()
     }
 
-    /// The statistics as the status page reads them: `rps`, `error_rate`, `slow_rate`,
-    /// `p50_ms`, `p99_ms` over the last [`RECENT`] complete seconds, and `history`: for each of
-    /// the last [`SLOTS`] complete seconds, oldest first, `[requests, errors, slow, p50_ms,
-    /// p99_ms]` (the latencies `null` in a second without requests).
+    /// The statistics as the status page reads them, over the last [`RECENT`] complete
+    /// seconds: `rps` (every request), `error_rate` and `slow_rate` (upstream errors and slow
+    /// requests, of the requests forwarded: `null` when none was), `refused_rate` (of every
+    /// request), `p50_ms`, `p99_ms` (of the requests forwarded); and `history`: for each of the
+    /// last [`SLOTS`] complete seconds, oldest first, `[requests, errors, slow, p50_ms,
+    /// p99_ms, refused]` (the latencies `null` in a second without forwarded requests).
     pub fn json(&self) -> Value {
         let second = self.second();
         let slots = self.lock();
-        let (mut requests, mut errors, mut slow) = (0u64, 0u64, 0u64);
+        let (mut requests, mut errors, mut slow, mut refused) = (0u64, 0u64, 0u64, 0u64);
         let mut hist = [0u32; BUCKETS];
         for slot in slots
             .iter()
@@ -170,12 +207,14 @@ impl Stats {
             requests += u64::from(slot.requests);
             errors += u64::from(slot.errors);
             slow += u64::from(slot.slow);
+            refused += u64::from(slot.refused);
             for (sum, n) in hist.iter_mut().zip(slot.all.iter()) {
                 *sum += n;
             }
         }
         let seconds = RECENT.min(second).max(1);
-        let rate = |n: u64| (requests > 0).then(|| n as f64 / requests as f64);
+        let forwarded = requests - refused;
+        let rate = |n: u64| (forwarded > 0).then(|| n as f64 / forwarded as f64);
         let history: Vec<Value> = (1..=SLOTS as u64)
             .rev()
             .filter_map(|back| second.checked_sub(back))
@@ -188,9 +227,10 @@ impl Stats {
                         slot.slow,
                         ms(quantile(&slot.all, 0.5)),
                         ms(quantile(&slot.all, 0.99)),
+                        slot.refused,
                     ])
                 } else {
-                    json!([0, 0, 0, null, null])
+                    json!([0, 0, 0, null, null, 0])
                 }
             })
             .collect();
@@ -198,6 +238,7 @@ impl Stats {
             "rps": requests as f64 / seconds as f64,
             "error_rate": rate(errors),
             "slow_rate": rate(slow),
+            "refused_rate": (requests > 0).then(|| refused as f64 / requests as f64),
             "p50_ms": ms(quantile(&hist, 0.5)),
             "p99_ms": ms(quantile(&hist, 0.99)),
             "history": history,
@@ -341,7 +382,12 @@ mod tests {
         let stats = Stats::new();
         assert_eq!(stats.normal_latency(), None);
         for n in 0..40 {
-            stats.record(Duration::from_millis(2), n % 4 == 0, n % 10 == 0);
+            let ended = if n % 4 == 0 {
+                Ended::UpstreamError
+            } else {
+                Ended::Success
+            };
+            stats.record(Duration::from_millis(2), ended, n % 10 == 0);
         }
         assert_eq!(
             stats.normal_latency(),
@@ -361,5 +407,34 @@ mod tests {
         let view = stats.json();
         assert_eq!(view["rps"], 0.0);
         assert_eq!(view["history"].as_array().unwrap().len(), SLOTS);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusals_are_neither_errors_nor_latencies() {
+        let stats = Stats::new();
+        for _ in 0..5 {
+            stats.record(Duration::from_millis(4), Ended::Success, false);
+            stats.record(Duration::from_millis(4), Ended::UpstreamError, false);
+        }
+        for _ in 0..90 {
+            stats.record(Duration::from_micros(20), Ended::Refused, false);
+        }
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let view = stats.json();
+        assert_eq!(view["rps"], 100.0);
+        assert_eq!(view["error_rate"], 0.5, "5 of the 10 forwarded");
+        assert_eq!(view["refused_rate"], 0.9);
+        assert_eq!(
+            view["p50_ms"],
+            upper(bucket_of(Duration::from_millis(4))).as_secs_f64() * 1000.0
+        );
+        assert_eq!(view["history"][0][5], 90);
+        // Only refusals: no forwarded share to give.
+        let refused = Stats::new();
+        refused.record(Duration::from_micros(20), Ended::Refused, false);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let view = refused.json();
+        assert_eq!(view["error_rate"], Value::Null);
+        assert_eq!(view["refused_rate"], 1.0);
     }
 }

@@ -1,17 +1,23 @@
-//! The soak: the gateway binary for 10 minutes (`SOAK_SECS`) under a flapping upstream, clients that give up,
-//! slowloris connections and malformed requests, beside a healthy cluster.
+//! The soak: the gateway binary on its shipped breaker defaults (no `[breakers]` section) for 10 minutes (`SOAK_SECS`) under a flapping upstream, clients that give up, slowloris connections and malformed requests, beside a healthy cluster under mixed light and heavy traffic.
 //!
 //! For the long lane only (it is `#[ignore]`d, so CI's default `cargo test` does not run it):
 //!
 //! ```sh
 //! cargo test -p cutout-gateway --release --test soak -- --ignored --nocapture
-//! SOAK_SECS=60 cargo test -p cutout-gateway --release --test soak -- --ignored --nocapture
+//! SOAK_SECS=300 cargo test -p cutout-gateway --release --test soak -- --ignored --nocapture
 //! ```
 //!
+//! The healthy cluster (two healthy hosts) gets light traffic all the time (a keep-alive client
+//! every 50 ms, a client on a fresh connection every 200 ms) and, for 20 s of every minute, a
+//! heavy burst beside it (16 keep-alive clients back to back), so the gateway's own latency
+//! swings between idle and saturated while its upstreams stay healthy. Idle pooled upstream
+//! connections are closed after 2 s, so every burst starts on fresh ones.
+//!
 //! It passes when: every answer is one its traffic may get (0 undefined responses), the healthy
-//! cluster answered every request 200, and after the warm-up (the first sixth, at least 20 s) the
-//! gateway's open descriptors and resident memory stay flat (the last third's peak within 32
-//! descriptors and 8 MiB of the first third's after warm-up). It prints the figures.
+//! cluster answered every request 200 (0 answers 503: none of its breakers opened), and after
+//! the warm-up (the first sixth, at least 20 s) the gateway's open descriptors and resident
+//! memory stay flat (the last third's peak within 32 descriptors and 8 MiB of the first
+//! third's after warm-up). It prints the figures.
 
 mod common;
 
@@ -49,7 +55,7 @@ impl Tally {
 /// What each class may get; anything else is an undefined response.
 fn allowed(class: &str, what: &str) -> bool {
     match class {
-        "steady" => what == "200",
+        "steady-heavy" | "steady-light" | "steady-fresh" => what == "200",
         "pool" => ["200", "500", "502", "503", "504"].contains(&what),
         "flaky" => ["200", "500", "503", "504"].contains(&what),
         // Clients that gave up, and slowloris connections: any end is theirs.
@@ -92,18 +98,52 @@ fn fds(pid: u32) -> u64 {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
 }
 
-/// GETs `path` in a loop until `stop`, tallying answers under `class`, pausing `pause`.
+/// When a client loop sends: always, or during the first `on` of every `period` since
+/// `start` (a burst).
+#[derive(Clone, Copy)]
+enum Gate {
+    Always,
+    Bursts {
+        start: Instant,
+        on: Duration,
+        period: Duration,
+    },
+}
+
+impl Gate {
+    fn open(self) -> bool {
+        match self {
+            Gate::Always => true,
+            Gate::Bursts { start, on, period } => {
+                start.elapsed().as_millis() % period.as_millis() < on.as_millis()
+            }
+        }
+    }
+}
+
+/// GETs `path` in a loop until `stop`, tallying answers under `class`, pausing `pause`, while
+/// `gate` is open; `fresh`: each request on a new connection.
+#[allow(clippy::too_many_arguments)]
 async fn client_loop(
     class: &'static str,
     proxy: SocketAddr,
     path: &'static str,
     pause: Duration,
+    gate: Gate,
+    fresh: bool,
     tally: Arc<Tally>,
     stop: watch::Receiver<bool>,
 ) {
-    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let mut n = 0u64;
     while !*stop.borrow() {
+        if !gate.open() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        if fresh {
+            client = Client::builder(TokioExecutor::new()).build_http();
+        }
         n += 1;
         let uri = format!("http://{proxy}{path}/{n}");
         let request = http::Request::get(uri).body(Empty::new()).unwrap();
@@ -227,14 +267,15 @@ fn a_ten_minute_soak_leaves_nothing_undefined_and_resources_flat() {
 
 async fn soak(length: Duration) {
     let (stop_upstreams, _) = watch::channel(false);
-    let (flapping, healthy, flaky, steady) = (
+    let (flapping, healthy, flaky, steady, steady_b) = (
         Upstream::new("pool-flapping"),
         Upstream::new("pool-healthy"),
         Upstream::new("flaky"),
         Upstream::new("steady"),
+        Upstream::new("steady-b"),
     );
     let mut ports = Vec::new();
-    for u in [&flapping, &healthy, &flaky, &steady] {
+    for u in [&flapping, &healthy, &flaky, &steady, &steady_b] {
         ports.push(common::serve_upstream(u, &stop_upstreams).await.port());
     }
     let (proxy_port, admin_port) = (free_port(), free_port());
@@ -253,6 +294,7 @@ header-read-timeout = "2s"
 idle-timeout = "10s"
 request-timeout = "5s"
 max-connections = 512
+pool-idle-timeout = "2s"
 access-log = false
 [[routes]]
 prefix = "/pool"
@@ -268,15 +310,9 @@ upstreams = ["http://127.0.0.1:{}", "http://127.0.0.1:{}"]
 [clusters.flaky]
 upstreams = ["http://127.0.0.1:{}"]
 [clusters.steady]
-upstreams = ["http://127.0.0.1:{}"]
-[breakers.defaults]
-minimum-calls = 10
-failure-ratio = 0.5
-window-duration = "10s"
-break-duration = "5s"
-max-break-duration = "20s"
+upstreams = ["http://127.0.0.1:{}", "http://127.0.0.1:{}"]
 "#,
-            ports[0], ports[1], ports[2], ports[3]
+            ports[0], ports[1], ports[2], ports[3], ports[4]
         ),
     )
     .unwrap();
@@ -303,20 +339,52 @@ max-break-duration = "20s"
     let tally = Arc::new(Tally::default());
     let (stop, rx) = watch::channel(false);
     let mut load = tokio::task::JoinSet::new();
-    for _ in 0..4 {
+    // The healthy cluster: light traffic always, a heavy burst 20 s of every minute.
+    let bursts = Gate::Bursts {
+        start: Instant::now(),
+        on: Duration::from_secs(20),
+        period: Duration::from_secs(60),
+    };
+    for _ in 0..16 {
         load.spawn(client_loop(
-            "steady",
+            "steady-heavy",
             proxy,
             "/steady",
-            Duration::from_millis(2),
+            Duration::ZERO,
+            bursts,
+            false,
             Arc::clone(&tally),
             rx.clone(),
         ));
+    }
+    load.spawn(client_loop(
+        "steady-light",
+        proxy,
+        "/steady",
+        Duration::from_millis(50),
+        Gate::Always,
+        false,
+        Arc::clone(&tally),
+        rx.clone(),
+    ));
+    load.spawn(client_loop(
+        "steady-fresh",
+        proxy,
+        "/steady",
+        Duration::from_millis(200),
+        Gate::Always,
+        true,
+        Arc::clone(&tally),
+        rx.clone(),
+    ));
+    for _ in 0..4 {
         load.spawn(client_loop(
             "pool",
             proxy,
             "/pool",
             Duration::from_millis(2),
+            Gate::Always,
+            false,
             Arc::clone(&tally),
             rx.clone(),
         ));
@@ -327,6 +395,8 @@ max-break-duration = "20s"
             proxy,
             "/flaky",
             Duration::from_millis(5),
+            Gate::Always,
+            false,
             Arc::clone(&tally),
             rx.clone(),
         ));
@@ -436,14 +506,20 @@ max-break-duration = "20s"
     assert!(still_running, "the gateway died during the soak");
     assert!(drain.is_ok(), "the load did not stop within 60 s");
     assert!(undefined.is_empty(), "undefined responses: {undefined:#?}");
-    let steady_ok = tally
-        .get(&("steady", "200".to_owned()))
-        .copied()
-        .unwrap_or(0);
-    assert!(
-        steady_ok > 1000,
-        "the healthy cluster was served: {steady_ok}"
-    );
+    let healthy_503: u64 = tally
+        .iter()
+        .filter(|((class, what), _)| class.starts_with("steady") && what == "503")
+        .map(|(_, n)| n)
+        .sum();
+    println!("  healthy cluster: {healthy_503} answers 503");
+    assert_eq!(healthy_503, 0, "the healthy cluster answered 503");
+    for class in ["steady-heavy", "steady-light", "steady-fresh"] {
+        let ok = tally.get(&(class, "200".to_owned())).copied().unwrap_or(0);
+        assert!(
+            ok > 100,
+            "the healthy cluster's {class} traffic was served: {ok}"
+        );
+    }
     assert!(
         rss_last <= rss_first + 8 * 1024,
         "RSS grew after warm-up: {rss_first} -> {rss_last} kB"
