@@ -45,6 +45,7 @@ use crate::event::Event;
 use crate::front::cells::Cells;
 use crate::front::word::Word;
 use crate::loom::{Arc, AtomicU64, Mutex};
+use crate::machine::sampling::Timing;
 use crate::machine::{Gate, Machine, Role};
 use crate::observer::{CallObserver, Observers};
 use crate::permit::{OwnedPermit, Permit, Ticket};
@@ -88,19 +89,6 @@ pub(crate) struct Hot {
     /// Read-only after build, like the rest; here rather than beside the mutex because this
     /// line has room (a field more there costs 128 bytes of the 4 KiB budget).
     pub(crate) settings: std::sync::Arc<Settings>,
-}
-
-/// Which calls are timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Timing {
-    /// None: no rule needs durations.
-    None,
-    /// Every call: an absolute slow-call threshold is set.
-    All,
-    /// Only the relative slow-call rule needs durations: every call at low traffic, one in
-    /// [`SAMPLE`](crate::front::cells::SAMPLE) per line above it (probes and ramp calls always). A
-    /// sample measures the baseline and estimates the window's slow share.
-    Sampled,
 }
 
 pub(crate) struct Shared {
@@ -253,13 +241,7 @@ impl BreakerBuilder {
         machine.set_observed(observers.is_some());
         let published = machine.publish(now);
         let adaptive_slow = settings.relative_slow_calls().is_some();
-        let timing = if settings.slow_call_threshold.is_some() {
-            Timing::All
-        } else if adaptive_slow {
-            Timing::Sampled
-        } else {
-            Timing::None
-        };
+        let timing = Timing::of(&settings);
         let fast_limit = match settings.window {
             crate::TripWindow::Count(size) => size,
             crate::TripWindow::Time(_) => u32::MAX,

@@ -36,7 +36,8 @@
 //! and one after, and writes nothing shared. Other healthy calls add one to a counter on their
 //! core's own line (no lock, no contended line), which the next locked operation folds into
 //! every consumer before it evaluates the trip rules (`cells.rs`). An adaptive breaker times
-//! every call below 8,192 calls a trip window and one in eight, at random, above it.
+//! every call below 8,192 calls a trip window and one in eight, at random, above it, each
+//! sampled call standing for eight in the slow-call estimate (`machine/sampling.rs`).
 //! Everything that changes state runs a sequential machine under a lock (see `breaker.rs`,
 //! `# Orderings`). Refusing a call while open reads the clock once: start a
 //! [`clock::CoarseClock`] where refusals are hot, and a refusal is three loads, made where the

@@ -6,8 +6,10 @@ use crate::error::{RejectReason, RetryAfter};
 use crate::machine::Role;
 
 /// What a permit carries, packed into one word so it moves in a register: the generation it
-/// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34)
-/// or timed (bit 35); and when its call started (0 when calls are not timed).
+/// was issued in (bits 0–31), its role (bits 32–33), whether it is tracked in flight (bit 34),
+/// timed (bit 35) or timed by a draw (bit 36: it stands for
+/// [`SAMPLE`](crate::machine::sampling::SAMPLE) calls); and when its call started (0 when
+/// calls are not timed).
 ///
 /// A refusal travels as a ticket too (bit 37, the reason in bits 38–40, the retry-after in
 /// `start` as [`RetryAfter`] encodes it): two registers, where a `Result` holding a
@@ -22,6 +24,7 @@ pub(crate) struct Ticket {
 const ROLE_SHIFT: u32 = 32;
 const TRACKED: u64 = 1 << 34;
 const TIMED: u64 = 1 << 35;
+const DRAWN: u64 = 1 << 36;
 const REFUSED: u64 = 1 << 37;
 const REASON_SHIFT: u32 = 38;
 
@@ -52,6 +55,18 @@ impl Ticket {
     #[inline]
     pub(crate) fn timed(self) -> bool {
         self.bits & TIMED != 0
+    }
+
+    /// Whether a draw timed the call (see `machine/sampling.rs`).
+    #[inline]
+    pub(crate) fn drawn(self) -> bool {
+        self.bits & DRAWN != 0
+    }
+
+    /// Marks a timed call as timed by a draw.
+    #[inline]
+    pub(crate) fn set_drawn(&mut self) {
+        self.bits |= DRAWN;
     }
 
     /// A refusal (never handed to a permit).
@@ -343,6 +358,9 @@ mod tests {
         let mut tracked = Ticket::timed_from(7, Role::Normal, 1);
         tracked.set_tracked();
         assert!(!tracked.is_refused() && tracked.tracked() && tracked.timed());
-        assert!(!tracked.is_plain());
+        assert!(!tracked.is_plain() && !tracked.drawn());
+        tracked.set_drawn();
+        assert!(tracked.drawn() && tracked.tracked() && !tracked.is_refused());
+        assert_eq!((tracked.generation(), tracked.role()), (7, Role::Normal));
     }
 }

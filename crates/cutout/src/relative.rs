@@ -43,14 +43,18 @@ use std::time::Duration;
 /// When this rule alone needs durations, a breaker times every call while its trip window
 /// holds fewer than 8,192 calls (273 calls a second over the default 30 s), and every probe
 /// and ramp call. Above that it times one call in eight, drawn at random on each core's line:
-/// the sample feeds the baseline, and a slow sampled call counts as eight slow calls in the
-/// window, never more slow calls than the window holds. The estimate is unbiased, with a
-/// standard deviation of √(7 × share / calls): at most 0.021 at 8,192 calls. So where the
-/// exact slow share is 0.4 or less (0.1 under the default ratio of 0.5), the estimate
-/// reaches 0.5 with a chance below 1 in 10 million each time it is judged (5.4 standard
-/// deviations); nearer the ratio it is as likely to trip a little early as a little late.
-/// Calls hung in flight are estimated from the same sample. An absolute threshold makes every
-/// call timed.
+/// the sample feeds the baseline, and each timed call weighs in the window as many calls as it
+/// stood for when it was timed (one below the switch, eight above), so a window holding calls
+/// timed at both rates, after a change of traffic either way, is not biased; the estimated slow
+/// calls never exceed the window's calls, and `minimum_calls` counts real calls. In a window of
+/// 8,192 calls or more the estimated share's standard deviation is at most √(7 × share /
+/// calls): 0.021 at a share of 0.5, 0.018 at 0.4. In any window, a slow-call trip on an
+/// estimate also needs its slow samples to be more than a window at four fifths of the ratio
+/// would give by chance (below 1 in 10 million): so a window whose exact share is 0.4 or less
+/// (under the default ratio of 0.5) trips with a chance below 1 in 10 million each time it is
+/// judged, however its calls were timed; nearer the ratio it is as likely to trip a little
+/// early as a little late. Calls hung in flight count as slow calls of their kind. An absolute
+/// threshold makes every call timed. (The rules and their bound: `machine/sampling.rs`.)
 ///
 /// ```
 /// use std::time::Duration;

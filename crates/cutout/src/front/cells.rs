@@ -7,8 +7,11 @@
 //!   and how many in all (bits 0–15). An add that finds another generation's tag is refused,
 //!   so a success never counts in a generation it was not admitted in.
 //! - `turn`: a pseudo-random sequence of the line's own, for choosing which calls are timed:
-//!   each one with a chance of one in [`SAMPLE`].
-//! - `started` / `finished`: tracked calls (see `machine/inflight.rs`), for calls hung in flight.
+//!   each one with a chance of one in [`SAMPLE`](sampling::SAMPLE) (what a drawn call weighs,
+//!   and the bound of the estimate, are `machine/sampling.rs`'s).
+//! - `started` / `finished`: tracked calls (see `machine/inflight.rs`), for calls hung in flight,
+//!   those timed for certain in the low half of the word and those timed by a draw in the high
+//!   half.
 //! - `refused` / `refused_shared`: refusals (see [`Cells::refuse`]), by the line's own thread
 //!   and by threads that share the line; totals that only grow, of which the machine keeps
 //!   the sum at which the current state episode began.
@@ -33,8 +36,9 @@
 //! The same holds for each sample lane (a compare-exchange to fill it, a swap to drain its word)
 //! and for `started` / `finished` (monotonic sums read under the lock: a start or finish that
 //! lands after a read is seen by the next one, and a late finish only makes the hung estimate
-//! lower). `turn` is a plain load and store: two threads sharing a line may draw the same
-//! number, which only shifts which call is sampled.
+//! lower; each half is its own kind's total, wrapping, so a difference of two readings is
+//! each kind's, see `sampling::tracked`). `turn` is a plain load and store: two threads sharing
+//! a line may draw the same number, which only shifts which call is sampled.
 //!
 //! `refused` is a plain load and store too, but of one writer: only the thread whose slot is
 //! the line's index writes it (slots are unique among live threads, and a slot given back
@@ -46,9 +50,7 @@
 
 use crate::front::slot::thread_slot;
 use crate::loom::{AtomicU64, Ordering};
-
-/// One call in this many is timed on a sampled breaker above low traffic.
-pub(crate) const SAMPLE: u64 = 8;
+use crate::machine::sampling;
 
 /// Latency samples a line holds: eight one-byte lanes in each of two words (a histogram
 /// bucket plus one fits a byte: there are fewer than 255 buckets).
@@ -195,12 +197,13 @@ impl Cells {
     }
 
     /// Called as a call is admitted on a sampled breaker: whether it is timed, with a chance
-    /// of one in [`SAMPLE`]. A draw (xorshift), not a count: a caller whose calls come in a
-    /// cycle (eight kinds of request in turn, one of them slow) would otherwise have the same
-    /// kind sampled every time, and the estimate of slow calls would be all or nothing.
+    /// of one in [`SAMPLE`](sampling::SAMPLE). A draw (xorshift), not a count: a caller whose
+    /// calls come in a cycle (eight kinds of request in turn, one of them slow) would
+    /// otherwise have the same kind sampled every time, and the estimate of slow calls would be
+    /// all or nothing.
     #[inline]
     pub(crate) fn turn(&self) -> bool {
-        self.draw() >> (64 - SAMPLE.trailing_zeros()) == 0
+        sampling::drawn(self.draw())
     }
 
     /// The next number of this line's sequence (xorshift, uniform over non-zero `u64`s): the
@@ -216,24 +219,29 @@ impl Cells {
         x
     }
 
-    /// Counts a tracked call as started.
+    /// Counts a tracked call as started, in the half of its kind (`drawn`: timed by a draw).
     #[inline]
-    pub(crate) fn track(&self) {
-        self.line().started.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn track(&self, drawn: bool) {
+        self.line()
+            .started
+            .fetch_add(sampling::tracked_unit(drawn), Ordering::Relaxed);
     }
 
-    /// Counts a tracked call as finished (recorded or dropped).
+    /// Counts a tracked call as finished (recorded or dropped), in the half of its kind.
     #[inline]
-    pub(crate) fn untrack(&self) {
-        self.line().finished.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn untrack(&self, drawn: bool) {
+        self.line()
+            .finished
+            .fetch_add(sampling::tracked_unit(drawn), Ordering::Relaxed);
     }
 
-    /// The tracked calls started and finished, over every line.
+    /// The tracked calls started and finished, over every line (each kind in its half,
+    /// wrapping).
     pub(crate) fn tracked(&self) -> (u64, u64) {
-        self.lines.iter().fold((0, 0), |(s, f), line| {
+        self.lines.iter().fold((0, 0), |(s, f): (u64, u64), line| {
             (
-                s + line.started.load(Ordering::Relaxed),
-                f + line.finished.load(Ordering::Relaxed),
+                s.wrapping_add(line.started.load(Ordering::Relaxed)),
+                f.wrapping_add(line.finished.load(Ordering::Relaxed)),
             )
         })
     }

@@ -17,11 +17,11 @@ pub(crate) mod slot;
 pub(crate) mod word;
 
 use crate::Breaker;
-use crate::breaker::Timing;
 use crate::classify::{Outcome, Verdict};
 use crate::error::{RejectReason, Rejected, RetryAfter};
 use crate::front::word::Word;
 use crate::loom::Ordering;
+use crate::machine::sampling::{Pick, Timed, Timing};
 use crate::machine::{Admission, Role};
 use crate::observer::{Call, CallKind};
 use crate::permit::Ticket;
@@ -32,8 +32,9 @@ enum Quick {
     Admit(Ticket),
     /// A [`Ticket::refused`].
     Refuse(Ticket),
-    /// Undecided: [`Breaker::ticket_slow`] decides.
-    Slow,
+    /// Undecided: [`Breaker::ticket_slow`] decides; `true` for a closed call a draw chose to
+    /// time (it stands for eight, see `machine/sampling.rs`).
+    Slow(bool),
 }
 
 impl Breaker {
@@ -52,7 +53,7 @@ impl Breaker {
         let refused = match self.quick_ticket(word) {
             Quick::Admit(ticket) => return Ok(ticket),
             Quick::Refuse(ticket) => ticket,
-            Quick::Slow => match self.ticket_slow() {
+            Quick::Slow(drawn) => match self.ticket_slow(drawn) {
                 ticket if ticket.is_refused() => ticket,
                 ticket => return Ok(ticket),
             },
@@ -73,25 +74,30 @@ impl Breaker {
         }
         match word.state() {
             // Throttling: each call a draw, on the slow path.
-            State::Closed if word.is_throttling() => Quick::Slow,
+            State::Closed if word.is_throttling() => Quick::Slow(false),
             State::Closed => match s.hot.timing {
                 Timing::None => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
-                // A sampled breaker above low traffic: seven calls in eight are not timed.
-                Timing::Sampled if !word.is_exact() && !s.hot.cells.turn() => {
-                    Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0))
+                // A sampled breaker above low traffic: seven calls in eight are not timed, and
+                // the eighth stands for all eight.
+                Timing::Sampled if !word.is_exact() => {
+                    if s.hot.cells.turn() {
+                        Quick::Slow(true)
+                    } else {
+                        Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0))
+                    }
                 }
-                _ => Quick::Slow,
+                _ => Quick::Slow(false),
             },
             // With a coarse clock running, a refusal is two more loads: the coarse time and
             // the break's end. Without one, or once the break has ended, the slow path reads
             // the clock itself.
             State::Open if s.hot.quick_refusals => match crate::clock::coarse_time() {
-                0 => Quick::Slow,
+                0 => Quick::Slow(false),
                 now => self
                     .refusal_while_open(now)
-                    .map_or(Quick::Slow, Quick::Refuse),
+                    .map_or(Quick::Slow(false), Quick::Refuse),
             },
-            _ => Quick::Slow,
+            _ => Quick::Slow(false),
         }
     }
 
@@ -108,33 +114,40 @@ impl Breaker {
         })
     }
 
-    /// A timed call admitted while closed.
-    fn closed_timed(&self, word: Word) -> Ticket {
+    /// A timed call admitted while closed, picked as `pick` says.
+    fn closed_timed(&self, word: Word, pick: Pick) -> Ticket {
         let s = &*self.shared;
         let start = s.hot.clock.now();
         if start >= s.hot.fast_until.load(Ordering::Relaxed) {
             // Timed calls keep the deadlines of the hot path (bucket boundaries, the latency
             // refresh, the check of calls in flight): past one, the lock is taken.
-            return self.admit_locked(start, true);
+            return self.admit_locked(start, Some(pick));
         }
-        self.normal_ticket(word.generation(), start)
+        self.normal_ticket(word.generation(), start, pick)
     }
 
-    /// A timed ticket for a call admitted while closed: tracked in flight on an adaptive
-    /// breaker (every timed call is, so a hung one is a slow timed call).
-    fn normal_ticket(&self, generation: u32, start: u64) -> Ticket {
+    /// A timed ticket for a call admitted while closed, carrying how it was picked (the weight
+    /// it takes to the window): tracked in flight, in its kind's count, on an adaptive breaker
+    /// (every timed call is, so a hung one is a slow timed call).
+    fn normal_ticket(&self, generation: u32, start: u64, pick: Pick) -> Ticket {
         let mut ticket = Ticket::timed_from(generation, Role::Normal, start);
+        let drawn = pick == Pick::Drawn;
+        if drawn {
+            ticket.set_drawn();
+        }
         if self.shared.hot.adaptive_slow {
-            self.shared.hot.cells.track();
+            self.shared.hot.cells.track(drawn);
             ticket.set_tracked();
         }
         ticket
     }
 
     /// Every other admission: timed calls, and every state but closed. A refusal comes back
-    /// as a [`Ticket::refused`].
+    /// as a [`Ticket::refused`]. `drawn`: the quick path's draw chose to time this call (a
+    /// call that is then admitted while closed and timed stands for eight, whatever word it
+    /// is admitted under: had the draw gone the other way, it would not have been timed).
     #[inline(never)]
-    fn ticket_slow(&self) -> Ticket {
+    fn ticket_slow(&self, drawn: bool) -> Ticket {
         let s = &*self.shared;
         let word = self.word();
         // The refusal while open first, in a function small enough to need few registers:
@@ -143,15 +156,16 @@ impl Breaker {
             let now = s.hot.clock.recent();
             return self
                 .refusal_while_open(now)
-                .unwrap_or_else(|| self.admit_locked(now, false));
+                .unwrap_or_else(|| self.admit_locked(now, None));
         }
-        self.ticket_other(word)
+        self.ticket_other(word, drawn)
     }
 
     /// [`Breaker::ticket_slow`] in every state but open.
     #[inline(never)]
-    fn ticket_other(&self, word: Word) -> Ticket {
+    fn ticket_other(&self, word: Word, drawn: bool) -> Ticket {
         let s = &*self.shared;
+        let pick = if drawn { Pick::Drawn } else { Pick::Certain };
         match word.state() {
             // Throttled: refused with the published probability (a shadow breaker refuses
             // nothing). The threshold is read after the word (see `breaker.rs`).
@@ -159,21 +173,21 @@ impl Breaker {
                 Err(ticket) => ticket,
                 Ok(word) if word.state() == State::Closed => match s.hot.timing {
                     Timing::None => Ticket::new(word.generation(), Role::Normal, 0),
-                    _ => self.closed_timed(word),
+                    _ => self.closed_timed(word, pick),
                 },
-                Ok(_) => self.ticket_slow(),
+                Ok(_) => self.ticket_slow(drawn),
             },
             // A timed call (its turn already taken), or a breaker that closed since the quick
             // path looked.
             State::Closed => match s.hot.timing {
                 Timing::None => Ticket::new(word.generation(), Role::Normal, 0),
-                _ => self.closed_timed(word),
+                _ => self.closed_timed(word, pick),
             },
             State::Disabled => Ticket::uncounted(),
             State::Isolated if !s.hot.shadow => {
                 self.refuse(RejectReason::Isolated, RetryAfter::from_nanos(None))
             }
-            _ => self.admit_locked(s.hot.clock.recent(), false),
+            _ => self.admit_locked(s.hot.clock.recent(), None),
         }
     }
 
@@ -241,9 +255,10 @@ impl Breaker {
         }
     }
 
-    /// An admission by the machine; `timed`: a closed call is timed (its turn drawn already).
+    /// An admission by the machine; `timed`: a closed call is timed, and how it was picked
+    /// (`None`: the word decides, as for a call whose turn was not drawn).
     #[cold]
-    fn admit_locked(&self, now: u64, timed: bool) -> Ticket {
+    fn admit_locked(&self, now: u64, timed: Option<Pick>) -> Ticket {
         let admission = self.operate(now, None, |m| m.admit(now));
         let s = &*self.shared;
         match admission {
@@ -252,10 +267,14 @@ impl Breaker {
                 // A call admitted while closed is timed as its mode says: drawn on the quick
                 // path, or every call where the word just published says so (a breaker that
                 // closed from a ramp, say).
-                (Role::Normal, Timing::Sampled) if !timed && !self.word().is_exact() => {
+                (Role::Normal, Timing::Sampled) if timed.is_none() && !self.word().is_exact() => {
                     Ticket::new(generation, role, 0)
                 }
-                (Role::Normal, _) => self.normal_ticket(generation, s.hot.clock.now()),
+                (Role::Normal, _) => self.normal_ticket(
+                    generation,
+                    s.hot.clock.now(),
+                    timed.unwrap_or(Pick::Certain),
+                ),
                 // Probes and ramp calls decide: always timed, each for itself.
                 (Role::Probe | Role::Ramp, _) => {
                     Ticket::timed_from(generation, role, s.hot.clock.now())
@@ -309,7 +328,7 @@ impl Breaker {
             return;
         }
         if ticket.tracked() {
-            s.hot.cells.untrack();
+            s.hot.cells.untrack(ticket.drawn());
         }
         let now = if ticket.timed() {
             s.hot.clock.now()
@@ -378,12 +397,15 @@ impl Breaker {
     fn record_slow(&self, ticket: Ticket, outcome: Outcome) -> (Option<u64>, bool) {
         let s = &*self.shared;
         if ticket.tracked() {
-            s.hot.cells.untrack();
+            s.hot.cells.untrack(ticket.drawn());
         }
         let end = ticket.timed().then(|| s.hot.clock.now());
         let duration = end.map(|end| end.saturating_sub(ticket.start));
-        // Untimed, or whether slow.
-        let timed = duration.map(|d| d > s.hot.slow_nanos.load(Ordering::Relaxed));
+        // Untimed, or whether slow and how it was picked.
+        let timed = duration.map(|d| Timed {
+            slow: d > s.hot.slow_nanos.load(Ordering::Relaxed),
+            drawn: ticket.drawn(),
+        });
         // Every success measures the dependency, whatever its generation. A sample that finds
         // its line's lanes full goes to the lock, which merges them all.
         let mut sample = None;
@@ -393,7 +415,7 @@ impl Breaker {
                 sample = Some(bucket);
             }
         }
-        let slow = timed == Some(true);
+        let slow = timed.is_some_and(|timed| timed.slow);
         if ticket.role() == Role::Normal && sample.is_none() {
             match outcome {
                 // Ignored touches nothing while closed.
@@ -409,13 +431,14 @@ impl Breaker {
         (duration, slow)
     }
 
-    /// `timed`: `None` for an untimed call, otherwise whether it was slow.
+    /// `timed`: `None` for an untimed call, otherwise whether it was slow and how it was
+    /// picked.
     #[cold]
     fn finish_locked(
         &self,
         ticket: Ticket,
         outcome: Outcome,
-        timed: Option<bool>,
+        timed: Option<Timed>,
         now: u64,
         sample: Option<usize>,
     ) {
@@ -438,7 +461,7 @@ impl Breaker {
     #[cold]
     fn release_slow(&self, ticket: Ticket) {
         if ticket.tracked() {
-            self.shared.hot.cells.untrack();
+            self.shared.hot.cells.untrack(ticket.drawn());
         }
         if ticket.role() == Role::Probe {
             let now = self.shared.hot.clock.recent();

@@ -7,6 +7,7 @@ pub(crate) mod backoff;
 pub(crate) mod baseline;
 pub(crate) mod inflight;
 pub(crate) mod ramp;
+pub(crate) mod sampling;
 pub(crate) mod slices;
 pub(crate) mod summed;
 pub(crate) mod throttle;
@@ -23,6 +24,7 @@ use crate::machine::backoff::{computed_break, jittered};
 use crate::machine::baseline::{FailureBaseline, LatencyBaseline};
 use crate::machine::inflight::Marks;
 use crate::machine::ramp::Ramp;
+use crate::machine::sampling::Timed;
 use crate::machine::throttle::Throttle;
 use crate::machine::trip::{Baselines, Share, ratio_trip};
 use crate::machine::window::{Mark, Totals, Window};
@@ -33,13 +35,6 @@ use crate::state::State;
 /// How often, at most, the fast path's latency samples are merged into the baseline (and the
 /// relative slow threshold recomputed) while the baseline is armed.
 const LATENCY_REFRESH: u64 = 1_000_000_000;
-
-/// Below this many calls in the trip window, a sampled breaker times every call. Above it, a
-/// sample of one call in eight (about a thousand calls or more) estimates the slow share within
-/// a few hundredths (see `SlowCalls`).
-/// Under loom the models reach the sampled path with a smaller figure, within their budget of
-/// operations.
-pub(crate) const EXACT_BELOW: u64 = if cfg!(loom) { 64 } else { 8_192 };
 
 /// Asked before a closed breaker opens; `false` keeps it closed (see
 /// [`BreakerBuilder::open_gate`](crate::BreakerBuilder::open_gate)).
@@ -97,7 +92,7 @@ pub(crate) struct Machine {
     probes_in_flight: u32,
     probes_admitted: u32,
     probe_successes: u32,
-    probes: Totals,
+    probes: Probes,
     showing_probes: bool,
     shadow_refusals: u64,
     /// The gate a trip from closed must pass, if any, and how many trips it kept closed.
@@ -144,6 +139,39 @@ pub(crate) struct Machine {
     // Layout: the machine lives inside the breaker's shared allocation, which a default
     // breaker fills to a whole number of cache lines; a field more there costs a line (128
     // bytes) of the 4 KiB budget (tests/memory.rs). The small fields above share their padding.
+}
+
+/// The counts of a half-open period's probes: few (at most the probes admitted, one
+/// locked operation each), so `u32`s, saturating, that keep the machine within its room (see
+/// the layout note of [`Machine`]). Probes are timed for certain, never drawn: their slow
+/// share is exact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Probes {
+    calls: u32,
+    failures: u32,
+    slow: u32,
+    timed: u32,
+}
+
+impl Probes {
+    fn count(&mut self, mark: Mark) {
+        let add = |field: &mut u32, yes: bool| *field = field.saturating_add(u32::from(yes));
+        add(&mut self.calls, true);
+        add(&mut self.failures, mark.failure);
+        add(&mut self.slow, mark.slow);
+        add(&mut self.timed, mark.timed);
+    }
+
+    /// As a window's totals.
+    fn totals(self) -> Totals {
+        Totals {
+            calls: u64::from(self.calls),
+            failures: u64::from(self.failures),
+            slow: u64::from(self.slow),
+            timed: u64::from(self.timed),
+            slow_drawn: 0,
+        }
+    }
 }
 
 /// What the breaker publishes for the hot path after each locked operation.
@@ -221,7 +249,7 @@ impl Machine {
             probes_in_flight: 0,
             probes_admitted: 0,
             probe_successes: 0,
-            probes: Totals::default(),
+            probes: Probes::default(),
             showing_probes: false,
             shadow_refusals: 0,
             gate,
@@ -377,9 +405,9 @@ impl Machine {
     }
 
     /// Whether every call is timed at `now`: a sampled breaker (one that measures latency)
-    /// whose trip window holds fewer than [`EXACT_BELOW`] calls.
+    /// whose trip window holds few calls (see `machine/sampling.rs`).
     fn exact(&self, now: u64) -> bool {
-        self.marks.is_some() && self.window.totals(now).calls < EXACT_BELOW
+        self.marks.is_some() && sampling::times_every_call(self.window.totals(now).calls)
     }
 
     /// Whether calls in flight should be checked now.
@@ -390,8 +418,9 @@ impl Machine {
     /// Counts calls in flight for longer than the slow threshold as slow calls of the window,
     /// and opens the breaker if that trips it. `totals`: tracked calls started and finished.
     /// Every timed call is tracked, so a hung one is a timed call that is slow already: it
-    /// joins the window's calls, its timed calls and its slow ones, as any slow call would,
-    /// and no estimate weighs it.
+    /// joins the window's calls, its timed calls and its slow ones as any slow call of its kind
+    /// would (one timed by a draw standing for the calls in flight beside it), and
+    /// `minimum_calls` counts it as the one real call it is (`sampling::with_hung`).
     pub(crate) fn check_in_flight(&mut self, now: u64, totals: (u64, u64)) -> Option<Transition> {
         let threshold = self.slow_nanos();
         let marks = self.marks.as_mut()?;
@@ -404,16 +433,14 @@ impl Machine {
             return None;
         }
         let hung = marks.hung(now, totals, threshold);
-        if hung == 0 {
+        if hung.calls() == 0 {
             return None;
         }
         let totals = self.window.totals(now);
-        let with_hung = Totals {
-            calls: totals.calls + hung,
-            slow: totals.slow + hung,
-            timed: totals.timed + hung,
-            ..totals
-        };
+        if totals.calls + hung.calls() < u64::from(self.settings.effective_minimum_calls()) {
+            return None;
+        }
+        let with_hung = sampling::with_hung(totals, hung);
         let reason = ratio_trip(&self.settings, with_hung, self.baselines(now, 0))?;
         self.rule_trip(now, reason)
     }
@@ -542,7 +569,7 @@ impl Machine {
             && self.untimed
             && fast_until == u64::MAX;
         // Low traffic: time every call (DESIGN: estimates only where enough calls per trip
-        // window make them good ones; 8,192, for the bound in `SlowCalls`).
+        // window make them good ones; the switch and its bound are `machine/sampling.rs`'s).
         let exact = self.exact(now);
         Published {
             word: Word::new(
@@ -581,8 +608,10 @@ impl Machine {
         let totals = self.window.totals(now);
         let minimum = u64::from(self.settings.effective_minimum_calls());
         let added = minimum.saturating_sub(totals.calls).max(1);
-        // The successes counted as untimed: they leave the slow share as it is, where timed
-        // ones would lower it. And no chance test: it could only make a trip less likely.
+        // The successes counted as untimed: they lower the estimated slow share (it is over all
+        // calls), leave the timed calls' as it is (timed ones would lower both), and make the
+        // estimate's error test stricter (`sampling::beyond_sampling_error`). And no chance
+        // test: it could only make a trip less likely.
         let with = |added: u64| Totals {
             calls: (totals.calls + added).min(self.window.capacity()),
             ..totals
@@ -591,7 +620,8 @@ impl Machine {
             return true;
         }
         // A sampled count window: a success pushes out its oldest call, which may be timed
-        // and fast, and raise the slow share of what is left.
+        // and fast. The estimated share cannot rise (the calls stay as many), but the chance
+        // test reads the timed calls, whose slow share can.
         if matches!(self.window, Window::Count(_)) && !self.exact(now) && totals.slow > 0 {
             return true;
         }
@@ -734,14 +764,14 @@ impl Machine {
     }
 
     /// Records a finished call. `timed`: `None` for a call that was not timed, otherwise
-    /// whether it ran longer than the slow threshold.
+    /// whether it ran longer than the slow threshold and whether a draw timed it.
     pub(crate) fn record(
         &mut self,
         now: u64,
         generation: u32,
         role: Role,
         outcome: Outcome,
-        timed: Option<bool>,
+        timed: Option<Timed>,
     ) -> Option<Transition> {
         if role == Role::Uncounted || generation != self.generation {
             // Uncounted calls record nothing; an outcome from an older generation (a call that
@@ -812,7 +842,7 @@ impl Machine {
         &mut self,
         now: u64,
         outcome: Outcome,
-        timed: Option<bool>,
+        timed: Option<Timed>,
     ) -> Option<Transition> {
         let mark = self.count(outcome, timed);
         if mark.failure {
@@ -844,7 +874,7 @@ impl Machine {
     }
 
     /// Counts a counted outcome in the consecutive-failure run; its mark for a window.
-    fn count(&mut self, outcome: Outcome, timed: Option<bool>) -> Mark {
+    fn count(&mut self, outcome: Outcome, timed: Option<Timed>) -> Mark {
         let failure = outcome == Outcome::Failure;
         if failure {
             self.consecutive_failures = self.consecutive_failures.saturating_add(1);
@@ -853,8 +883,9 @@ impl Machine {
         }
         Mark {
             failure,
-            slow: timed == Some(true),
+            slow: timed.is_some_and(|timed| timed.slow),
             timed: timed.is_some(),
+            drawn: timed.is_some_and(|timed| timed.drawn),
         }
     }
 
@@ -862,7 +893,7 @@ impl Machine {
         &mut self,
         now: u64,
         outcome: Outcome,
-        timed: Option<bool>,
+        timed: Option<Timed>,
     ) -> Option<Transition> {
         let mark = self.count(outcome, timed);
         self.window.record(now, mark);
@@ -890,14 +921,11 @@ impl Machine {
         &mut self,
         now: u64,
         outcome: Outcome,
-        timed: Option<bool>,
+        timed: Option<Timed>,
     ) -> Option<Transition> {
         let mark = self.count(outcome, timed);
         self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
-        self.probes.calls += 1;
-        self.probes.failures += u64::from(mark.failure);
-        self.probes.slow += u64::from(mark.slow);
-        self.probes.timed += u64::from(mark.timed);
+        self.probes.count(mark);
         match self.settings.half_open_rule {
             HalfOpenRule::Consecutive => {
                 if mark.failure {
@@ -910,13 +938,14 @@ impl Machine {
                 (self.probe_successes >= self.settings.probe_successes).then(|| self.close(now))
             }
             HalfOpenRule::Rates => {
-                if self.probes.calls < u64::from(self.settings.half_open_probes) {
+                let probes = self.probes.totals();
+                if probes.calls < u64::from(self.settings.half_open_probes) {
                     return None;
                 }
                 let failure_limit = self.settings.failure_ratio.unwrap_or(0.5);
-                let failing = ratio(self.probes.failures, self.probes.calls) >= failure_limit;
-                let slowing = self.probes.slow > 0
-                    && self.probes.slow_share() >= self.settings.slow_call_ratio;
+                let failing = ratio(probes.failures, probes.calls) >= failure_limit;
+                let slowing = probes.slow > 0
+                    && sampling::slow_share(probes) >= self.settings.slow_call_ratio;
                 Some(if failing || slowing {
                     self.open(now, OpenReason::ProbeRates)
                 } else {
@@ -939,7 +968,7 @@ impl Machine {
         self.probes_in_flight = 0;
         self.probes_admitted = 0;
         self.probe_successes = 0;
-        self.probes = Totals::default();
+        self.probes = Probes::default();
     }
 
     fn open(&mut self, now: u64, reason: OpenReason) -> Transition {
@@ -1081,8 +1110,8 @@ impl Machine {
 
     /// The state and counts at `now`, with `pending` successes (how many, and how many of
     /// them timed) counted off the lock and not yet folded: what the next locked operation
-    /// would fold, read without folding it. Slow calls are the window's slow share of its
-    /// calls (estimated where only a sample is timed).
+    /// would fold, read without folding it. Slow calls are those the window's timed calls
+    /// estimate, each weighed by the calls it stood for (`machine/sampling.rs`).
     /// `refused`: the refusal total now (see `Cells::refused`).
     pub(crate) fn snapshot(&self, now: u64, pending: (u64, u64), refused: u64) -> Snapshot {
         let closed = self.state == State::Closed;
@@ -1100,7 +1129,7 @@ impl Machine {
         let (totals, minimum) = if lazily_half_open {
             (Totals::default(), probes_needed)
         } else if self.showing_probes {
-            (self.probes, probes_needed)
+            (self.probes.totals(), probes_needed)
         } else {
             (
                 self.window
@@ -1114,10 +1143,10 @@ impl Machine {
         Snapshot {
             state,
             failure_rate: armed.then(|| ratio(totals.failures, totals.calls)),
-            slow_rate: (armed && self.settings.times_calls()).then(|| totals.slow_share()),
+            slow_rate: (armed && self.settings.times_calls()).then(|| sampling::slow_share(totals)),
             calls: totals.calls,
             failures: totals.failures,
-            slow: totals.estimated_slow(),
+            slow: sampling::estimated_slow(totals),
             consecutive_failures: if pending.0 > 0 {
                 0
             } else {

@@ -9,6 +9,7 @@
 //! of a 30-call window slow about every three pod-hours.
 
 use crate::event::OpenReason;
+use crate::machine::sampling;
 use crate::machine::window::Totals;
 use crate::settings::Settings;
 
@@ -77,7 +78,9 @@ pub(crate) struct Baselines {
 
 /// Whether `totals` open the breaker. Ratios are evaluated only once the window holds the
 /// minimum calls; thresholds are inclusive, except the relative one, which must be exceeded.
-/// The slow rule reads the slow share of the timed calls (all calls, or a random sample).
+/// The slow rule reads the slow share its timed calls estimate, each weighed by the calls it
+/// stood for, and trips on it only beyond the estimate's error (`machine/sampling.rs`); its
+/// chance test reads the timed calls unweighted (why: the same module's docs).
 pub(crate) fn ratio_trip(
     settings: &Settings,
     totals: Totals,
@@ -104,7 +107,8 @@ pub(crate) fn ratio_trip(
         return Some(OpenReason::FailuresAboveNormal);
     }
     if totals.slow > 0
-        && totals.slow_share() >= settings.slow_call_ratio
+        && sampling::slow_share(totals) >= settings.slow_call_ratio
+        && sampling::beyond_sampling_error(totals, settings.slow_call_ratio)
         && baselines.slow.is_none_or(|normal| {
             // The latency baseline holds successes only; the window's slow calls may be
             // failures too: its timed calls are compared with the baseline's as a whole.
@@ -135,7 +139,7 @@ fn above_multiple(totals: Totals, normal: Share, multiple: f64) -> bool {
 /// first two terms (the terms fall faster than a geometric series past the mean), computed in
 /// logarithms: no underflow however large the window, and a test that never calls chance what
 /// is not.
-fn beyond_chance(k: u64, n: u64, p: f64, chance: f64) -> bool {
+pub(crate) fn beyond_chance(k: u64, n: u64, p: f64, chance: f64) -> bool {
     if k == 0 || k > n {
         return false;
     }

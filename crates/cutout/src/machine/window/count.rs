@@ -2,15 +2,23 @@
 
 use super::{Mark, Totals};
 
-/// A call's code in the ring: bit 0 failure, bit 1 slow, bit 2 timed.
-const FAILURE: u8 = 0b001;
-const SLOW: u8 = 0b010;
-const TIMED: u8 = 0b100;
+/// A call's code in the ring: bit 0 failure, bit 1 slow, bit 2 timed, bit 3 slow and timed by
+/// a draw (a count window of 8,192 calls or more samples once full, see
+/// `machine/sampling.rs`).
+const FAILURE: u8 = 0b0001;
+const SLOW: u8 = 0b0010;
+const TIMED: u8 = 0b0100;
+const SLOW_DRAWN: u8 = 0b1000;
 
 fn code(mark: Mark) -> u8 {
     (if mark.failure { FAILURE } else { 0 })
         | (if mark.slow { SLOW } else { 0 })
         | (if mark.timed { TIMED } else { 0 })
+        | (if mark.slow && mark.drawn {
+            SLOW_DRAWN
+        } else {
+            0
+        })
 }
 
 fn bit(code: u8, flag: u8) -> u64 {
@@ -27,6 +35,7 @@ pub(crate) struct CountWindow {
     failures: u64,
     slow: u64,
     timed: u64,
+    slow_drawn: u64,
 }
 
 impl CountWindow {
@@ -38,6 +47,7 @@ impl CountWindow {
             failures: 0,
             slow: 0,
             timed: 0,
+            slow_drawn: 0,
         }
     }
 
@@ -50,6 +60,7 @@ impl CountWindow {
             self.failures -= bit(old, FAILURE);
             self.slow -= bit(old, SLOW);
             self.timed -= bit(old, TIMED);
+            self.slow_drawn -= bit(old, SLOW_DRAWN);
             // A compare, not a `%`: a failure folds in a run of successes one by one.
             self.head += 1;
             if self.head == self.size {
@@ -59,6 +70,7 @@ impl CountWindow {
         self.failures += bit(code, FAILURE);
         self.slow += bit(code, SLOW);
         self.timed += bit(code, TIMED);
+        self.slow_drawn += bit(code, SLOW_DRAWN);
     }
 
     /// Records `n` successes, `timed` of them timed (recorded last): a ring's worth or more
@@ -74,6 +86,7 @@ impl CountWindow {
             self.failures = 0;
             self.slow = 0;
             self.timed = timed as u64;
+            self.slow_drawn = 0;
             return;
         }
         for i in 0..n {
@@ -81,6 +94,7 @@ impl CountWindow {
                 failure: false,
                 slow: false,
                 timed: i >= n - timed,
+                drawn: false,
             });
         }
     }
@@ -103,6 +117,7 @@ impl CountWindow {
             ahead.failures -= bit(old, FAILURE);
             ahead.slow -= bit(old, SLOW);
             ahead.timed -= bit(old, TIMED);
+            ahead.slow_drawn -= bit(old, SLOW_DRAWN);
         }
         ahead.timed += timed_kept;
         ahead
@@ -118,6 +133,7 @@ impl CountWindow {
             failures: self.failures,
             slow: self.slow,
             timed: self.timed,
+            slow_drawn: self.slow_drawn,
         }
     }
 
@@ -127,6 +143,7 @@ impl CountWindow {
         self.failures = 0;
         self.slow = 0;
         self.timed = 0;
+        self.slow_drawn = 0;
     }
 
     pub(crate) fn is_full_and_clean(&self) -> bool {
@@ -146,12 +163,20 @@ mod tests {
         ..Mark::OK
     };
 
+    const SLOW_DRAWN_FAIL: Mark = Mark {
+        failure: true,
+        slow: true,
+        timed: true,
+        drawn: true,
+    };
+
     fn totals(calls: u64, failures: u64, slow: u64, timed: u64) -> Totals {
         Totals {
             calls,
             failures,
             slow,
             timed,
+            slow_drawn: 0,
         }
     }
 
@@ -169,6 +194,23 @@ mod tests {
         assert!(window.is_full_and_clean());
         window.clear();
         assert_eq!(window.totals(), Totals::default());
+    }
+
+    #[test]
+    fn a_slow_sample_slides_out_with_what_it_stood_for() {
+        let mut window = CountWindow::new(3);
+        window.record(SLOW_DRAWN_FAIL);
+        window.record(SLOW_OK);
+        let held = window.totals();
+        assert_eq!((held.slow, held.slow_drawn, held.failures), (2, 1, 1));
+        assert_eq!(
+            window.totals_after_successes(2, 0).slow_drawn,
+            0,
+            "read ahead"
+        );
+        window.record(OK);
+        window.record(OK); // pushes the sample out, and its weight with it
+        assert_eq!(window.totals(), totals(3, 0, 1, 1));
     }
 
     #[test]
@@ -196,7 +238,7 @@ mod tests {
         #[test]
         fn runs_of_successes_slide_like_single_ones(
             size in 1u32..9,
-            steps in proptest::collection::vec((0u64..20, 0u64..20, 0u8..4), 1..60),
+            steps in proptest::collection::vec((0u64..20, 0u64..20, 0u8..5), 1..60),
         ) {
             let mut bulk = CountWindow::new(size);
             let mut single = CountWindow::new(size);
@@ -215,7 +257,7 @@ mod tests {
                     single.record(mark);
                 }
                 proptest::prop_assert_eq!(bulk.totals(), single.totals());
-                let mark = [OK, FAIL, SLOW_OK, TIMED_OK][usize::from(kind)];
+                let mark = [OK, FAIL, SLOW_OK, TIMED_OK, SLOW_DRAWN_FAIL][usize::from(kind)];
                 bulk.record(mark);
                 single.record(mark);
                 proptest::prop_assert_eq!(bulk.totals(), single.totals());

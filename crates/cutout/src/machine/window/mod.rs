@@ -8,16 +8,18 @@ pub(crate) use count::CountWindow;
 pub(crate) use time::TimeWindow;
 
 /// Counts of a window at one moment (a time window keeps narrower ones per bucket, see
-/// `time.rs`).
+/// `time.rs`). What the slow counts estimate is `machine/sampling.rs`'s to say.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Totals {
     pub(crate) calls: u64,
     pub(crate) failures: u64,
     /// Slow calls among the timed ones.
     pub(crate) slow: u64,
-    /// Calls whose duration was measured: all of them, a sample of them, or none (see
-    /// [`Totals::slow_share`]).
+    /// Calls whose duration was measured: all of them, a sample of them, or none.
     pub(crate) timed: u64,
+    /// Of the slow calls, those timed by a draw: each stands for
+    /// [`SAMPLE`](crate::machine::sampling::SAMPLE) calls.
+    pub(crate) slow_drawn: u64,
 }
 
 impl std::ops::Add for Totals {
@@ -29,29 +31,7 @@ impl std::ops::Add for Totals {
             failures: self.failures + other.failures,
             slow: self.slow + other.slow,
             timed: self.timed + other.timed,
-        }
-    }
-}
-
-impl Totals {
-    /// The share of slow calls: slow over timed calls. Where every call is timed it is exact;
-    /// where a random sample is, it estimates the window's share without weighing any call, so
-    /// it never exceeds 1 and no sample stands apart from the calls it was drawn among. 0 with
-    /// nothing timed.
-    pub(crate) fn slow_share(self) -> f64 {
-        if self.timed == 0 {
-            0.0
-        } else {
-            self.slow as f64 / self.timed as f64
-        }
-    }
-
-    /// The estimated number of slow calls among all calls: the slow share of the calls.
-    pub(crate) fn estimated_slow(self) -> u64 {
-        if self.timed >= self.calls {
-            self.slow
-        } else {
-            (self.slow_share() * self.calls as f64).round() as u64
+            slow_drawn: self.slow_drawn + other.slow_drawn,
         }
     }
 }
@@ -64,6 +44,8 @@ pub(crate) struct Mark {
     pub(crate) slow: bool,
     /// Timed.
     pub(crate) timed: bool,
+    /// Timed by a draw (see `machine/sampling.rs`).
+    pub(crate) drawn: bool,
 }
 
 /// The marks the windows' tests record.
@@ -73,16 +55,19 @@ impl Mark {
         failure: false,
         slow: false,
         timed: false,
+        drawn: false,
     };
     pub(crate) const FAIL: Mark = Mark {
         failure: true,
         slow: false,
         timed: false,
+        drawn: false,
     };
     pub(crate) const SLOW_OK: Mark = Mark {
         failure: false,
         slow: true,
         timed: true,
+        drawn: false,
     };
 }
 

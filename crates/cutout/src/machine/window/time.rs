@@ -12,8 +12,9 @@ pub(crate) struct TimeWindow {
     buckets: SummedSlices<Bucket>,
 }
 
-/// One bucket's counts, 24 bytes: calls in a `u64`; failures, slow and timed calls in `u32`s,
-/// saturating. Sums over the window are [`Totals`] of `u64`s.
+/// One bucket's counts, 24 bytes: calls in a `u64`; failures, slow calls, timed calls and
+/// slow calls timed by a draw in `u32`s, saturating. Sums over the window are [`Totals`] of
+/// `u64`s.
 ///
 /// Calls are a `u64` because successes arrive in bulk from the fast path: a 60 s bucket (a
 /// 1-hour window's) on a many-core machine can see more than 2^32 of them, and a saturated call
@@ -21,15 +22,17 @@ pub(crate) struct TimeWindow {
 /// slow calls come one locked operation each: 2^32 in a 60 s bucket is 72 million a second,
 /// more than a lock passes; only windows of days, whose buckets last many minutes, could get
 /// there, in a sustained outage. If one does saturate, its ratio reads low: the breaker trips
-/// later, never falsely. Timed calls are at most one in eight of the calls above 8,192 a
-/// window; saturated, the slow share would read high, but only after 2^32 timed calls in one
-/// bucket, which the slow ones, each under the lock, would have tripped long before.
+/// later, never falsely (a saturated count of slow samples only lowers the estimate too).
+/// Timed calls are counted for the chance test only (`machine/sampling.rs`): saturated, they
+/// would make the window's slow calls look less like chance, but only after 2^32 timed calls in
+/// one bucket, which the slow ones, each under the lock, would have tripped long before.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Bucket {
     calls: u64,
     failures: u32,
     slow: u32,
     timed: u32,
+    slow_drawn: u32,
 }
 
 impl crate::machine::slices::Reset for Bucket {
@@ -55,6 +58,7 @@ impl Counts for Bucket {
             failures: add_u32(&mut self.failures, n.failures),
             slow: add_u32(&mut self.slow, n.slow),
             timed: add_u32(&mut self.timed, n.timed),
+            slow_drawn: add_u32(&mut self.slow_drawn, n.slow_drawn),
         }
     }
 
@@ -64,6 +68,7 @@ impl Counts for Bucket {
             failures: u64::from(self.failures),
             slow: u64::from(self.slow),
             timed: u64::from(self.timed),
+            slow_drawn: u64::from(self.slow_drawn),
         }
     }
 }
@@ -90,6 +95,7 @@ impl TimeWindow {
                 failures: u64::from(mark.failure),
                 slow: u64::from(mark.slow),
                 timed: u64::from(mark.timed),
+                slow_drawn: u64::from(mark.slow && mark.drawn),
             },
         );
     }
