@@ -242,6 +242,8 @@ fn decimals(s: &Stats, unit: Unit) -> (usize, usize) {
         Unit::Count if whole(s.min) && whole(s.max) => (usize::from(!whole(s.mean)), 0),
         Unit::Count if s.min.abs().max(s.max.abs()) >= 1.0 => (1, 1),
         Unit::Count => (2, 2),
+        Unit::Rate if whole(s.min) && whole(s.max) && whole(s.mean) => (0, 0),
+        Unit::Rate => (3, 3),
     }
 }
 
