@@ -207,7 +207,8 @@ pub enum Unit {
     Millis,
     /// A rate per second.
     PerSecond,
-    /// A rate that may be well below 1 (trips per 100 pod-hours): up to three decimals.
+    /// A rate that may be well below 1 (trips per 100 pod-hours): one decimal from 1 on,
+    /// three below.
     Rate,
 }
 
@@ -223,6 +224,7 @@ impl Unit {
             Unit::Millis => format!("{value:.0}"),
             Unit::PerSecond => format!("{value:.1}"),
             Unit::Rate if value.fract() == 0.0 => format!("{value:.0}"),
+            Unit::Rate if value.abs() >= 1.0 => format!("{value:.1}"),
             Unit::Rate => format!("{value:.3}"),
         }
     }
