@@ -869,7 +869,8 @@ fn sampled_scenario(settings: &str) -> Scenario {
         kind = "brownout"
         start = "25s"
         duration = "20s"
-        latency-factor = 8
+        # 10 ms to about 200 ms: slow past 3 x normal and past the 50 ms margin alike.
+        latency-factor = 20
         [breakers.instances.slow]
         break-duration = "2s"
         [breakers.instances.twin]

@@ -69,6 +69,7 @@
 //! | `slow-calls-multiple` | a number above 1: slow above this multiple of normal latency | 3 | |
 //! | `slow-calls-quantile` | a ratio up to 0.5: the quantile of successful durations that is normal | 0.5 | |
 //! | `slow-calls-floor` | a duration: no call is slow below it, whatever the baseline (`"0s"` turns the floor off) | `"1ms"` | |
+//! | `slow-calls-margin` | a duration: a slow call must also take this much longer than normal (what a caller adds by itself; `"0s"` judges by the multiple alone) | `"50ms"` | |
 //! | `latency-baseline-window` | a duration above the trip window / `slow-calls-quantile` | 10 × the trip window, widened to 2 × trip window / quantile | |
 //! | `failures` | only `false` or `"off"`: switches the relative failure rule off | on | yes |
 //! | `failures-multiple` | a number above 1: trips above this multiple of the normal failure rate | 5 | |
@@ -260,6 +261,7 @@ pub const SETTINGS_KEYS: &[&str] = &[
     "slow-calls-multiple",
     "slow-calls-quantile",
     "slow-calls-floor",
+    "slow-calls-margin",
     "latency-baseline-window",
     "failures",
     "failures-multiple",
@@ -1028,6 +1030,7 @@ struct Patch {
     slow_calls_multiple: Option<f64>,
     slow_calls_quantile: Option<f64>,
     slow_calls_floor: Option<Duration>,
+    slow_calls_margin: Option<Duration>,
     latency_baseline_window: Option<Duration>,
     failures_off: bool,
     failures_multiple: Option<f64>,
@@ -1191,7 +1194,8 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
             switch_off(
                 at,
                 "rule",
-                "slow-calls-multiple, slow-calls-quantile, slow-calls-floor, latency-baseline-window",
+                "slow-calls-multiple, slow-calls-quantile, slow-calls-floor, slow-calls-margin, \
+                 latency-baseline-window",
                 SWITCH_OFF,
             )?;
             patch.slow_calls_off = true;
@@ -1204,6 +1208,7 @@ fn read_key(patch: &mut Patch, at: At<'_>, instance: bool) -> Result<(), LoadErr
             )?);
         }
         "slow-calls-floor" => patch.slow_calls_floor = Some(duration(at, duration_allowed)?),
+        "slow-calls-margin" => patch.slow_calls_margin = Some(duration(at, duration_allowed)?),
         "latency-baseline-window" => {
             patch.latency_baseline_window = Some(duration(at, duration_allowed)?);
         }
@@ -1340,6 +1345,7 @@ fn switched_off_alone(
             &[
                 "latency-baseline-window",
                 "slow-calls-floor",
+                "slow-calls-margin",
                 "slow-calls-multiple",
                 "slow-calls-quantile",
             ],
@@ -1508,6 +1514,10 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
         }
         if let Some(v) = layer.slow_calls_floor {
             slow_keys.floor = v;
+            slow_calls = Some(slow_keys);
+        }
+        if let Some(v) = layer.slow_calls_margin {
+            slow_keys.margin = v;
             slow_calls = Some(slow_keys);
         }
         if let Some(v) = layer.latency_baseline_window {

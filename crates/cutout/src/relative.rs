@@ -1,11 +1,43 @@
 //! Relative trips: slow calls and failures as multiples of what the breaker measured, instead
 //! of numbers guessed per dependency.
+//!
+//! # Judging latency: what the caller adds is not the dependency's fault
+//!
+//! A call's duration is the dependency's time plus the caller's: its own CPU saturation and
+//! scheduler lag (every dependency it calls gets slower at once), a new connection's setup
+//! (TCP, TLS) and a change of traffic pattern (busy pooled connections giving way to light
+//! serial ones, each opening a connection). Those add a roughly *constant* delay to every call,
+//! whatever the dependency's own latency. Against a fast dependency a constant delay is a
+//! large multiple: 3 × a 0.1 ms median is crossed by a context switch, a TLS handshake or a
+//! caller at 100% CPU, and a multiple alone then blames a healthy dependency for its caller.
+//!
+//! So a relative slow call must be slow in both senses: above `multiple` × the normal latency
+//! **and** above the normal latency plus an absolute **margin** (default 50 ms,
+//! [`SlowCalls::margin`]). The margin is the delay the caller may add by itself without
+//! blaming the dependency; 50 ms covers a TLS handshake on a local network, a saturated
+//! caller's run-queue waits and a CPU-throttled container's stalls (a cgroup at its quota
+//! waits out the rest of a 100 ms period, about half of it on average), while a real
+//! brownout of anything slower than 25 ms is judged by the multiple exactly as before (for
+//! a normal latency above 25 ms, 3 × normal is already more than normal + 50 ms).
+//!
+//! What the rule can then no longer see: a slowdown that adds less than the margin to a fast
+//! dependency (a 2 ms cache answering in 40 ms, twenty times its normal). That takes a
+//! latency budget the operator knows: an absolute
+//! [`slow_call_threshold`](crate::SettingsBuilder::slow_call_threshold), which is judged as it
+//! is, margin or not (a call is slow above either threshold). A margin of zero gives back the
+//! multiple alone.
+//!
+//! Probes and ramp calls are judged against the same threshold: a probe opens a fresh
+//! connection more often than not, and a fresh connection cannot cross the margin by itself.
+//! A slow probe re-opens the breaker exactly as a failed one does (the same grown break,
+//! never more): it proved the dependency answers, not that it is worse than down.
 
 use std::time::Duration;
 
 /// Slow calls relative to the measured normal latency: a call is slow when it takes more than
-/// `multiple` × the `quantile` of successful durations over the baseline window, and more than
-/// a floor (default 1 ms: scheduling noise is not a brownout, however fast the dependency).
+/// `multiple` × the `quantile` of successful durations over the baseline window, more than
+/// that normal latency plus a margin (default 50 ms: what a caller adds by itself, see the
+/// [module docs](self)), and more than a floor (default 1 ms).
 /// Composes with an absolute threshold: a call is slow when above either.
 ///
 /// When this rule alone needs durations, a breaker times every call while its trip window
@@ -36,7 +68,11 @@ pub struct SlowCalls {
     pub(crate) quantile: f64,
     pub(crate) window: Option<Duration>,
     pub(crate) floor: Duration,
+    pub(crate) margin: Duration,
 }
+
+/// The default [`SlowCalls::margin`].
+const DEFAULT_SLOW_MARGIN: Duration = Duration::from_millis(50);
 
 impl SlowCalls {
     /// Slow above `multiple` × the median over the default baseline window.
@@ -46,7 +82,45 @@ impl SlowCalls {
             quantile: 0.5,
             window: None,
             floor: Duration::from_millis(1),
+            margin: DEFAULT_SLOW_MARGIN,
         }
+    }
+
+    /// How much longer than normal a call must take, besides `multiple` × normal, to be slow
+    /// (default 50 ms). It is the delay a caller may add by itself (its CPU saturation, a new
+    /// connection's setup, a change of traffic pattern) without blaming the dependency: see
+    /// the [module docs](self) for why, and for what the rule can then no longer see. Zero
+    /// judges by the multiple alone.
+    pub fn margin(mut self, margin: Duration) -> SlowCalls {
+        self.margin = margin;
+        self
+    }
+
+    /// The margin above normal latency a slow call must also exceed.
+    pub fn margin_duration(&self) -> Duration {
+        self.margin
+    }
+
+    /// The relative slow threshold for a normal latency of `normal`: the largest of
+    /// `multiple` × normal, normal + margin, and the floor.
+    pub fn threshold_for(&self, normal: Duration) -> Duration {
+        Duration::from_nanos(
+            self.threshold_nanos(normal.as_nanos().min(u128::from(u64::MAX)) as u64),
+        )
+    }
+
+    /// [`threshold_for`](Self::threshold_for) in nanoseconds, saturating.
+    pub(crate) fn threshold_nanos(&self, normal: u64) -> u64 {
+        let nanos = |d: Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let multiple = normal as f64 * self.multiple;
+        let multiple = if multiple >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            multiple as u64
+        };
+        multiple
+            .max(normal.saturating_add(nanos(self.margin)))
+            .max(nanos(self.floor))
     }
 
     /// The duration no call is slow below, whatever the baseline (default 1 ms). Without it, a

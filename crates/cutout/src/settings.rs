@@ -261,7 +261,7 @@ impl PartialEq for BreakSchedule {
 /// | [`shadow`](SettingsBuilder::shadow) | `shadow` | `false` |
 /// | [`initial_state`](SettingsBuilder::initial_state) / [`enabled`](SettingsBuilder::enabled) | `initial-state` / `enabled` | closed |
 /// | [`adaptive`](SettingsBuilder::adaptive) | `adaptive` | `true` |
-/// | [`slow_calls`](SettingsBuilder::slow_calls) | `slow-calls`, `slow-calls-multiple`, `-quantile`, `-floor`, `latency-baseline-window` | above 3 × the median latency, floor 1 ms, baseline over 10 × the trip window |
+/// | [`slow_calls`](SettingsBuilder::slow_calls) | `slow-calls`, `slow-calls-multiple`, `-quantile`, `-floor`, `-margin`, `latency-baseline-window` | above 3 × the median latency and 50 ms over it, floor 1 ms, baseline over 10 × the trip window |
 /// | [`failures`](SettingsBuilder::failures) | `failures`, `failures-multiple`, `-floor`, `failure-baseline-window` | above 5 × the normal failure rate, floor 5%, baseline over 10 × the trip window |
 /// | [`recovery`](SettingsBuilder::recovery) | `recovery`, `recovery-fraction`, `-initial-fraction`, `-min-duration`, `-max-duration` | off |
 /// | [`throttle`](SettingsBuilder::throttle) | `throttle` | off (the binary breaker) |
@@ -471,7 +471,7 @@ impl Settings {
     pub fn adaptive(&self) -> bool {
         self.adaptive
     }
-    /// Slow calls relative to the measured normal latency (default: above 3 × the median).
+    /// Slow calls relative to the measured normal latency (default: above 3 × the median and 50 ms over it).
     pub fn slow_calls(&self) -> Option<SlowCalls> {
         self.slow_calls
     }
@@ -996,7 +996,8 @@ impl SettingsBuilder {
         self
     }
     /// Slow calls relative to the measured normal latency; `None` turns the rule off.
-    /// Default: `Some(SlowCalls::above(3.0))` (slow above 3 × the median, floor 1 ms).
+    /// Default: `Some(SlowCalls::above(3.0))` (slow above 3 × the median and 50 ms over it,
+    /// floor 1 ms).
     pub fn slow_calls(mut self, slow_calls: Option<SlowCalls>) -> Self {
         self.settings.slow_calls = slow_calls;
         self

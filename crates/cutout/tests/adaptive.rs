@@ -311,7 +311,10 @@ fn a_configured_quantile_and_multiple_set_the_slow_threshold() {
     let sim = Sim::new(
         adaptive()
             .consecutive_failures(None)
-            .slow_calls(Some(SlowCalls::above(2.0).quantile(0.1)))
+            // Margin 0: this test is about the multiple and the quantile alone.
+            .slow_calls(Some(
+                SlowCalls::above(2.0).quantile(0.1).margin(Duration::ZERO),
+            ))
             .minimum_calls(10),
     );
     for i in 0..300u32 {
@@ -338,7 +341,14 @@ fn a_configured_quantile_and_multiple_set_the_slow_threshold() {
 #[test]
 fn no_call_is_slow_below_the_floor_however_fast_the_dependency() {
     let us = Duration::from_micros(1);
-    let sim = Sim::new(adaptive().consecutive_failures(None).minimum_calls(10));
+    // Margin 0: this test is about the floor alone.
+    let no_margin = SlowCalls::above(3.0).margin(Duration::ZERO);
+    let sim = Sim::new(
+        adaptive()
+            .consecutive_failures(None)
+            .minimum_calls(10)
+            .slow_calls(Some(no_margin)),
+    );
     sim.healthy(300, 50 * us, 100 * MS);
     // 10 × a 50 µs normal, but under the 1 ms floor: scheduling noise, not a brownout.
     for _ in 0..20 {
@@ -354,7 +364,7 @@ fn no_call_is_slow_below_the_floor_however_fast_the_dependency() {
     let no_floor = Sim::new(
         adaptive()
             .consecutive_failures(None)
-            .slow_calls(Some(SlowCalls::above(3.0).floor(Duration::ZERO))),
+            .slow_calls(Some(no_margin.floor(Duration::ZERO))),
     );
     no_floor.healthy(300, 50 * us, 100 * MS);
     for _ in 0..8 {
@@ -374,4 +384,123 @@ fn an_absolute_threshold_times_every_call() {
     sim.call(200 * MS, Outcome::Success, 300 * MS);
     sim.call(200 * MS, Outcome::Success, 300 * MS);
     assert_eq!(sim.breaker.snapshot().slow, 2, "each slow call counts once");
+}
+
+// Judging latency (DESIGN §2): what the caller adds to every call (its CPU saturation, a new
+// connection's setup, a change of traffic pattern) must not make a healthy dependency slow.
+// Each test runs the same calls with a margin of zero as a control: that is the rule before the
+// margin, and the control shows the test would fail without it.
+
+/// A fast dependency (0.1 ms normal), then calls that each carry `added` of the caller's own.
+fn caller_adds(slow_calls: SlowCalls, added: Duration) -> Sim {
+    let sim = Sim::new(adaptive().slow_calls(Some(slow_calls)));
+    sim.healthy(3_000, Duration::from_micros(100), 100 * MS);
+    for _ in 0..600 {
+        sim.call(
+            Duration::from_micros(100) + added,
+            Outcome::Success,
+            100 * MS,
+        );
+    }
+    sim
+}
+
+#[test]
+fn a_caller_that_adds_a_constant_delay_does_not_make_a_fast_dependency_slow() {
+    // A saturated caller (or a TLS handshake per call) adds 20 ms to a 0.1 ms dependency:
+    // 200 × normal, and still no evidence about the dependency.
+    let defaults = caller_adds(SlowCalls::above(3.0), 20 * MS);
+    assert_eq!(defaults.breaker.state(), State::Closed);
+    assert_eq!(defaults.breaker.snapshot().slow, 0);
+    assert_eq!(defaults.open_reasons(), []);
+
+    let control = caller_adds(SlowCalls::above(3.0).margin(Duration::ZERO), 20 * MS);
+    assert_eq!(
+        control.open_reasons().first(),
+        Some(&OpenReason::SlowCallRatio)
+    );
+}
+
+#[test]
+fn a_brownout_beyond_the_margin_still_trips_a_fast_dependency() {
+    // The same 0.1 ms dependency answering in 120 ms: over the margin, slow.
+    let sim = caller_adds(SlowCalls::above(3.0), 120 * MS);
+    assert_eq!(sim.open_reasons().first(), Some(&OpenReason::SlowCallRatio));
+}
+
+#[test]
+fn the_margin_changes_nothing_for_a_dependency_slower_than_it() {
+    // 20 ms normal: 3 × normal (60 ms) is above normal + 50 ms (70 ms)? No: 70 ms rules,
+    // and a 30 × brownout (600 ms) is far beyond both.
+    let slow = SlowCalls::above(3.0);
+    assert_eq!(slow.threshold_for(20 * MS), 70 * MS);
+    assert_eq!(slow.threshold_for(100 * MS), 300 * MS);
+    assert_eq!(
+        slow.threshold_for(Duration::from_micros(100)),
+        Duration::from_micros(50_100)
+    );
+    assert_eq!(slow.margin(Duration::ZERO).threshold_for(20 * MS), 60 * MS);
+    assert_eq!(
+        slow.margin(Duration::ZERO)
+            .threshold_for(Duration::from_micros(100)),
+        MS,
+        "the floor"
+    );
+    assert_eq!(
+        slow.threshold_for(Duration::MAX),
+        Duration::from_nanos(u64::MAX)
+    );
+}
+
+/// An adaptive breaker over a 0.2 ms dependency, opened by failures, its break elapsed: the
+/// next call is a probe. Breaks are exact (no jitter) so that they can be compared.
+fn opened_on_a_fast_dependency(slow_calls: SlowCalls) -> Sim {
+    let sim = Sim::new(
+        adaptive()
+            .slow_calls(Some(slow_calls))
+            .jitter(cutout::Jitter::None),
+    );
+    sim.healthy(3_000, Duration::from_micros(200), 100 * MS);
+    for _ in 0..5 {
+        sim.call(Duration::from_micros(200), Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    sim.clock.elapse_break(&sim.breaker);
+    sim
+}
+
+#[test]
+fn a_probe_on_a_fresh_connection_is_not_slow() {
+    // The dependency is back; each probe opens a fresh connection and takes 3 ms (15 × the
+    // 0.2 ms learned on pooled ones): two probes close the breaker.
+    let sim = opened_on_a_fast_dependency(SlowCalls::above(3.0));
+    sim.call(3 * MS, Outcome::Success, 100 * MS);
+    sim.call(3 * MS, Outcome::Success, 100 * MS);
+    assert_eq!(sim.breaker.state(), State::Closed);
+    assert_eq!(sim.open_reasons(), [OpenReason::ConsecutiveFailures(5)]);
+
+    let control = opened_on_a_fast_dependency(SlowCalls::above(3.0).margin(Duration::ZERO));
+    control.call(3 * MS, Outcome::Success, 100 * MS);
+    assert_eq!(control.breaker.state(), State::Open);
+    assert_eq!(
+        control.open_reasons(),
+        [OpenReason::ConsecutiveFailures(5), OpenReason::ProbeSlow]
+    );
+}
+
+#[test]
+fn a_slow_probe_grows_the_break_no_more_than_a_failed_one() {
+    let slow = opened_on_a_fast_dependency(SlowCalls::above(3.0));
+    slow.call(200 * MS, Outcome::Success, 100 * MS);
+    let failed = opened_on_a_fast_dependency(SlowCalls::above(3.0));
+    failed.call(Duration::from_micros(200), Outcome::Failure, 100 * MS);
+    assert_eq!(slow.open_reasons().last(), Some(&OpenReason::ProbeSlow));
+    assert_eq!(failed.open_reasons().last(), Some(&OpenReason::ProbeFailed));
+    let (slow, failed) = (slow.breaker.snapshot(), failed.breaker.snapshot());
+    assert!(
+        slow.current_break <= failed.current_break,
+        "{:?} > {:?}",
+        slow.current_break,
+        failed.current_break
+    );
 }

@@ -1165,7 +1165,7 @@ fn relative_rules_switch_off_and_back_on_key_by_key() {
     assert_eq!(
         error.to_string(),
         "CUT-CFG-010: invalid slow-calls = true in [defaults]: the rule is switched on by \
-         setting one of slow-calls-multiple, slow-calls-quantile, slow-calls-floor, \
+         setting one of slow-calls-multiple, slow-calls-quantile, slow-calls-floor, slow-calls-margin, \
          latency-baseline-window; \
          allowed false or \"off\" to switch the rule off"
     );

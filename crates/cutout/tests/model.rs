@@ -31,10 +31,10 @@
 //!   baseline rate in whole counts (f·O > m·F·n: exactly at the multiple does not trip), ≥ 2
 //!   failures, `minimum_calls`, and failures beyond chance: the binomial tail P(X ≥ failures)
 //!   over the window's calls at p = (baseline failures − window failures + 1) / (baseline
-//!   outcomes − window calls + 2) below 1e-4;
+//!   outcomes − window calls + 2) below 1e-7;
 //! - relative slow calls: every timed success of any era feeds a latency baseline (the
 //!   nearest-rank q-quantile of the samples merged), armed at 20 samples; a call is slow above
-//!   min(absolute threshold, max(3 × normal, floor)); once the baseline is armed (as of the
+//!   min(absolute threshold, max(3 × normal, normal + margin, floor)); once the baseline is armed (as of the
 //!   last merge) the slow rule also needs the window's slow calls beyond chance among its timed
 //!   ones: the binomial tail at p = (baseline samples above the threshold in force + 1) /
 //!   (baseline samples + 2) below 1e-7 (no such test without an armed latency baseline);
@@ -186,6 +186,8 @@ struct RelSlow {
     window_ms: Option<u64>,
     /// `None`: the default floor of 1 ms.
     floor_ms: Option<u64>,
+    /// `None`: the default margin of 50 ms.
+    margin_ms: Option<u64>,
 }
 
 /// `Recovery::over(quarters / 4)` from `initial` (millionths), clamped to `[min, max]`.
@@ -266,6 +268,9 @@ impl Spec {
                     }
                     if let Some(floor) = s.floor_ms {
                         rule = rule.floor(ms(floor));
+                    }
+                    if let Some(margin) = s.margin_ms {
+                        rule = rule.margin(ms(margin));
                     }
                     rule
                 }))
@@ -649,7 +654,7 @@ struct Seen {
 
 /// The chance tests' levels (trip.rs): how unlikely the window's failures, or its slow calls,
 /// must be at the baseline's rate.
-const FAILURE_CHANCE: f64 = 1e-4;
+const FAILURE_CHANCE: f64 = 1e-7;
 const SLOW_CHANCE: f64 = 1e-7;
 
 /// ln P(X ≥ k) for X ~ Binomial(n, p), 0 < p < 1: the exact tail, summed term by term in
@@ -1316,18 +1321,17 @@ impl Model {
 
     /// The lowest and highest slow-call threshold in force (nanoseconds; `u64::MAX` for none)
     /// with the normal latency `normal` (`None`: not armed): the absolute threshold, tightened
-    /// to max(3 × the normal latency as reported, the floor).
+    /// to max(3 × the normal latency as reported, that latency + the margin, the floor).
     fn thresholds(&self, normal: Option<u64>) -> (u64, u64) {
         let absolute = self.spec.slow_ms.map_or(u64::MAX, |t| t * MS);
         let (Some(rel), Some(v)) = (self.spec.rel_slow(), normal) else {
             return (absolute, absolute);
         };
         let floor = rel.floor_ms.unwrap_or(1) * MS;
+        let margin = rel.margin_ms.unwrap_or(50) * MS;
         let (low, high) = reported(v);
-        (
-            absolute.min((low * SLOW_MULTIPLE).max(floor)),
-            absolute.min((high * SLOW_MULTIPLE).max(floor)),
-        )
+        let relative = |normal: u64| (normal * SLOW_MULTIPLE).max(normal + margin).max(floor);
+        (absolute.min(relative(low)), absolute.min(relative(high)))
     }
 
     fn record(&mut self, ticket: Ticket, outcome: Outcome) {
@@ -2716,11 +2720,15 @@ fn adaptive_spec(shape: Adaptive) -> impl Strategy<Value = Spec> {
                 Some(3_600_000),
             ]),
             prop::sample::select(vec![None, None, Some(30u64)]),
+            // Mostly no margin, so that the model's millisecond latencies are often slow; the
+            // default (50 ms) and a small one now and then.
+            prop::sample::select(vec![Some(0u64), Some(0), Some(0), Some(4), None]),
         )
-            .prop_map(|(quantile_pct, window_ms, floor_ms)| RelSlow {
+            .prop_map(|(quantile_pct, window_ms, floor_ms, margin_ms)| RelSlow {
                 quantile_pct,
                 window_ms,
                 floor_ms,
+                margin_ms,
             }),
     );
     // Ramp lengths are kept at 2^a·5^b ms (a ≤ 8, b ≤ 4), so that the clock's bound is a

@@ -497,9 +497,7 @@ impl Machine {
             .settings
             .relative_slow_calls()
             .zip(self.normal_latency)
-            .map_or(u64::MAX, |(slow, normal)| {
-                ((normal as f64 * slow.multiple) as u64).max(nanos(slow.floor))
-            });
+            .map_or(u64::MAX, |(slow, normal)| slow.threshold_nanos(normal));
         absolute.min(relative)
     }
 

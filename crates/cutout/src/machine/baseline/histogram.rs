@@ -10,8 +10,8 @@
 //! quarters would be 25% wide at the bottom of each power of two, 12.5%. The histogram this
 //! replaced had 8 linear buckets per power of two from 0 ns to 2^40 ns: 12.5% wide, 6.25%, in
 //! 304 counts, 1,216 bytes.) Below a microsecond the quantile is 512 ns, whatever the
-//! durations: the relative slow-call rule has a 1 ms floor by default, so it never decides
-//! down there.
+//! durations: the relative slow-call rule has a 1 ms floor and a 50 ms margin by default,
+//! so it never decides down there.
 //!
 //! # Memory
 //! The latency baseline keeps one histogram per slice, 4 slices: 1,680 bytes, where it held
