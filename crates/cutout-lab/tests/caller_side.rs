@@ -381,6 +381,8 @@ fn trips_per_100_pod_hours_are_the_false_trips_over_the_pod_hours() {
         .expect("the row");
     let shown = if expected.fract() == 0.0 {
         format!("{expected:.0}")
+    } else if expected >= 1.0 {
+        format!("{expected:.1}")
     } else {
         format!("{expected:.3}")
     };
@@ -490,5 +492,47 @@ fn without_the_sections_no_call_pays_anything_on_the_callers_side() {
             .lines()
             .any(|l| l.starts_with("connections opened") && l.trim_end().ends_with("off")),
         "{table}"
+    );
+}
+
+/// A shipped scenario cut to `pods` pods and `minutes` of simulated time (its dependency,
+/// traffic shape, caller-side models and settings unchanged).
+fn shipped(name: &str, pods: u32, minutes: u64) -> Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{name}.toml"));
+    let mut scenario = Scenario::load(&path).unwrap();
+    scenario.traffic.pods = pods;
+    scenario.duration = Duration::from_secs(60 * minutes);
+    scenario
+}
+
+/// The defaults' trips on a healthy dependency in `scenario`, with the reasons, for the
+/// message.
+fn false_trips(scenario: Scenario) -> (u32, String) {
+    let lab = run(scenario);
+    let m = &lab.metrics[1];
+    assert_eq!(lab.metrics[0].trips, 0, "no breaker, no trip");
+    assert_eq!(m.trips_overloaded + m.trips_after_incident, 0);
+    (m.false_trips, format!("{:?}", m.reasons))
+}
+
+#[test]
+fn the_defaults_never_trip_on_a_healthy_dependency_whose_callers_saturate() {
+    // caller-saturation.toml, 20 pods for 20 minutes (6.7 pod-hours, ~40 episodes).
+    let (trips, reasons) = false_trips(shipped("caller-saturation", 20, 20));
+    assert_eq!(
+        trips, 0,
+        "the callers' saturation opened breakers: {reasons}"
+    );
+}
+
+#[test]
+fn the_defaults_never_trip_on_a_healthy_dependency_reached_over_fresh_connections() {
+    // fresh-connections.toml, 20 pods for two of its 10-minute cycles.
+    let (trips, reasons) = false_trips(shipped("fresh-connections", 20, 20));
+    assert_eq!(
+        trips, 0,
+        "new connections' setup opened breakers: {reasons}"
     );
 }
