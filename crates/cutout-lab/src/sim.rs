@@ -9,6 +9,14 @@
 //! or the request's deadline, whichever comes first. The breaker times each call itself on
 //! the shared clock.
 //!
+//! The caller's side, when the scenario models it: an admitted attempt that finds no idle
+//! connection in its pod's pool ([`crate::connections`]) reaches the dependency only after
+//! the new connection's setup (an event of its own, so the dependency still sees its calls
+//! in time order), and an attempt started while its pod is saturated
+//! ([`crate::saturation`]) ends the episode's delay after the answer; both count in the
+//! breaker's timing and against the timeout. With `[[phases]]` ([`crate::phases`]) a pod's
+//! arrivals follow the phase in force, a burst at a time.
+//!
 //! Randomness comes from seeded streams: each pod's arrivals and routes and each breaker's
 //! jitter derive from the scenario seed and the pod's index, the dependency's answers from a
 //! stream of their own, so a setting never changes the requests the fleet makes, only what
