@@ -536,3 +536,25 @@ fn the_defaults_never_trip_on_a_healthy_dependency_reached_over_fresh_connection
         "new connections' setup opened breakers: {reasons}"
     );
 }
+
+#[test]
+fn extreme_values_in_bounds_run_without_panicking() {
+    // The widest distributions and the slowest phase the bounds allow: draws near u64::MAX
+    // saturate (a setup past the timeout is a timeout), a phase that sends almost nothing
+    // hands over to the next.
+    let extra = "[saturation]\nevery = \"1ms\"\nlength = \"7days\"\ndelay-median = \"1ns\"\n\
+                 delay-p99 = \"7days\"\ndelay-max = \"7days\"\n\
+                 [connections]\nidle-timeout = \"1ns\"\nsetup-median = \"1ns\"\n\
+                 setup-p99 = \"7days\"\n\
+                 [[phases]]\nduration = \"1s\"\nrate = 1e-300\n\
+                 [[phases]]\nduration = \"7days\"\nrate = 50\nburst = 10000\n";
+    let lab = run(scenario(2, 1.0, "1s", &format!("{extra}{NO_TRIP_SETTING}")));
+    for r in &lab.runs {
+        let c = r.counts;
+        assert!(c.requests > 0);
+        assert_eq!(c.requests_unfinished, 0);
+        // A connection given back is taken again at the same nanosecond (its idle time, 0,
+        // is below 1 ns), so fewer are opened than attempts admitted.
+        assert!((1..=c.admitted).contains(&c.connections_opened), "{c:?}");
+    }
+}
