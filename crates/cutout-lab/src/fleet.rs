@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::caller::{Pool, RetryPolicy};
 use crate::duration::{nanos, parse_at_most};
+use crate::phases::Phases;
 
 /// The fleet as written in a scenario file (`[fleet]`).
 ///
@@ -93,6 +94,21 @@ pub struct Traffic {
     pub deadline: Duration,
     /// The breaker layouts to run, in order (never empty).
     pub breaker_per: Vec<BreakerPer>,
+    /// The cycle of traffic phases (`[[phases]]`, see [`crate::phases`]); `None`: `rate`
+    /// in single requests all run long.
+    pub phases: Option<Phases>,
+}
+
+impl Traffic {
+    /// Requests per second per pod on average over the run: `rate`, or the phases' mean.
+    pub fn mean_rate(&self) -> f64 {
+        self.phases.as_ref().map_or(self.rate, Phases::mean_rate)
+    }
+
+    /// The lowest rate above 0 a pod sends at: `rate`, or the quietest phase's.
+    pub fn lowest_rate(&self) -> f64 {
+        self.phases.as_ref().map_or(self.rate, Phases::lowest_rate)
+    }
 }
 
 impl FleetSpec {
@@ -244,6 +260,7 @@ impl FleetSpec {
             queue,
             deadline,
             breaker_per,
+            phases: None,
         })
     }
 }

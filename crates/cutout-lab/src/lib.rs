@@ -14,18 +14,25 @@
 //! The pieces: [`dependency`] (latency, errors, capacity), [`incident`] (the script),
 //! [`fleet`] (pods and their breakers), [`sim`] (the event loop), [`report`] (the numbers),
 //! [`plot`] (the SVG), [`scenario`] (the file format) and [`signals`] (fleet signals through a
-//! simulated store, with cutout-fleet's aggregation).
+//! simulated store, with cutout-fleet's aggregation); on the caller's side, [`saturation`] (a
+//! pod's CPU saturation delaying all its calls), [`connections`] (pools whose new
+//! connections pay setup) and [`phases`] (traffic that changes shape), whose keys
+//! [`keys`] checks.
 
 #![forbid(unsafe_code)]
 
 pub mod caller;
+pub mod connections;
 pub mod dependency;
 pub mod duration;
 pub mod fleet;
 pub mod incident;
+pub mod keys;
 pub mod latency;
+pub mod phases;
 pub mod plot;
 pub mod report;
+pub mod saturation;
 pub mod scenario;
 pub mod seeds;
 pub mod signals;

@@ -48,6 +48,9 @@ pub struct Metrics {
     /// replica at the start of the trip's second or of the next would have waited less than a
     /// healthy call's mean service time).
     pub false_trips: u32,
+    /// Trips on a healthy dependency ([`Metrics::false_trips`]) per 100 pod-hours simulated:
+    /// false trips / (pods × hours) × 100, the rate a fleet meets them at.
+    pub false_trips_per_100_pod_hours: f64,
     /// Trips with no incident in force that judged outcomes of one that had just ended, or
     /// while the dependency still worked off the queue one left.
     pub trips_after_incident: u32,
@@ -74,6 +77,8 @@ pub struct Metrics {
     pub return_step: Option<u32>,
     /// The totals of the run.
     pub counts: Counts,
+    /// Whether the caller-side models were on: (`[saturation]`, `[connections]`).
+    pub caller_models: (bool, bool),
 }
 
 impl Metrics {
@@ -85,7 +90,9 @@ impl Metrics {
         let backlog_floor = (scenario.dependency.mean_service().as_millis() as u64).max(1);
         let mut tripped = vec![0u32; scenario.traffic.pods as usize];
         let mut pods_after = vec![false; scenario.traffic.pods as usize];
+        let pod_hours = f64::from(scenario.traffic.pods) * scenario.duration.as_secs_f64() / 3600.0;
         let mut m = Metrics {
+            false_trips_per_100_pod_hours: 0.0,
             setting: run.setting.clone(),
             time_to_trip: None,
             pods_tripped: 0,
@@ -111,6 +118,7 @@ impl Metrics {
                 .recovery()
                 .map(|r| return_step(run, r.as_secs() as usize)),
             counts: run.counts,
+            caller_models: (false, false),
         };
         for t in &run.transitions {
             let Transition::Opened { from, reason, .. } = t.transition else {
@@ -159,6 +167,11 @@ impl Metrics {
             }
         }
         m.pods_tripped = pods_after.iter().filter(|&&p| p).count() as u32;
+        m.false_trips_per_100_pod_hours = f64::from(m.false_trips) / pod_hours * 100.0;
+        m.caller_models = (
+            scenario.saturation.is_some(),
+            scenario.connections.is_some(),
+        );
         m.recovery_to_full = script
             .recovery()
             .and_then(|r| recovery_to_full(run, r, scenario.duration));
@@ -194,6 +207,9 @@ pub enum Unit {
     Millis,
     /// A rate per second.
     PerSecond,
+    /// A rate that may be well below 1 (trips per 100 pod-hours): one decimal from 1 on,
+    /// three below.
+    Rate,
 }
 
 impl Unit {
@@ -207,6 +223,9 @@ impl Unit {
             Unit::Millis if value < 10.0 => format!("{value:.2}"),
             Unit::Millis => format!("{value:.0}"),
             Unit::PerSecond => format!("{value:.1}"),
+            Unit::Rate if value.fract() == 0.0 => format!("{value:.0}"),
+            Unit::Rate if value.abs() >= 1.0 => format!("{value:.1}"),
+            Unit::Rate => format!("{value:.3}"),
         }
     }
 }
@@ -227,7 +246,8 @@ impl Metrics {
             unit,
             none,
         };
-        use Unit::{Count, Millis, PerSecond, Seconds, Share};
+        use Unit::{Count, Millis, PerSecond, Rate, Seconds, Share};
+        let (saturation, connections) = self.caller_models;
         let (up, down) = (Some(true), Some(false));
         vec![
             f(
@@ -331,6 +351,13 @@ impl Metrics {
                 "-",
             ),
             f(
+                "trips on a healthy dependency per 100 pod-hours",
+                Some(self.false_trips_per_100_pod_hours),
+                down,
+                Rate,
+                "-",
+            ),
+            f(
                 "trips on the outcomes or backlog of an incident just ended",
                 count(self.trips_after_incident.into()),
                 None,
@@ -377,6 +404,20 @@ impl Metrics {
                 "-",
             ),
             f("retries", count(c.retries), None, Count, "-"),
+            f(
+                "attempts slowed by their pod's CPU saturation",
+                saturation.then_some(c.attempts_slowed_by_caller as f64),
+                None,
+                Count,
+                "off",
+            ),
+            f(
+                "connections opened (each paid its setup)",
+                connections.then_some(c.connections_opened as f64),
+                None,
+                Count,
+                "off",
+            ),
         ]
     }
 }
@@ -485,6 +526,48 @@ pub fn table(scenario: &Scenario, metrics: &[Metrics]) -> String {
     }
     if let Some(r) = scenario.script.recovery() {
         let _ = writeln!(out, "  dependency recovers at {} s", r.as_secs_f64());
+    }
+    if let Some(phases) = &t.phases {
+        let list: Vec<String> = phases
+            .phases()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} s at {} req/s{}",
+                    p.duration as f64 / 1e9,
+                    p.rate,
+                    if p.burst > 1 {
+                        format!(" in bursts of {}", p.burst)
+                    } else {
+                        String::new()
+                    }
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  traffic phases, repeated: {}", list.join(", "));
+    }
+    let shown = |d: Duration| humantime::format_duration(d).to_string();
+    if let Some(s) = &scenario.saturation {
+        let pods = s
+            .pods
+            .map_or_else(|| "every pod".to_owned(), |n| format!("the first {n} pods"));
+        let _ = writeln!(
+            out,
+            "  caller saturation ({pods}): episodes of {} on average after {} quiet on \
+             average, each adding one delay to all its pod's calls (median {}, at most {})",
+            shown(s.length),
+            shown(s.every),
+            shown(s.delay.median),
+            shown(s.delay_max)
+        );
+    }
+    if let Some(c) = &scenario.connections {
+        let _ = writeln!(
+            out,
+            "  connection pools: idle timeout {}, a new connection's setup median {}",
+            shown(c.idle_timeout),
+            shown(c.setup.median)
+        );
     }
     let figures: Vec<Vec<Figure>> = metrics.iter().map(Metrics::figures).collect();
     let rows: Vec<(&str, Vec<String>)> = figures

@@ -35,6 +35,14 @@
 //! An optional `[fleet-signals]` section runs every setting also with fleet signals through
 //! a simulated store (see [`crate::signals`]).
 //!
+//! Three optional sections model the caller's side of latency, all off by default (so a
+//! scenario without them runs as it always did): `[saturation]` (a pod's CPU saturation
+//! adds one delay to all its calls, [`crate::saturation`]), `[connections]` (pools whose new
+//! connections pay setup, [`crate::connections`]) and `[[phases]]` (traffic that changes
+//! rate and burstiness, [`crate::phases`]). Their keys are checked one by one, and a mistake
+//! is refused with a `LAB-CFG` code, its line and column, and a did-you-mean for an unknown
+//! key (see [`crate::keys`]).
+//!
 //! Settings run in the order of `compare = ["a", "b"]` when given, else sorted by name; a name
 //! given twice, or the baseline's label [`NO_BREAKER`], is refused.
 //!
@@ -54,10 +62,13 @@ use cutout::config::Config;
 use serde::Deserialize;
 
 use crate::NO_BREAKER;
+use crate::connections::ConnectionsSpec;
 use crate::dependency::{Dependency, DependencySpec};
 use crate::duration::parse_at_most;
 use crate::fleet::{BreakerPer, FleetSpec, Traffic};
 use crate::incident::{IncidentSpec, Script};
+use crate::phases::{PhaseSpec, Phases};
+use crate::saturation::SaturationSpec;
 use crate::signals::{FleetSignals, FleetSignalsSpec};
 
 #[derive(Debug, Deserialize)]
@@ -74,6 +85,10 @@ struct RawScenario {
     breakers: toml::Table,
     compare: Option<Vec<String>>,
     fleet_signals: Option<FleetSignalsSpec>,
+    saturation: Option<SaturationSpec>,
+    connections: Option<ConnectionsSpec>,
+    #[serde(default)]
+    phases: Vec<PhaseSpec>,
 }
 
 /// A scenario, checked and ready to run.
@@ -98,6 +113,12 @@ pub struct Scenario {
     /// `[fleet-signals]` when in force: every setting also runs with them (see
     /// [`crate::signals`]).
     pub fleet_signals: Option<FleetSignals>,
+    /// `[saturation]` when in force: the pods' CPU saturation episodes (see
+    /// [`crate::saturation`]).
+    pub saturation: Option<SaturationSpec>,
+    /// `[connections]` when in force: the pods' connection pools (see
+    /// [`crate::connections`]).
+    pub connections: Option<ConnectionsSpec>,
 }
 
 impl Scenario {
@@ -197,7 +218,22 @@ impl Scenario {
             .map_err(|e| format!("[dependency]: {e}"))?;
         let script = Script::new(incidents);
         script.check_replicas(dependency.replicas())?;
-        let traffic = raw.fleet.build()?;
+        let mut traffic = raw.fleet.build()?;
+        traffic.phases = Phases::new(&raw.phases, traffic.rate, traffic.pods)?;
+        if let Some(phases) = &traffic.phases {
+            let changes = f64::from(traffic.pods) * phases.changes(duration);
+            if changes > Self::MAX_REQUESTS {
+                return Err(format!(
+                    "{}: fleet.pods × duration / the shortest phase = {changes:.0} phase \
+                     changes a run: at most {}",
+                    crate::keys::OUT_OF_RANGE,
+                    Self::MAX_REQUESTS
+                ));
+            }
+        }
+        if let Some(saturation) = &raw.saturation {
+            saturation.check(traffic.pods, duration)?;
+        }
         if traffic.breaker_per.contains(&BreakerPer::Host) {
             let breakers = u64::from(traffic.pods) * u64::from(dependency.replicas());
             if breakers > Self::MAX_BREAKERS {
@@ -210,13 +246,13 @@ impl Scenario {
                 ));
             }
         }
-        let requests = f64::from(traffic.pods) * traffic.rate * duration.as_secs_f64();
+        let requests = f64::from(traffic.pods) * traffic.mean_rate() * duration.as_secs_f64();
         if requests > Self::MAX_REQUESTS {
             return Err(format!(
                 "fleet.pods × fleet.rate × duration = {} × {} × {:?} = {requests:.0} requests \
                  a run: at most {}",
                 traffic.pods,
-                traffic.rate,
+                traffic.mean_rate(),
                 raw.duration,
                 Self::MAX_REQUESTS
             ));
@@ -256,6 +292,8 @@ impl Scenario {
         }
         Ok(Scenario {
             fleet_signals,
+            saturation: raw.saturation,
+            connections: raw.connections,
             name: raw.name.unwrap_or_else(|| default_name.to_owned()),
             description: raw.description.unwrap_or_default(),
             seed: raw.seed,

@@ -231,7 +231,8 @@ fn cell(values: &[Option<f64>]) -> Cell {
 
 /// The decimals of a cell's mean and of its range: shares with two (of a percent), seconds
 /// and rates with one, milliseconds with none (two below 10), counts with none (the mean
-/// with one when it is not whole, two below 1).
+/// with one when it is not whole, two below 1), small rates (per 100 pod-hours) with one, or
+/// three where every value is below 1.
 fn decimals(s: &Stats, unit: Unit) -> (usize, usize) {
     let whole = |v: f64| v.fract() == 0.0;
     match unit {
@@ -242,6 +243,9 @@ fn decimals(s: &Stats, unit: Unit) -> (usize, usize) {
         Unit::Count if whole(s.min) && whole(s.max) => (usize::from(!whole(s.mean)), 0),
         Unit::Count if s.min.abs().max(s.max.abs()) >= 1.0 => (1, 1),
         Unit::Count => (2, 2),
+        Unit::Rate if whole(s.min) && whole(s.max) && whole(s.mean) => (0, 0),
+        Unit::Rate if s.min.abs().max(s.max.abs()) >= 1.0 => (1, 1),
+        Unit::Rate => (3, 3),
     }
 }
 

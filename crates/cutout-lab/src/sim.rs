@@ -9,6 +9,14 @@
 //! or the request's deadline, whichever comes first. The breaker times each call itself on
 //! the shared clock.
 //!
+//! The caller's side, when the scenario models it: an admitted attempt that finds no idle
+//! connection in its pod's pool ([`crate::connections`]) reaches the dependency only after
+//! the new connection's setup (an event of its own, so the dependency still sees its calls
+//! in time order), and an attempt started while its pod is saturated
+//! ([`crate::saturation`]) ends the episode's delay after the answer; both count in the
+//! breaker's timing and against the timeout. With `[[phases]]` ([`crate::phases`]) a pod's
+//! arrivals follow the phase in force, a burst at a time.
+//!
 //! Randomness comes from seeded streams: each pod's arrivals and routes and each breaker's
 //! jitter derive from the scenario seed and the pod's index, the dependency's answers from a
 //! stream of their own, so a setting never changes the requests the fleet makes, only what
@@ -26,10 +34,12 @@ use cutout::clock::{Clock, ManualClock};
 use cutout::{Outcome, OwnedPermit, Settings, State, TripWindow};
 
 use crate::caller::{Arrival, RetryPolicy};
+use crate::connections::{Checkout, Connections};
 use crate::dependency::Dependency;
 use crate::duration::nanos;
 use crate::fleet::{BreakerPer, Fleet, PodTransition, mix};
 use crate::latency::{Histogram, exact_quantile};
+use crate::saturation::Saturation;
 use crate::scenario::Scenario;
 use crate::signals::Signals;
 
@@ -81,6 +91,15 @@ pub struct Counts {
     pub probes: u64,
     /// The caller-side latencies of every ended request, summed, in microseconds.
     pub latency_total_us: u64,
+    /// Admitted attempts that a saturated pod started, whose duration took on the
+    /// episode's delay (`[saturation]`).
+    pub attempts_slowed_by_caller: u64,
+    /// Connections the pods opened, each paying its setup (`[connections]`); with the
+    /// model, every admitted attempt either opened one or reused one.
+    pub connections_opened: u64,
+    /// Attempts whose connection setup alone reached the timeout: never sent, counted as
+    /// timed out.
+    pub setups_timed_out: u64,
 }
 
 /// One second of the run, summed over the fleet.
@@ -173,6 +192,8 @@ enum What {
     /// A request starts an attempt (its first, once it has a slot, or a retry after its
     /// backoff).
     Attempt(usize),
+    /// A request's current attempt has its new connection: the call is sent now.
+    Send(usize),
     /// A request's current attempt ends.
     End(usize),
     /// A waiting request's deadline.
@@ -214,6 +235,14 @@ struct Request {
     permit: Option<OwnedPermit>,
     breaker: usize,
     result: Result3,
+    /// The replica the attempt in flight goes to.
+    replica: u32,
+    /// When the attempt in flight times out (its timeout or the request's deadline).
+    cut: u64,
+    /// The caller's own delay added to the attempt in flight (its pod's saturation).
+    delay: u64,
+    /// Whether the attempt in flight holds a connection of its pod's pool.
+    connection: bool,
 }
 
 /// How a request ended.
@@ -268,6 +297,8 @@ struct World<'a> {
     this_second: Vec<u32>,
     end: u64,
     signals: Option<Signals>,
+    saturation: Option<Saturation>,
+    connections: Option<Connections>,
 }
 
 /// The simulated time one run reports progress over, in nanoseconds.
@@ -323,6 +354,12 @@ fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) 
     };
     let mut world = World {
         signals,
+        saturation: scenario
+            .saturation
+            .map(|spec| Saturation::new(spec, scenario.traffic.pods, scenario.seed)),
+        connections: scenario
+            .connections
+            .map(|spec| Connections::new(spec, scenario.traffic.pods, scenario.seed)),
         scenario,
         clock,
         fleet,
@@ -387,7 +424,8 @@ fn window_reach(settings: &Settings, traffic: &crate::fleet::Traffic, share: f64
         TripWindow::Count(n) => {
             let n = f64::from(n);
             let calls = n + 4.0 * n.sqrt() + 4.0;
-            Duration::try_from_secs_f64(calls * share / traffic.rate).unwrap_or(Duration::MAX)
+            Duration::try_from_secs_f64(calls * share / traffic.lowest_rate())
+                .unwrap_or(Duration::MAX)
         }
     };
     span.saturating_add(traffic.timeout)
@@ -395,11 +433,9 @@ fn window_reach(settings: &Settings, traffic: &crate::fleet::Traffic, share: f64
 
 impl World<'_> {
     fn start(&mut self) {
-        let rate = self.scenario.traffic.rate;
         for pod in 0..self.fleet.pods.len() {
-            let gap = self.fleet.pods[pod].next_gap(rate);
-            if gap < self.end {
-                self.queue.push(gap, What::Arrival(pod as u32));
+            if let Some(at) = self.next_arrival(0, pod) {
+                self.queue.push(at, What::Arrival(pod as u32));
             }
         }
         if let Some(signals) = &self.signals {
@@ -424,6 +460,7 @@ impl World<'_> {
         match what {
             What::Arrival(pod) => self.arrival(now, pod),
             What::Attempt(id) => self.attempt(now, id),
+            What::Send(id) => self.send(now, id),
             What::End(id) => self.end_attempt(now, id),
             What::Expire(id) => self.expire(now, id),
             What::Round(pod) => self.round(now, pod as usize),
@@ -460,7 +497,52 @@ impl World<'_> {
         }
     }
 
+    /// When `pod`'s next burst of requests arrives after `now` (`None`: not before the run
+    /// ends): a Poisson process at the rate in force, restarted at each phase change (it has
+    /// no memory, so this is exact). Without phases, one gap at `fleet.rate`, drawn as the lab
+    /// always drew it.
+    fn next_arrival(&mut self, now: u64, pod: usize) -> Option<u64> {
+        let traffic = &self.scenario.traffic;
+        let at = match &traffic.phases {
+            None => now + self.fleet.pods[pod].next_gap(traffic.rate),
+            Some(phases) => {
+                let mut t = now;
+                loop {
+                    if t >= self.end {
+                        return None;
+                    }
+                    let (phase, ends) = phases.at(t);
+                    if phase.rate > 0.0 {
+                        let bursts = phase.rate / f64::from(phase.burst);
+                        let next = t.saturating_add(self.fleet.pods[pod].next_gap(bursts));
+                        if next < ends {
+                            break next;
+                        }
+                    }
+                    t = ends;
+                }
+            }
+        };
+        (at < self.end).then_some(at)
+    }
+
+    /// `pod`'s requests arrive: one, or the burst of the phase in force.
     fn arrival(&mut self, now: u64, pod: u32) {
+        let burst = self
+            .scenario
+            .traffic
+            .phases
+            .as_ref()
+            .map_or(1, |phases| phases.at(now).0.burst);
+        for _ in 0..burst {
+            self.arrive_one(now, pod);
+        }
+        if let Some(next) = self.next_arrival(now, pod as usize) {
+            self.queue.push(next, What::Arrival(pod));
+        }
+    }
+
+    fn arrive_one(&mut self, now: u64, pod: u32) {
         self.counts.requests += 1;
         let traffic = &self.scenario.traffic;
         let request = Request {
@@ -472,6 +554,10 @@ impl World<'_> {
             permit: None,
             breaker: 0,
             result: Result3::Ok,
+            replica: 0,
+            cut: 0,
+            delay: 0,
+            connection: false,
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -490,10 +576,6 @@ impl World<'_> {
                 self.queue.push(deadline, What::Expire(id));
             }
             Arrival::Full => self.end_request(now, id, End::RejectedByPool),
-        }
-        let next = now + self.fleet.pods[pod as usize].next_gap(traffic.rate);
-        if next < self.end {
-            self.queue.push(next, What::Arrival(pod));
         }
     }
 
@@ -545,14 +627,19 @@ impl World<'_> {
             admitted = Some((permit, 0, first));
         }
         let timeout = self.scenario.traffic.timeout;
+        let cut = now.saturating_add(nanos(timeout)).min(deadline);
+        // The pod's own delay, asked at every attempt's start (in time order).
+        let delay = self
+            .saturation
+            .as_mut()
+            .map_or(0, |s| s.delay_at(pod as u32, now));
         let Some((permit, breaker, replica)) = admitted else {
             self.counts.refused += 1;
             let condition = self.scenario.script.condition_on(t, first);
             let answer = self
                 .what_if
                 .call(now, first, &condition, &mut self.what_if_answers);
-            let within = now.saturating_add(nanos(timeout)).min(deadline);
-            if answer.ok && answer.at <= within {
+            if answer.ok && answer.at.saturating_add(delay) <= cut {
                 self.counts.refused_would_succeed += 1;
             }
             self.end_request(now, id, End::Refused);
@@ -565,6 +652,47 @@ impl World<'_> {
             self.probe_times.push(now);
             self.second(now).probes += 1;
         }
+        if delay > 0 {
+            self.counts.attempts_slowed_by_caller += 1;
+        }
+        let checkout = self
+            .connections
+            .as_mut()
+            .map(|c| c.checkout(pod as u32, replica, now));
+        let r = self.request(id);
+        r.permit = Some(permit);
+        r.breaker = breaker;
+        r.replica = replica;
+        r.cut = cut;
+        r.delay = delay;
+        r.connection = checkout.is_some();
+        match checkout {
+            None | Some(Checkout::Reused) => self.send(now, id),
+            Some(Checkout::Opened(setup)) => {
+                self.counts.connections_opened += 1;
+                let sends = now.saturating_add(setup);
+                if sends >= cut {
+                    // The setup alone reaches the timeout: the call is never sent.
+                    self.counts.setups_timed_out += 1;
+                    let r = self.request(id);
+                    r.result = Result3::TimedOut;
+                    self.queue.push(cut, What::End(id));
+                } else {
+                    self.queue.push(sends, What::Send(id));
+                }
+            }
+        }
+    }
+
+    /// The attempt `id` is sent to its replica at `now` (at its start, or after its new
+    /// connection's setup): the dependency answers it, and it ends at the answer plus its
+    /// pod's delay, or at its cut (timeout or deadline) when that comes first.
+    fn send(&mut self, now: u64, id: usize) {
+        let t = Duration::from_nanos(now);
+        let (replica, cut, delay) = {
+            let r = self.request(id);
+            (r.replica, r.cut, r.delay)
+        };
         if self.scenario.script.is_failing_on(t, replica) {
             self.counts.reached_failing += 1;
         }
@@ -574,26 +702,23 @@ impl World<'_> {
             .call(now, replica, &condition, &mut self.answers);
         self.what_if
             .call(now, replica, &condition, &mut self.what_if_answers);
-        let cut = now.saturating_add(nanos(timeout)).min(deadline);
-        let (at, result) = if answer.at <= cut {
+        let ends = answer.at.saturating_add(delay);
+        let (at, result) = if ends <= cut {
             let result = if answer.ok {
                 Result3::Ok
             } else {
                 Result3::Failed
             };
-            (answer.at, result)
+            (ends, result)
         } else {
             (cut, Result3::TimedOut)
         };
-        let r = self.request(id);
-        r.permit = Some(permit);
-        r.breaker = breaker;
-        r.result = result;
+        self.request(id).result = result;
         self.queue.push(at, What::End(id));
     }
 
     fn end_attempt(&mut self, now: u64, id: usize) {
-        let (permit, result, breaker, pod, attempts, deadline) = {
+        let (permit, result, breaker, pod, attempts, deadline, connection, replica) = {
             let r = self.request(id);
             (
                 r.permit.take().expect("an attempt in flight"),
@@ -602,8 +727,17 @@ impl World<'_> {
                 r.pod as usize,
                 r.attempts,
                 r.deadline,
+                std::mem::take(&mut r.connection),
+                r.replica,
             )
         };
+        // An answered attempt gives its connection back; a timed-out one closed it.
+        if connection
+            && result != Result3::TimedOut
+            && let Some(pool) = &mut self.connections
+        {
+            pool.checkin(pod as u32, replica, now);
+        }
         permit.record(match result {
             Result3::Ok => Outcome::Success,
             Result3::Failed | Result3::TimedOut => Outcome::Failure,
