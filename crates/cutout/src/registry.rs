@@ -589,6 +589,11 @@ fn differences(existing: &Settings, requested: &Settings) -> Vec<(&'static str, 
                 format!("{:?}", b.floor_duration()),
             );
             check(
+                "slow-calls-margin",
+                format!("{:?}", a.margin_duration()),
+                format!("{:?}", b.margin_duration()),
+            );
+            check(
                 "latency-baseline-window",
                 baseline(a.configured_window()),
                 baseline(b.configured_window()),

@@ -1,43 +1,15 @@
 //! Relative trips: slow calls and failures as multiples of what the breaker measured, instead
 //! of numbers guessed per dependency.
 //!
-//! # Judging latency: what the caller adds is not the dependency's fault
-//!
-//! A call's duration is the dependency's time plus the caller's: its own CPU saturation and
-//! scheduler lag (every dependency it calls gets slower at once), a new connection's setup
-//! (TCP, TLS) and a change of traffic pattern (busy pooled connections giving way to light
-//! serial ones, each opening a connection). Those add a roughly *constant* delay to every call,
-//! whatever the dependency's own latency. Against a fast dependency a constant delay is a
-//! large multiple: 3 × a 0.1 ms median is crossed by a context switch, a TLS handshake or a
-//! caller at 100% CPU, and a multiple alone then blames a healthy dependency for its caller.
-//!
-//! So a relative slow call must be slow in both senses: above `multiple` × the normal latency
-//! **and** above the normal latency plus an absolute **margin** (default 50 ms,
-//! [`SlowCalls::margin`]). The margin is the delay the caller may add by itself without
-//! blaming the dependency; 50 ms covers a TLS handshake on a local network, a saturated
-//! caller's run-queue waits and a CPU-throttled container's stalls (a cgroup at its quota
-//! waits out the rest of a 100 ms period, about half of it on average), while a real
-//! brownout of anything slower than 25 ms is judged by the multiple exactly as before (for
-//! a normal latency above 25 ms, 3 × normal is already more than normal + 50 ms).
-//!
-//! What the rule can then no longer see: a slowdown that adds less than the margin to a fast
-//! dependency (a 2 ms cache answering in 40 ms, twenty times its normal). That takes a
-//! latency budget the operator knows: an absolute
-//! [`slow_call_threshold`](crate::SettingsBuilder::slow_call_threshold), which is judged as it
-//! is, margin or not (a call is slow above either threshold). A margin of zero gives back the
-//! multiple alone.
-//!
-//! Probes and ramp calls are judged against the same threshold: a probe opens a fresh
-//! connection more often than not, and a fresh connection cannot cross the margin by itself.
-//! A slow probe re-opens the breaker exactly as a failed one does (the same grown break,
-//! never more): it proved the dependency answers, not that it is worse than down.
+//! Why a relative slow call needs a margin as well as a multiple, and what it can no longer
+//! see: [`SlowCalls`], "Judging latency".
 
 use std::time::Duration;
 
 /// Slow calls relative to the measured normal latency: a call is slow when it takes more than
 /// `multiple` × the `quantile` of successful durations over the baseline window, more than
-/// that normal latency plus a margin (default 50 ms: what a caller adds by itself, see the
-/// [module docs](self)), and more than a floor (default 1 ms).
+/// that normal latency plus a margin (default 50 ms: what a caller adds by itself, see
+/// "Judging latency" below), and more than a floor (default 1 ms).
 /// Composes with an absolute threshold: a call is slow when above either.
 ///
 /// When this rule alone needs durations, a breaker times every call while its trip window
@@ -55,6 +27,43 @@ use std::time::Duration;
 /// judged, however its calls were timed; nearer the ratio it is as likely to trip a little
 /// early as a little late. Calls hung in flight count as slow calls of their kind. An absolute
 /// threshold makes every call timed. (The rules and their bound: `machine/sampling.rs`.)
+///
+/// # Judging latency: what the caller adds is not the dependency's fault
+///
+/// A call's duration is the dependency's time plus the caller's: its own CPU saturation and
+/// scheduler lag (every dependency it calls gets slower at once), a new connection's setup
+/// (TCP, TLS) and a change of traffic pattern (busy pooled connections giving way to light
+/// serial ones, each opening a connection). Those add a roughly *constant* delay to every call,
+/// whatever the dependency's own latency. Against a fast dependency a constant delay is a
+/// large multiple: 3 × a 0.1 ms median is crossed by a context switch, a TLS handshake or a
+/// caller at 100% CPU, and a multiple alone then blames a healthy dependency for its caller.
+///
+/// So a relative slow call must be slow in both senses: above `multiple` × the normal latency
+/// **and** above the normal latency plus an absolute **margin** (default 50 ms,
+/// [`SlowCalls::margin`]). The margin is the delay the caller may add by itself without
+/// blaming the dependency; 50 ms covers a TLS handshake on a local network, a saturated
+/// caller's run-queue waits and a CPU-throttled container's stalls (a cgroup at its quota
+/// waits out the rest of a 100 ms period, about half of it on average), while a real
+/// brownout of anything slower than 25 ms is judged by the multiple exactly as before (for
+/// a normal latency above 25 ms, 3 × normal is already more than normal + 50 ms).
+///
+/// What the rule can then no longer see: a slowdown that adds less than the margin to a fast
+/// dependency (a 2 ms cache answering in 40 ms, twenty times its normal). That takes a
+/// latency budget the operator knows: an absolute
+/// [`slow_call_threshold`](crate::SettingsBuilder::slow_call_threshold), which is judged as it
+/// is while closed, margin or not (a call is slow above either threshold). A margin of zero gives back the
+/// multiple alone.
+///
+/// A half-open probe opens a fresh connection more often than not (the pool idled out during
+/// the break), so it is slow only above a limit a fresh connection cannot cross by itself:
+/// the threshold in force, raised to at least the normal latency plus the margin, which
+/// changes only an absolute threshold set close above a fast dependency (10 ms on a 2 ms one
+/// is crossed by a TLS handshake alone; with no relative rule configured the margin is 50
+/// ms). Ramp calls come after the probes, on warm connections, and are judged as closed ones
+/// are. A slow probe re-opens the breaker exactly as a failed one does (the same grown break,
+/// never more): it proved the dependency answers, not that it is worse than down.
+///
+/// # Example
 ///
 /// ```
 /// use std::time::Duration;
@@ -76,7 +85,7 @@ pub struct SlowCalls {
 }
 
 /// The default [`SlowCalls::margin`].
-const DEFAULT_SLOW_MARGIN: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_SLOW_MARGIN: Duration = Duration::from_millis(50);
 
 impl SlowCalls {
     /// Slow above `multiple` × the median over the default baseline window.
@@ -93,7 +102,7 @@ impl SlowCalls {
     /// How much longer than normal a call must take, besides `multiple` × normal, to be slow
     /// (default 50 ms). It is the delay a caller may add by itself (its CPU saturation, a new
     /// connection's setup, a change of traffic pattern) without blaming the dependency: see
-    /// the [module docs](self) for why, and for what the rule can then no longer see. Zero
+    /// "Judging latency" on [`SlowCalls`] for why, and for what the rule can then no longer see. Zero
     /// judges by the multiple alone.
     pub fn margin(mut self, margin: Duration) -> SlowCalls {
         self.margin = margin;
@@ -106,11 +115,17 @@ impl SlowCalls {
     }
 
     /// The relative slow threshold for a normal latency of `normal`: the largest of
-    /// `multiple` × normal, normal + margin, and the floor.
+    /// `multiple` × normal, normal + margin, and the floor, saturating at [`Duration::MAX`]
+    /// (never below `normal`).
     pub fn threshold_for(&self, normal: Duration) -> Duration {
-        Duration::from_nanos(
-            self.threshold_nanos(normal.as_nanos().min(u128::from(u64::MAX)) as u64),
-        )
+        match u64::try_from(normal.as_nanos()) {
+            Ok(nanos) => Duration::from_nanos(self.threshold_nanos(nanos)).max(normal),
+            // Beyond what the breaker measures (584 years): in saturating arithmetic.
+            Err(_) => Duration::try_from_secs_f64(normal.as_secs_f64() * self.multiple)
+                .unwrap_or(Duration::MAX)
+                .max(normal.saturating_add(self.margin))
+                .max(self.floor),
+        }
     }
 
     /// [`threshold_for`](Self::threshold_for) in nanoseconds, saturating.

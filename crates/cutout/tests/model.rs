@@ -36,7 +36,7 @@
 //!   baseline rate in whole counts (f·O > m·F·n: exactly at the multiple does not trip), ≥ 2
 //!   failures, `minimum_calls`, and failures beyond chance: the binomial tail P(X ≥ failures)
 //!   over the window's calls at p = (baseline failures − window failures + 1) / (baseline
-//!   outcomes − window calls + 2) below 1e-7;
+//!   outcomes − window calls + 2) below 1e-10;
 //! - relative slow calls: every timed success of any era feeds a latency baseline (the
 //!   nearest-rank q-quantile of the samples merged), armed at 20 samples; a call is slow above
 //!   min(absolute threshold, max(3 × normal, normal + margin, floor)); once the baseline is armed (as of the
@@ -738,7 +738,7 @@ struct Seen {
 
 /// The chance tests' levels (trip.rs): how unlikely the window's failures, or its slow calls,
 /// must be at the baseline's rate.
-const FAILURE_CHANCE: f64 = 1e-7;
+const FAILURE_CHANCE: f64 = 1e-10;
 const SLOW_CHANCE: f64 = 1e-7;
 
 /// ln n!, summed term by term (kept, so that each sum is done once per thread).
@@ -1494,6 +1494,51 @@ impl Model {
         self.taken -= 1;
     }
 
+    /// Whether a call of `duration` judged while half-open (a probe) is slow: slow as any
+    /// call is, and also above the normal latency in force (none: 0) plus the margin (the
+    /// configured one, else 50 ms): a limit a fresh connection cannot cross by itself.
+    fn is_slow_probe(&mut self, duration: u64) -> bool {
+        if !self.is_slow(duration) {
+            return false;
+        }
+        let margin = self
+            .spec
+            .slow_calls
+            .map_or(50, |s| s.margin_ms.unwrap_or(50))
+            * MS;
+        let Some(rel) = self.spec.rel_slow() else {
+            return duration > margin;
+        };
+        let candidates = self.samples.candidates(rel.quantile_pct);
+        let verdicts: Vec<Option<bool>> = candidates
+            .iter()
+            .map(|merged| match merged.normal {
+                None => Some(duration > margin),
+                Some(v) => {
+                    let (low, high) = reported(v);
+                    if duration <= low + margin {
+                        Some(false)
+                    } else if duration > high + margin {
+                        Some(true)
+                    } else {
+                        None
+                    }
+                }
+            })
+            .collect();
+        if verdicts.iter().all(|v| *v == Some(true)) {
+            true
+        } else if verdicts.iter().all(|v| *v == Some(false)) {
+            false
+        } else {
+            self.stop(
+                "a probe slow against some normal latencies it may use, not others",
+                format!("{duration} ns"),
+            );
+            false
+        }
+    }
+
     /// Whether a call of `duration` is slow: above the absolute threshold, or above
     /// max(3 × the normal latency in force, floor). Stops the case when the normal latencies
     /// the breaker may be using disagree.
@@ -1611,7 +1656,12 @@ impl Model {
         let timed = current && outcome != Outcome::Ignored && was_timed;
         // Judged on the hot path, against the threshold published before this operation's
         // merge.
-        let slow = timed && self.is_slow(duration);
+        let slow = timed
+            && if matches!(self.phase, Phase::HalfOpen { .. }) {
+                self.is_slow_probe(duration)
+            } else {
+                self.is_slow(duration)
+            };
         if slow && self.spec.slow_ms.is_none_or(|t| duration <= t * MS) {
             self.seen.relative_slow = true;
         }
@@ -3423,6 +3473,8 @@ fn sampled_spec() -> impl Strategy<Value = Spec> {
                 quantile_pct: 50,
                 window_ms: None,
                 floor_ms: None,
+                // The sampled floods' slow calls are judged by the multiple alone.
+                margin_ms: Some(0),
             }),
             recovery: None,
         }

@@ -61,8 +61,8 @@ fn a_count_window_full_of_successes_still_feeds_the_failure_baseline() {
     assert_eq!(breaker.normal_failure_rate(), Some(0.0));
     assert_eq!(breaker.snapshot().normal_failure_rate, Some(0.0));
 
-    // One failure in 1,000 calls over 20 s measures 0.001, and then 5 failures among the 20
-    // calls of the window stand far above it (beyond chance at 10⁻⁷: see trip.rs).
+    // One failure in 1,000 calls over 20 s measures 0.001, and then 10 failures among the 20
+    // calls of the window stand far above it (beyond chance at 10⁻¹⁰: see trip.rs).
     let (breaker, clock) = on_clock(settings);
     for i in 0..1_000 {
         clock.advance(20 * MS);
@@ -72,9 +72,9 @@ fn a_count_window_full_of_successes_still_feeds_the_failure_baseline() {
     assert!((rate - 0.001).abs() < 1e-9, "measured {rate}");
     for i in 0..20 {
         clock.advance(20 * MS);
-        let _ = breaker.call(|| if i % 4 == 3 { Err(()) } else { Ok(()) });
+        let _ = breaker.call(|| if i % 2 == 1 { Err(()) } else { Ok(()) });
     }
-    assert_eq!(breaker.state(), State::Open, "5 failures in 20 calls");
+    assert_eq!(breaker.state(), State::Open, "10 failures in 20 calls");
 }
 
 #[test]

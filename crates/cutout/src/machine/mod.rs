@@ -528,6 +528,39 @@ impl Machine {
         absolute.min(relative)
     }
 
+    /// The threshold the hot path judges calls by: while half-open, the probes' (see
+    /// [`probe_slow_nanos`](Self::probe_slow_nanos)); otherwise the one in force.
+    fn published_slow_nanos(&self) -> u64 {
+        let threshold = self.slow_nanos();
+        if self.state == State::HalfOpen {
+            self.probe_slow_nanos(threshold)
+        } else {
+            threshold
+        }
+    }
+
+    /// A probe is slow only above a limit a fresh connection cannot cross by itself: the
+    /// threshold in force, raised to at least the normal latency (0 while unmeasured) plus the
+    /// margin ([`SlowCalls::margin`](crate::SlowCalls::margin); 50 ms where no relative rule
+    /// is configured). A probe opens a new connection more often than not (the pool idled out
+    /// during the break), and an operator's absolute budget set close above a fast
+    /// dependency's latency (10 ms on a 2 ms one) is crossed by a TLS handshake alone. The
+    /// relative threshold has the margin already, so this changes only the absolute one.
+    fn probe_slow_nanos(&self, threshold: u64) -> u64 {
+        if threshold == u64::MAX {
+            return threshold;
+        }
+        let margin = self
+            .settings
+            .slow_calls
+            .map_or(crate::relative::DEFAULT_SLOW_MARGIN, |slow| slow.margin);
+        let floor = self
+            .normal_latency
+            .unwrap_or(0)
+            .saturating_add(nanos(margin));
+        threshold.max(floor)
+    }
+
     /// Ends a locked operation at `now`: what the hot path may do until the next one.
     pub(crate) fn publish(&mut self, now: u64) -> Published {
         self.fast_since = now;
@@ -588,7 +621,7 @@ impl Machine {
                 0
             },
             fast_until,
-            slow_nanos: self.slow_nanos(),
+            slow_nanos: self.published_slow_nanos(),
             throttle: throttle::threshold(probability),
         }
     }
