@@ -148,8 +148,13 @@ pub const DEFAULT_MAX_EJECTION_PERCENT: u8 = 50;
 /// needs; a healthy one gets as many successes. Small enough to cost little: each holds one
 /// upstream connection (a descriptor) and its buffers, and asks the upstream for work nobody
 /// reads; 64 of them are a few MiB and 64 descriptors per cluster, and a flood of clients that
-/// leave cannot make a struggling upstream do more than 64 such requests at once. Past the
-/// bound an attempt is cancelled and counts nothing: the other calls still judge.
+/// leave mid-answer cannot make a struggling upstream do more than 64 such requests at once.
+/// Past the bound an attempt is cancelled and counts nothing: the other calls still judge.
+/// What it does not bound: clients that close their connection *before* their answer's head
+/// are found gone only when it is written (a close reads like a half-close, [`crate::server`]),
+/// so until then their requests run in their connections as patient clients' would, bounded
+/// by `max-connections` and the attempt timeout, not by this (a review: 300 clients asking a
+/// 1.5 s endpoint and closing after 100 ms had the upstream work on 300 requests at once).
 pub const DEFAULT_MAX_DETACHED_ATTEMPTS: usize = 64;
 /// The default `max-detached-body`: 1 MiB. A detached attempt's body is read and thrown away,
 /// never held, so the cap bounds transfer, not memory: a response still streaming past 1 MiB
@@ -614,9 +619,21 @@ impl GatewayConfig {
     }
 
     /// The settings of cluster `name`'s breaker: its `[breakers.instances.<name>]`, else
-    /// `[breakers.defaults]`, over the gateway's base (see the [module docs](self)).
-    pub fn cluster_settings(&self, name: &str) -> &Settings {
-        self.breakers.settings_for(name)
+    /// `[breakers.defaults]`, over the gateway's base (see the [module docs](self)). A cluster
+    /// of one upstream has no host breakers: its breaker is its host's, so its break is capped
+    /// as a host's is ([`GatewayConfig::host_settings`]): a single upstream restarted after
+    /// minutes down is readmitted within one break, not into a break of up to 2 min.
+    pub fn cluster_settings(&self, name: &str) -> Settings {
+        let settings = self.breakers.settings_for(name).clone();
+        let single = self
+            .clusters
+            .get(name)
+            .is_some_and(|cluster| cluster.upstreams.len() == 1);
+        if single {
+            self.capped(settings, name)
+        } else {
+            settings
+        }
     }
 
     /// The settings of the host breaker `id` (`<cluster>/<host>:<port>`) of `cluster`: its
@@ -659,6 +676,12 @@ impl GatewayConfig {
             Some(own) => (own.clone(), id),
             None => (self.breakers.settings_for(cluster).clone(), cluster),
         };
+        self.capped(settings, layers)
+    }
+
+    /// `settings` (those of breaker `layers`) with the host's cap on the break, unless the
+    /// operator set `max-break-duration` in a section they come from.
+    fn capped(&self, settings: Settings, layers: &str) -> Settings {
         if self.written.sets(layers, "max-break-duration") {
             return settings;
         }
@@ -1376,7 +1399,7 @@ mod tests {
     fn settings_of(doc: &str) -> (Settings, Settings, Settings) {
         let c = GatewayConfig::from_toml(&format!("{POOL}\n{doc}")).unwrap();
         (
-            c.cluster_settings("pool").clone(),
+            c.cluster_settings("pool"),
             c.host_settings("pool", "pool/127.0.0.1:1"),
             c.host_settings("pool", "pool/127.0.0.1:2"),
         )

@@ -134,7 +134,7 @@ impl Gateway {
         };
         let mut clusters = BTreeMap::new();
         for (name, cluster) in &config.clusters {
-            let settings = config.cluster_settings(name).clone();
+            let settings = config.cluster_settings(name);
             let breaker = registry
                 .breaker(name, settings.clone())
                 .expect("cluster names are unique, so no settings conflict");

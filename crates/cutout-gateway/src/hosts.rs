@@ -241,10 +241,25 @@ impl Hosts {
         Hosts::ejected_in(host.peek().0) || self.ejected() < self.max_ejected
     }
 
-    /// The host to start the next round-robin from.
-    fn start(&self) -> usize {
+    /// The order in which request number `ticket` asks the hosts: round-robin's host first,
+    /// then the others, rotated by one more each time round-robin comes back to the same
+    /// host. So the share of a host that refuses is spread evenly over the others (DESIGN §8),
+    /// instead of all going to the host after it in the list (with the first of three
+    /// ejected, the second took two thirds of the traffic).
+    fn order(&self, ticket: usize) -> impl Iterator<Item = usize> {
+        let n = self.ids.len();
+        let first = ticket % n;
+        let turn = ticket / n;
+        std::iter::once(first).chain((0..n - 1).map(move |k| {
+            let other = (turn + k) % (n - 1);
+            (first + 1 + other) % n
+        }))
+    }
+
+    /// The next request's ticket.
+    fn ticket(&self) -> usize {
         // Relaxed: a ticket counter, it orders nothing.
-        self.next.fetch_add(1, Ordering::Relaxed) % self.ids.len()
+        self.next.fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -267,7 +282,8 @@ pub fn host_service<S>(attempt: S, hosts: &Hosts, classifier: GatewayClassifier)
     )
 }
 
-/// Sends `request` to the first host, in round-robin order, whose breaker admits it; its
+/// Sends `request` to the first host, in round-robin order (the others after it in an order
+/// that spreads a refusing host's share evenly), whose breaker admits it; its
 /// verdict waits for the end of the response's body. Fails with [`AllEjected`] when every
 /// host refuses, with a [`HostError`] naming the host when its attempt fails.
 pub async fn pick<S>(
@@ -285,10 +301,9 @@ where
             retry_after: None,
         }));
     }
-    let start = hosts.start();
+    let ticket = hosts.ticket();
     let mut retry_after: Option<Duration> = None;
-    for k in 0..hosts.len() {
-        let n = (start + k) % hosts.len();
+    for n in hosts.order(ticket) {
         request.extensions_mut().insert(Target(n));
         match service.try_call_whole_response(&hosts.ids[n], request) {
             Ok(future) => {
