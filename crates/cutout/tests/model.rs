@@ -1751,7 +1751,8 @@ impl Model {
                 // no failure ratio is configured: 50 % (resilience4j's default), as the breaker.
                 let pct = self.spec.failure_pct.unwrap_or(50);
                 let failing = p.failures * 100 >= pct * p.calls;
-                // The slow share over the probes: slow over timed probes.
+                // The slow share over the probes: every probe is timed for certain, so the
+                // estimate is the slow probes themselves, over the probes.
                 let slowing = p.slow_at_least(self.spec.slow_pct);
                 if failing || slowing {
                     self.open(State::HalfOpen, OpenReason::ProbeRates);
@@ -2562,7 +2563,8 @@ impl Harness {
             let armed = w.calls >= model.spec.minimum();
             let rate = armed.then(|| w.failures as f64 / w.calls as f64);
             prop_assert_eq!(s.failure_rate, rate, "snapshot.failure_rate ({})", when);
-            // The slow rate is the slow share: slow over timed calls.
+            // The slow rate is the estimated slow share: the slow calls the timed ones stand
+            // for, over the calls.
             let slow_rate = (armed && model.spec.times_calls()).then(|| w.slow_share());
             prop_assert_eq!(s.slow_rate, slow_rate, "snapshot.slow_rate ({})", when);
         }
