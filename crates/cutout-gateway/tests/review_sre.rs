@@ -31,15 +31,16 @@
 
 mod common;
 
+use common::Warp;
+
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cutout::State;
-use cutout::clock::Clock;
 use cutout_gateway::upstream::Upstream;
 use cutout_gateway::{Gateway, GatewayConfig, server};
 use http_body_util::{BodyExt, Empty};
@@ -49,40 +50,6 @@ use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
-
-/// The breakers' clock: real (monotonic) time plus the jumps a test makes to skip a downtime.
-///
-/// # Orderings
-///
-/// `Relaxed`: the offset is one number read on its own; a jump only has to be seen by the
-/// calls that start after the test made it, which the test's next request (a socket round
-/// trip through other threads' synchronisation) orders.
-#[derive(Debug, Clone)]
-struct Warp {
-    start: Instant,
-    offset: Arc<AtomicU64>,
-}
-
-impl Warp {
-    fn new() -> Warp {
-        Warp {
-            start: Instant::now(),
-            offset: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
-    /// Jumps the breakers' time forward by `by`.
-    fn skip(&self, by: Duration) {
-        self.offset
-            .fetch_add(by.as_nanos() as u64, Ordering::Relaxed);
-    }
-}
-
-impl Clock for Warp {
-    fn now(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64 + self.offset.load(Ordering::Relaxed)
-    }
-}
 
 /// A gateway served by `server::run` (the binary's path), stopped on drop.
 struct Running {

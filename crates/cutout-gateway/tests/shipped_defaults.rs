@@ -18,15 +18,16 @@
 
 mod common;
 
+use common::Warp;
+
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cutout::State;
-use cutout::clock::Clock;
 use cutout_gateway::upstream::{Mode, Upstream};
 use cutout_gateway::{Gateway, GatewayConfig, server};
 use http_body_util::{BodyExt, Empty};
@@ -38,40 +39,6 @@ use tower::ServiceExt;
 
 /// What a fresh connection's first request waits before it is served (a handshake).
 const SETUP: Duration = Duration::from_millis(50);
-
-/// The breakers' clock: real (monotonic) time plus the jumps the test makes.
-///
-/// # Orderings
-///
-/// `Relaxed`: the offset is one number read on its own; a jump only has to be seen by the
-/// calls that start after the test made it, which the test's own request (a socket round trip
-/// through other threads' synchronisation) orders.
-#[derive(Debug, Clone)]
-struct Warp {
-    start: Instant,
-    offset: Arc<AtomicU64>,
-}
-
-impl Warp {
-    fn new() -> Warp {
-        Warp {
-            start: Instant::now(),
-            offset: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
-    /// Jumps the breakers' time forward by `by`.
-    fn skip(&self, by: Duration) {
-        self.offset
-            .fetch_add(by.as_nanos() as u64, Ordering::Relaxed);
-    }
-}
-
-impl Clock for Warp {
-    fn now(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64 + self.offset.load(Ordering::Relaxed)
-    }
-}
 
 /// A gateway of `text` served by `server::run` on `clock`, stopped on drop.
 struct Running {

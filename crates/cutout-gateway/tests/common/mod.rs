@@ -418,3 +418,39 @@ pub fn metric_value(exposition: &str, series: &str) -> Option<f64> {
         rest.strip_prefix(' ')?.trim().parse().ok()
     })
 }
+
+/// The breakers' clock for tests that skip a break or a downtime: real (monotonic) time plus
+/// the jumps the test makes.
+///
+/// # Orderings
+///
+/// `Relaxed`: the offset is one number read on its own; a jump only has to be seen by the
+/// calls that start after the test made it, which the test's own request (a socket round trip
+/// through other threads' synchronisation) orders.
+#[derive(Debug, Clone)]
+pub struct Warp {
+    start: std::time::Instant,
+    offset: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Warp {
+    pub fn new() -> Warp {
+        Warp {
+            start: std::time::Instant::now(),
+            offset: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        }
+    }
+
+    /// Jumps the breakers' time forward by `by`.
+    pub fn skip(&self, by: std::time::Duration) {
+        self.offset
+            .fetch_add(by.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl cutout::clock::Clock for Warp {
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+            + self.offset.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
