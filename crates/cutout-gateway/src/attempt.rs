@@ -7,6 +7,12 @@
 //! connection is closed (the response was already under way, so no status can be changed) and
 //! the breakers count a failure. Time spent waiting for a slow *client* to read is not counted:
 //! the gateway is not waiting for the upstream then (that time is bounded by `idle-timeout`).
+//! Nor is the time a client takes to send its request body: the wait for the head counts from
+//! the client's last upload data when that came after the attempt started, so a slow but
+//! steady upload to a healthy endpoint is answered, not cut at the attempt timeout and counted
+//! against the upstream (a review: five 1.4 s uploads to a 700 ms endpoint opened its cluster
+//! at the 2 s timeout). A slow upload is bounded by `request-timeout`, a stalled one by the
+//! attempt timeout as before ([`crate::client_body`]: the client's fault, never counted).
 //! A body the upstream cuts short (a connection closed before its `Content-Length`, a broken
 //! chunked encoding) is a failure too. The breakers record the attempt's outcome at the end of
 //! the body (cutout-tower's [`BreakerBody`](cutout_tower::body::BreakerBody)).
@@ -367,12 +373,21 @@ pin_project! {
         started: Instant,
         timeout: Duration,
         exchange: Option<Arc<Exchange>>,
+        upload: Option<Arc<BodyWatch>>,
     }
 }
 
 impl<F> AttemptFuture<F> {
-    /// `future` bounded by `timeout` from now, ended early when `exchange`'s deadline passed.
-    pub fn new(future: F, timeout: Duration, exchange: Option<Arc<Exchange>>) -> Self {
+    /// `future` bounded by `timeout` from now, or from the client's last upload data when
+    /// `upload` watches a body that gave some later (the gateway waits for the upstream only
+    /// once the client has sent what it had: a slow upload is not the upstream's time), ended
+    /// early when `exchange`'s deadline passed.
+    pub fn new(
+        future: F,
+        timeout: Duration,
+        exchange: Option<Arc<Exchange>>,
+        upload: Option<Arc<BodyWatch>>,
+    ) -> Self {
         let started = Instant::now();
         AttemptFuture {
             future,
@@ -380,8 +395,17 @@ impl<F> AttemptFuture<F> {
             started,
             timeout,
             exchange,
+            upload,
         }
     }
+}
+
+/// When the gateway began waiting for the upstream alone: the attempt's start, or the
+/// client's last upload data when later.
+fn waiting_since(started: Instant, upload: Option<&BodyWatch>) -> Instant {
+    upload
+        .and_then(BodyWatch::last_data)
+        .map_or(started, |last| last.max(started))
 }
 
 impl<F, B, E> Future for AttemptFuture<F>
@@ -399,7 +423,7 @@ where
         }
         if let Poll::Ready(result) = this.future.poll(cx) {
             let response = result.map_err(Into::into)?;
-            let waited = this.started.elapsed();
+            let waited = waiting_since(*this.started, this.upload.as_deref()).elapsed();
             let sleep = this
                 .sleep
                 .take()
@@ -419,7 +443,16 @@ where
         let Some(sleep) = this.sleep.as_mut() else {
             return Poll::Pending;
         };
-        ready!(sleep.as_mut().poll(cx));
+        loop {
+            ready!(sleep.as_mut().poll(cx));
+            // Time the client spent sending its body is not the upstream's: the timeout
+            // counts from its last data.
+            let due = waiting_since(*this.started, this.upload.as_deref()) + *this.timeout;
+            if due <= Instant::now() {
+                break;
+            }
+            sleep.as_mut().reset(due);
+        }
         Poll::Ready(Err(Box::new(tower::timeout::error::Elapsed::new())))
     }
 }
@@ -653,6 +686,7 @@ mod tests {
             async move { Ok::<_, std::io::Error>(response) },
             Duration::from_secs(1),
             Some(exchange),
+            None,
         );
         let mut body = future.await.unwrap().into_body();
         assert!(body.frame().await.unwrap().is_ok());
@@ -671,6 +705,7 @@ mod tests {
         let future = AttemptFuture::new(
             async move { Ok::<_, std::io::Error>(response) },
             Duration::from_millis(300),
+            None,
             None,
         );
         let mut body = future.await.unwrap().into_body();
@@ -708,6 +743,7 @@ mod tests {
             async move { Ok::<_, std::io::Error>(response) },
             Duration::from_millis(300),
             None,
+            None,
         );
         let mut body = future.await.unwrap().into_body();
         for _ in 0..3 {
@@ -725,6 +761,7 @@ mod tests {
             std::future::pending::<Result<http::Response<Fed>, std::io::Error>>(),
             Duration::from_secs(2),
             Some(Arc::clone(&e)),
+            None,
         ));
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert!(future.as_mut().poll(&mut cx).is_pending());

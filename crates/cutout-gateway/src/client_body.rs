@@ -16,14 +16,16 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
 use cutout_tower::BoxError;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use crate::error::ClientFault;
 
@@ -42,12 +44,45 @@ const TOO_LARGE: u8 = 8;
 /// that sees the timeout sees every flag set before the last poll it synchronised with. A
 /// flag read a poll late can only make a timeout at the very edge count as the upstream's,
 /// which is the state before this guard existed.
-#[derive(Debug, Default)]
+///
+/// `last_data` (when the client's body last gave data, or ended) is written by the same task
+/// with `Release` and read by the attempt's with `Acquire`, for the same reason: a reading a
+/// poll late only lets the attempt timeout fire a little sooner, as it did before it existed.
+#[derive(Debug)]
 pub struct BodyWatch {
     flags: AtomicU8,
+    /// The moment the watch was made, which `last_data` counts from.
+    base: Instant,
+    /// Nanoseconds from `base` to the client's last data, plus one (0: none yet).
+    last_data: AtomicU64,
+}
+
+impl Default for BodyWatch {
+    fn default() -> Self {
+        BodyWatch {
+            flags: AtomicU8::new(0),
+            base: Instant::now(),
+            last_data: AtomicU64::new(0),
+        }
+    }
 }
 
 impl BodyWatch {
+    /// When the client's body last gave the gateway data or ended (`None`: never): until
+    /// then the gateway was waiting for the client, not for the upstream, and the attempt
+    /// timeout counts from there ([`crate::attempt`]).
+    pub fn last_data(&self) -> Option<Instant> {
+        match self.last_data.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(self.base + Duration::from_nanos(n - 1)),
+        }
+    }
+
+    fn data_now(&self) {
+        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        self.last_data.store(nanos + 1, Ordering::Release);
+    }
+
     fn set(&self, set: u8, clear: u8) {
         // One read-modify-write keeps concurrent readers from seeing a half update.
         let _ = self
@@ -171,10 +206,12 @@ impl HttpBody for WatchedBody {
                 Poll::Pending
             }
             Poll::Ready(None) => {
+                this.watch.data_now();
                 this.watch.set(ENDED, WAITING);
                 Poll::Ready(None)
             }
             Poll::Ready(Some(Ok(frame))) => {
+                this.watch.data_now();
                 this.watch.set(0, WAITING);
                 Poll::Ready(Some(Ok(frame)))
             }

@@ -287,7 +287,12 @@ fn attempt_service(client: HttpClient, upstreams: Arc<[Uri]>, timeout: Duration)
         if let Some(exchange) = &exchange {
             exchange.set_host(n);
         }
-        let attempt = AttemptFuture::new(forward(client, base, request), timeout, exchange.clone());
+        let attempt = AttemptFuture::new(
+            forward(client, base, request),
+            timeout,
+            exchange.clone(),
+            watch.clone(),
+        );
         async move {
             match attempt.await {
                 Ok(response) => {

@@ -335,9 +335,6 @@ async fn slow_upload(proxy: SocketAddr, path: &str, chunks: usize, every: Durati
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known defect, left for a later issue: the attempt timeout starts before the client's \
-            upload ends, so a slow (not stalled) upload eats the upstream's time and its 504 is \
-            counted against it"]
 async fn a_slow_upload_to_a_healthy_endpoint_is_not_the_upstream_s_timeout() {
     let (stop, _) = watch::channel(false);
     let up = Upstream::new("upload");
