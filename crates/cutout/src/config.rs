@@ -1513,11 +1513,11 @@ fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
             slow_calls = Some(slow_keys);
         }
         if let Some(v) = layer.slow_calls_floor {
-            slow_keys.floor = v;
+            slow_keys = slow_keys.floor(v);
             slow_calls = Some(slow_keys);
         }
         if let Some(v) = layer.slow_calls_margin {
-            slow_keys.margin = v;
+            slow_keys = slow_keys.margin(v);
             slow_calls = Some(slow_keys);
         }
         if let Some(v) = layer.latency_baseline_window {

@@ -553,7 +553,9 @@ impl Machine {
         let margin = self
             .settings
             .slow_calls
-            .map_or(crate::relative::DEFAULT_SLOW_MARGIN, |slow| slow.margin);
+            .map_or(crate::relative::DEFAULT_SLOW_MARGIN, |slow| {
+                slow.margin_duration()
+            });
         let floor = self
             .normal_latency
             .unwrap_or(0)
