@@ -34,7 +34,7 @@ enum Quick {
     Refuse(Ticket),
     /// Undecided: [`Breaker::ticket_slow`] decides; `true` for a closed call a draw chose to
     /// time (it stands for eight, see `machine/sampling.rs`).
-    Slow(bool),
+    Slow(Pick),
 }
 
 impl Breaker {
@@ -53,7 +53,7 @@ impl Breaker {
         let refused = match self.quick_ticket(word) {
             Quick::Admit(ticket) => return Ok(ticket),
             Quick::Refuse(ticket) => ticket,
-            Quick::Slow(drawn) => match self.ticket_slow(drawn) {
+            Quick::Slow(pick) => match self.ticket_slow(pick) {
                 ticket if ticket.is_refused() => ticket,
                 ticket => return Ok(ticket),
             },
@@ -74,30 +74,30 @@ impl Breaker {
         }
         match word.state() {
             // Throttling: each call a draw, on the slow path.
-            State::Closed if word.is_throttling() => Quick::Slow(false),
+            State::Closed if word.is_throttling() => Quick::Slow(Pick::Certain),
             State::Closed => match s.hot.timing {
                 Timing::None => Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0)),
                 // A sampled breaker above low traffic: seven calls in eight are not timed, and
                 // the eighth stands for all eight.
                 Timing::Sampled if !word.is_exact() => {
                     if s.hot.cells.turn() {
-                        Quick::Slow(true)
+                        Quick::Slow(Pick::Drawn)
                     } else {
                         Quick::Admit(Ticket::new(word.generation(), Role::Normal, 0))
                     }
                 }
-                _ => Quick::Slow(false),
+                _ => Quick::Slow(Pick::Certain),
             },
             // With a coarse clock running, a refusal is two more loads: the coarse time and
             // the break's end. Without one, or once the break has ended, the slow path reads
             // the clock itself.
             State::Open if s.hot.quick_refusals => match crate::clock::coarse_time() {
-                0 => Quick::Slow(false),
+                0 => Quick::Slow(Pick::Certain),
                 now => self
                     .refusal_while_open(now)
-                    .map_or(Quick::Slow(false), Quick::Refuse),
+                    .map_or(Quick::Slow(Pick::Certain), Quick::Refuse),
             },
-            _ => Quick::Slow(false),
+            _ => Quick::Slow(Pick::Certain),
         }
     }
 
@@ -143,11 +143,11 @@ impl Breaker {
     }
 
     /// Every other admission: timed calls, and every state but closed. A refusal comes back
-    /// as a [`Ticket::refused`]. `drawn`: the quick path's draw chose to time this call (a
+    /// as a [`Ticket::refused`]. `pick`: `Drawn` when the quick path's draw chose to time this call (a
     /// call that is then admitted while closed and timed stands for eight, whatever word it
     /// is admitted under: had the draw gone the other way, it would not have been timed).
     #[inline(never)]
-    fn ticket_slow(&self, drawn: bool) -> Ticket {
+    fn ticket_slow(&self, pick: Pick) -> Ticket {
         let s = &*self.shared;
         let word = self.word();
         // The refusal while open first, in a function small enough to need few registers:
@@ -158,14 +158,13 @@ impl Breaker {
                 .refusal_while_open(now)
                 .unwrap_or_else(|| self.admit_locked(now, None));
         }
-        self.ticket_other(word, drawn)
+        self.ticket_other(word, pick)
     }
 
     /// [`Breaker::ticket_slow`] in every state but open.
     #[inline(never)]
-    fn ticket_other(&self, word: Word, drawn: bool) -> Ticket {
+    fn ticket_other(&self, word: Word, pick: Pick) -> Ticket {
         let s = &*self.shared;
-        let pick = if drawn { Pick::Drawn } else { Pick::Certain };
         match word.state() {
             // Throttled: refused with the published probability (a shadow breaker refuses
             // nothing). The threshold is read after the word (see `breaker.rs`).
@@ -175,7 +174,7 @@ impl Breaker {
                     Timing::None => Ticket::new(word.generation(), Role::Normal, 0),
                     _ => self.closed_timed(word, pick),
                 },
-                Ok(_) => self.ticket_slow(drawn),
+                Ok(_) => self.ticket_slow(pick),
             },
             // A timed call (its turn already taken), or a breaker that closed since the quick
             // path looked.
