@@ -6,12 +6,13 @@
 
 mod common;
 
-use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Custom, eventually, get, metric_value, serve_upstream, start_config};
+use common::{
+    Custom, eventually, get, lines_with, log, metric_value, serve_upstream, start_config,
+};
 use cutout::State;
 use cutout_gateway::upstream::Upstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -129,41 +130,6 @@ fn rss_kib() -> u64 {
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
     pages * 4
-}
-
-/// Everything `tracing` wrote in this test binary.
-fn log() -> Arc<Mutex<Vec<u8>>> {
-    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&buffer);
-        tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || Sink(Arc::clone(&sink)))
-            .init();
-        buffer
-    })
-    .clone()
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn lines_with(needles: &[&str]) -> Vec<String> {
-    let text = String::from_utf8_lossy(&log().lock().unwrap()).into_owned();
-    text.lines()
-        .filter(|l| needles.iter().all(|n| l.contains(n)))
-        .map(str::to_owned)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,6 +65,25 @@ upstreams = ["http://127.0.0.1:{port}"]
 }
 
 impl Shipped {
+    /// Waits until every attempt of the 35 (warm-up and leavers) settled, answered and recorded
+    /// or cancelled, and asserts that none counted as a failure and the cluster is closed; the
+    /// snapshot then.
+    async fn settled_closed(&self, what: &str) -> cutout::Snapshot {
+        assert!(
+            eventually(Duration::from_secs(3), || self.up.started()
+                == self.up.finished() + self.up.cancelled()
+                && self.snapshot().calls + self.up.cancelled() >= 35)
+            .await
+        );
+        let s = self.snapshot();
+        assert_eq!(
+            (s.failures, s.state),
+            (0, State::Closed),
+            "clients that left a healthy {what} counted against it: {s:?}"
+        );
+        s
+    }
+
     fn snapshot(&self) -> cutout::Snapshot {
         self.gateway.registry().snapshot(self.cluster).unwrap()
     }
@@ -110,18 +129,7 @@ async fn clients_leave_a_healthy_slow_endpoint(h: &Shipped) {
     h.leave(5, "/accounts/1?delay=400ms", Duration::from_millis(200))
         .await;
     // Every attempt settles: answered (and recorded a moment later) or cancelled.
-    assert!(
-        eventually(Duration::from_secs(3), || h.up.started()
-            == h.up.finished() + h.up.cancelled()
-            && h.snapshot().calls + h.up.cancelled() >= 35)
-        .await
-    );
-    let s = h.snapshot();
-    assert_eq!(
-        (s.failures, s.state),
-        (0, State::Closed),
-        "clients that left a healthy endpoint counted against it: {s:?}"
-    );
+    h.settled_closed("endpoint").await;
     let next = get(&format!("http://{}/accounts/1", h.proxy)).await;
     assert_eq!(next.status, 200, "{}", next.body);
     assert_eq!(
@@ -246,18 +254,7 @@ async fn a_client_that_leaves_a_healthy_stream_counts_the_stream_s_own_outcome()
     for client in clients {
         client.await.unwrap();
     }
-    assert!(
-        eventually(Duration::from_secs(3), || h.up.started()
-            == h.up.finished() + h.up.cancelled()
-            && h.snapshot().calls + h.up.cancelled() >= 35)
-        .await
-    );
-    let s = h.snapshot();
-    assert_eq!(
-        (s.failures, s.state),
-        (0, State::Closed),
-        "clients that left a healthy stream counted against it: {s:?}"
-    );
+    let s = h.settled_closed("stream").await;
     assert_eq!(
         (s.calls, h.up.finished(), h.up.cancelled()),
         (35, 35, 0),

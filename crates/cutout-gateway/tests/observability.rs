@@ -5,51 +5,13 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{get, metric_value, send, start, start_config};
+use common::{get, lines_with, log, metric_value, send, start, start_config};
 use cutout::State;
 use cutout_gateway::upstream::{Mode, Upstream};
 use http::Method;
 use tokio::sync::watch;
-
-/// Everything `tracing` wrote in this test binary.
-fn log() -> Arc<Mutex<Vec<u8>>> {
-    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&buffer);
-        tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || Sink(Arc::clone(&sink)))
-            .init();
-        buffer
-    })
-    .clone()
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn lines_with(needle: &str) -> Vec<String> {
-    let log = log();
-    let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
-    text.lines()
-        .filter(|l| l.contains(needle))
-        .map(str::to_owned)
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_leaves_one_access_log_line() {
@@ -64,7 +26,7 @@ async fn every_request_leaves_one_access_log_line() {
     .await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.headers["x-request-id"], "req-ok-1", "echoed back");
-    let lines = lines_with("request_id=req-ok-1");
+    let lines = lines_with(&["request_id=req-ok-1"]);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     let line = &lines[0];
     for part in [
@@ -91,7 +53,7 @@ async fn every_request_leaves_one_access_log_line() {
     let reply = get(&format!("http://{}/transfers/1", h.proxy)).await;
     let id = reply.headers["x-request-id"].to_str().unwrap().to_owned();
     assert!(!id.is_empty());
-    assert_eq!(lines_with(&format!("request_id={id}")).len(), 1);
+    assert_eq!(lines_with(&[&format!("request_id={id}")]).len(), 1);
 
     // A refusal says so.
     h.gateway.registry().isolate("account-service").unwrap();
@@ -102,7 +64,7 @@ async fn every_request_leaves_one_access_log_line() {
         "",
     )
     .await;
-    let lines = lines_with("request_id=req-refused-1");
+    let lines = lines_with(&["request_id=req-refused-1"]);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(lines[0].contains("status=503"), "{}", lines[0]);
     assert!(lines[0].contains("decision=refused"), "{}", lines[0]);

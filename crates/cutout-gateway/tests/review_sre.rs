@@ -31,143 +31,21 @@
 
 mod common;
 
-use common::Warp;
+use common::{
+    Proc, Warp, client, opens, shipped, start_gateway, status, upstream_process, wrk_or_skip,
+};
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use cutout::State;
 use cutout_gateway::upstream::Upstream;
-use cutout_gateway::{Gateway, GatewayConfig, server};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{oneshot, watch};
-
-/// A gateway served by `server::run` (the binary's path), stopped on drop.
-struct Running {
-    gateway: Arc<Gateway>,
-    proxy: SocketAddr,
-    stop: watch::Sender<bool>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-    }
-}
-
-/// Serves `text` on `gateway`'s clock choice: `Some(clock)` for a [`Warp`], `None` for the
-/// system clock (what the binary uses).
-async fn start_gateway(text: &str, clock: Option<Warp>) -> Running {
-    let config = GatewayConfig::from_toml(text).unwrap();
-    let gateway = match clock {
-        Some(clock) => Gateway::with_clock(config, clock),
-        None => Gateway::new(config),
-    };
-    let (stop, mut rx) = watch::channel(false);
-    let (tx, bound) = oneshot::channel();
-    tokio::spawn(server::run(
-        Arc::clone(&gateway),
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        },
-        move |proxy, admin| {
-            let _ = tx.send((proxy, admin));
-        },
-    ));
-    let (proxy, _admin) = bound.await.expect("the gateway binds its listeners");
-    Running {
-        gateway,
-        proxy,
-        stop,
-    }
-}
-
-/// A configuration without `[breakers]`: one cluster `cluster` of `ports`, under `/`.
-fn shipped(cluster: &str, ports: &[u16], gateway_extra: &str) -> String {
-    let upstreams: Vec<String> = ports
-        .iter()
-        .map(|p| format!("\"http://127.0.0.1:{p}\""))
-        .collect();
-    format!(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\naccess-log = false\n\
-         {gateway_extra}\n\
-         [[routes]]\nprefix = \"/\"\ncluster = \"{cluster}\"\n\
-         [clusters.{cluster}]\nupstreams = [{}]\n",
-        upstreams.join(", ")
-    )
-}
-
-type HttpClient = Client<HttpConnector, Empty<Bytes>>;
-
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
-/// GETs `url` (at most 10 s); the status, or 0 when no whole answer came.
-async fn status(client: &HttpClient, url: &str) -> u16 {
-    let request = http::Request::get(url).body(Empty::new()).unwrap();
-    match tokio::time::timeout(Duration::from_secs(10), client.request(request)).await {
-        Ok(Ok(response)) => {
-            let status = response.status().as_u16();
-            match response.into_body().collect().await {
-                Ok(_) => status,
-                Err(_) => 0,
-            }
-        }
-        _ => 0,
-    }
-}
-
-/// Every breaker's transitions to open so far, as `id (reason)`.
-fn opens(gateway: &Gateway) -> Vec<String> {
-    gateway
-        .transitions()
-        .iter()
-        .filter(|t| t.to == "open")
-        .map(|t| format!("{} ({})", t.breaker, t.reason.unwrap_or("-")))
-        .collect()
-}
-
-/// A child process of ours, killed (by its id) on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `cutout-gateway upstream` on `port` as a process of its own, once it accepts; its stderr
-/// goes to `stderr` when given.
-fn upstream_process(port: u16, stderr: Option<&std::path::Path>) -> Proc {
-    let err = match stderr {
-        Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
-        None => Stdio::null(),
-    };
-    let child = Command::new(env!("CARGO_BIN_EXE_cutout-gateway"))
-        .args(["upstream", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .unwrap();
-    let proc = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the upstream on {port} listens");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    proc
-}
+use tokio::sync::watch;
 
 /// A directory of this test's own under the system's temporary directory, removed on drop.
 struct Scratch(std::path::PathBuf);
@@ -184,27 +62,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// Whether `wrk` runs; when it does not, the test is skipped with one line (or fails when
-/// `CUTOUT_REQUIRE_SERVICES=1`).
-fn wrk_or_skip(test: &str) -> bool {
-    if Command::new("wrk")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-    {
-        return true;
-    }
-    assert!(
-        std::env::var("CUTOUT_REQUIRE_SERVICES").as_deref() != Ok("1"),
-        "{test}: wrk is not on the PATH and CUTOUT_REQUIRE_SERVICES=1: install wrk \
-         (apt-get install -y wrk)"
-    );
-    eprintln!("SKIPPED {test}: install wrk (apt-get install -y wrk) to run it");
-    false
 }
 
 /// How many TCP connections accepted on `port` of 127.0.0.1 are established now (the

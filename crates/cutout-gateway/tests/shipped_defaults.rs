@@ -18,79 +18,25 @@
 
 mod common;
 
-use common::Warp;
+use common::{
+    BusyLoop, Proc, Warp, client, opens, shipped, start_gateway, status, upstream_process,
+    wrk_or_skip,
+};
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use cutout::State;
 use cutout_gateway::upstream::{Mode, Upstream};
-use cutout_gateway::{Gateway, GatewayConfig, server};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::sync::{oneshot, watch};
+use hyper_util::rt::TokioIo;
+use tokio::sync::watch;
 use tower::ServiceExt;
 
 /// What a fresh connection's first request waits before it is served (a handshake).
 const SETUP: Duration = Duration::from_millis(50);
-
-/// A gateway of `text` served by `server::run` on `clock`, stopped on drop.
-struct Running {
-    gateway: Arc<Gateway>,
-    proxy: SocketAddr,
-    admin: SocketAddr,
-    stop: watch::Sender<bool>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-    }
-}
-
-async fn start_gateway(text: &str, clock: Warp) -> Running {
-    let config = GatewayConfig::from_toml(text).unwrap();
-    let gateway = Gateway::with_clock(config, clock);
-    let (stop, mut rx) = watch::channel(false);
-    let (tx, bound) = oneshot::channel();
-    tokio::spawn(server::run(
-        Arc::clone(&gateway),
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        },
-        move |proxy, admin| {
-            let _ = tx.send((proxy, admin));
-        },
-    ));
-    let (proxy, admin) = bound.await.expect("the gateway binds its listeners");
-    Running {
-        gateway,
-        proxy,
-        admin,
-        stop,
-    }
-}
-
-/// A gateway configuration without `[breakers]`: one cluster `pool` of `ports`, under `/`.
-fn shipped(ports: &[u16], gateway_extra: &str) -> String {
-    let upstreams: Vec<String> = ports
-        .iter()
-        .map(|p| format!("\"http://127.0.0.1:{p}\""))
-        .collect();
-    format!(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\naccess-log = false\n\
-         {gateway_extra}\n\
-         [[routes]]\nprefix = \"/\"\ncluster = \"pool\"\n\
-         [clusters.pool]\nupstreams = [{}]\n",
-        upstreams.join(", ")
-    )
-}
 
 /// The built-in test upstream behind a listener whose connections each pay [`SETUP`] on their
 /// first request; [`SetupHost::restart`] closes every open connection (a restarted process),
@@ -168,27 +114,6 @@ impl SetupHost {
     }
 }
 
-type HttpClient = Client<HttpConnector, Empty<Bytes>>;
-
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
-/// GETs `url` (at most 10 s); the status, or 0 when no answer came.
-async fn status(client: &HttpClient, url: &str) -> u16 {
-    let request = http::Request::get(url).body(Empty::new()).unwrap();
-    match tokio::time::timeout(Duration::from_secs(10), client.request(request)).await {
-        Ok(Ok(response)) => {
-            let status = response.status().as_u16();
-            match response.into_body().collect().await {
-                Ok(_) => status,
-                Err(_) => 0,
-            }
-        }
-        _ => 0,
-    }
-}
-
 /// `clients` keep-alive clients, each sending `each` requests back to back: pooled, busy.
 async fn busy(proxy: SocketAddr, clients: usize, each: usize) -> Vec<u16> {
     let mut tasks = tokio::task::JoinSet::new();
@@ -209,16 +134,6 @@ async fn busy(proxy: SocketAddr, clients: usize, each: usize) -> Vec<u16> {
     all
 }
 
-/// Every breaker's transitions to open so far, as `id (reason)`.
-fn opens(gateway: &Gateway) -> Vec<String> {
-    gateway
-        .transitions()
-        .iter()
-        .filter(|t| t.to == "open")
-        .map(|t| format!("{} ({})", t.breaker, t.reason.unwrap_or("-")))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn light_serial_traffic_on_fresh_connections_after_busy_load_opens_nothing() {
     let (a, b) = (SetupHost::start("a").await, SetupHost::start("b").await);
@@ -226,10 +141,11 @@ async fn light_serial_traffic_on_fresh_connections_after_busy_load_opens_nothing
     // Idle pooled connections go after 20 ms, so each light request opens a fresh one.
     let gw = start_gateway(
         &shipped(
+            "pool",
             &[a.addr.port(), b.addr.port()],
             "pool-idle-timeout = \"20ms\"",
         ),
-        clock.clone(),
+        Some(clock.clone()),
     )
     .await;
     let statuses = busy(gw.proxy, 8, 60).await;
@@ -265,7 +181,7 @@ async fn a_probe_on_a_fresh_connection_is_judged_on_its_outcome() {
     ];
     let clock = Warp::new();
     let ports: Vec<u16> = hosts.iter().map(|h| h.addr.port()).collect();
-    let gw = start_gateway(&shipped(&ports, ""), clock.clone()).await;
+    let gw = start_gateway(&shipped("pool", &ports, ""), Some(clock.clone())).await;
     let statuses = busy(gw.proxy, 8, 60).await;
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     let id = format!("pool/{}", hosts[0].addr);
@@ -317,7 +233,11 @@ async fn the_status_page_error_share_counts_upstream_errors_only() {
         common::serve_upstream(&a, &stop).await,
         common::serve_upstream(&b, &stop).await,
     );
-    let gw = start_gateway(&shipped(&[a_addr.port(), b_addr.port()], ""), Warp::new()).await;
+    let gw = start_gateway(
+        &shipped("pool", &[a_addr.port(), b_addr.port()], ""),
+        Some(Warp::new()),
+    )
+    .await;
     let client = client();
     // Start at the beginning of a statistics second, so that the requests fall in one or two
     // complete seconds before the page reads them.
@@ -356,33 +276,6 @@ async fn the_status_page_error_share_counts_upstream_errors_only() {
     let _ = stop.send(true);
 }
 
-/// A child process of ours, killed (by its id) on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The built-in test upstream as a process of its own on `port`, once it accepts.
-fn upstream_process(port: u16) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_cutout-gateway"))
-        .args(["upstream", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let proc = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the upstream on {port} listens");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    proc
-}
-
 /// Kills and restarts one host of three under 20 req/s; the seconds from the moment it listens
 /// again until its breaker is closed. `downtime`: `None` skips the downtime on the breakers'
 /// clock until the host's break has stopped growing; `Some(d)` waits `d` in real time.
@@ -392,9 +285,9 @@ async fn readmission(downtime: Option<Duration>) -> Duration {
         common::dead_port(),
         common::dead_port(),
     ];
-    let mut procs: Vec<Proc> = ports.iter().map(|p| upstream_process(*p)).collect();
+    let mut procs: Vec<Proc> = ports.iter().map(|p| upstream_process(*p, None)).collect();
     let clock = Warp::new();
-    let gw = start_gateway(&shipped(&ports, ""), clock.clone()).await;
+    let gw = start_gateway(&shipped("pool", &ports, ""), Some(clock.clone())).await;
     let id = format!("pool/127.0.0.1:{}", ports[0]);
     let (_, host) = gw.gateway.find_breaker(&id).unwrap();
     let cluster = gw.gateway.registry().get("pool").unwrap();
@@ -463,7 +356,7 @@ async fn readmission(downtime: Option<Duration>) -> Duration {
     let snapshot = host.snapshot();
     assert_eq!(snapshot.state, State::Open);
     let served_break = snapshot.current_break;
-    procs.insert(0, upstream_process(ports[0]));
+    procs.insert(0, upstream_process(ports[0], None));
     let back = Instant::now();
     let closed =
         common::eventually(Duration::from_secs(20), || host.state() == State::Closed).await;
@@ -503,53 +396,6 @@ async fn a_host_down_for_minutes_is_readmitted_within_20_s() {
     readmission(Some(Duration::from_secs(secs))).await;
 }
 
-/// Whether `wrk` runs; when it does not, the test is skipped with one line (or fails when
-/// `CUTOUT_REQUIRE_SERVICES=1`, as CI sets).
-fn wrk_or_skip(test: &str) -> bool {
-    if Command::new("wrk")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-    {
-        return true;
-    }
-    assert!(
-        std::env::var("CUTOUT_REQUIRE_SERVICES").as_deref() != Ok("1"),
-        "{test}: wrk is not on the PATH and CUTOUT_REQUIRE_SERVICES=1: install wrk \
-         (apt-get install -y wrk)"
-    );
-    eprintln!("SKIPPED {test}: install wrk (apt-get install -y wrk) to run it");
-    false
-}
-
-/// A shell busy loop of ours under `timeout 60` (so that it ends even if this test is killed),
-/// stopped on drop: SIGTERM to `timeout` (by its id), which passes it on to the loop.
-struct BusyLoop(Child);
-
-impl BusyLoop {
-    fn start() -> BusyLoop {
-        BusyLoop(
-            Command::new("timeout")
-                .args(["60", "sh", "-c", "while :; do :; done"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    }
-}
-
-impl Drop for BusyLoop {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn shipped_defaults_keep_a_healthy_cluster_closed_through_a_saturating_burst() {
     if !wrk_or_skip("shipped_defaults_keep_a_healthy_cluster_closed_through_a_saturating_burst") {
@@ -564,7 +410,7 @@ fn shipped_defaults_keep_a_healthy_cluster_closed_through_a_saturating_burst() {
         common::dead_port(),
         common::dead_port(),
     );
-    let _upstream = upstream_process(up);
+    let _upstream = upstream_process(up, None);
     let dir = std::env::temp_dir().join(format!("cutout-burst-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("gw.toml");

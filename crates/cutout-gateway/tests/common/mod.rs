@@ -2,6 +2,20 @@
 //! path: both listeners with their configured limits), an HTTP client and raw-socket helpers, all on loopback.
 #![allow(dead_code)]
 
+mod logs;
+mod processes;
+mod shipped;
+
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use logs::{lines_with, log};
+#[allow(unused_imports)]
+pub use processes::{BusyLoop, Proc, upstream_process, wrk_or_skip};
+#[allow(unused_imports)]
+pub use shipped::{
+    HttpClient, Running, client, opens, serve_gateway, shipped, start_gateway, status,
+};
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -299,18 +313,7 @@ pub async fn start_config(text: &str) -> Custom {
     let config = GatewayConfig::from_toml(text).unwrap();
     let clock = ManualClock::new();
     let gateway = Gateway::with_clock(config, clock.clone());
-    let (stop, mut rx) = watch::channel(false);
-    let (tx, bound) = oneshot::channel();
-    tokio::spawn(server::run(
-        Arc::clone(&gateway),
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        },
-        move |proxy, admin| {
-            let _ = tx.send((proxy, admin));
-        },
-    ));
-    let (proxy, admin) = bound.await.expect("the gateway binds its listeners");
+    let (proxy, admin, stop) = serve_gateway(&gateway).await;
     Custom {
         gateway,
         clock,

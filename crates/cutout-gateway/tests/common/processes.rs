@@ -1,0 +1,85 @@
+//! Processes a test starts beside itself: `cutout-gateway upstream`, busy loops, and whether
+//! `wrk` is there to load the gateway (a test skips with one line without it, DESIGN §7).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process of ours, killed (by its id) on drop.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `cutout-gateway upstream` (the built-in test upstream) on `port` as a process of its own,
+/// once it accepts; its stderr goes to `stderr` when given.
+pub fn upstream_process(port: u16, stderr: Option<&Path>) -> Proc {
+    let err = match stderr {
+        Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+        None => Stdio::null(),
+    };
+    let child = Command::new(env!("CARGO_BIN_EXE_cutout-gateway"))
+        .args(["upstream", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let proc = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the upstream on {port} listens");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    proc
+}
+
+/// Whether `wrk` runs; when it does not, the test is skipped with one line (or fails when
+/// `CUTOUT_REQUIRE_SERVICES=1`, as CI sets).
+pub fn wrk_or_skip(test: &str) -> bool {
+    if Command::new("wrk")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(
+        std::env::var("CUTOUT_REQUIRE_SERVICES").as_deref() != Ok("1"),
+        "{test}: wrk is not on the PATH and CUTOUT_REQUIRE_SERVICES=1: install wrk \
+         (apt-get install -y wrk)"
+    );
+    eprintln!("SKIPPED {test}: install wrk (apt-get install -y wrk) to run it");
+    false
+}
+
+/// A shell busy loop of ours under `timeout 60` (so that it ends even if the test is killed),
+/// stopped on drop: SIGTERM to `timeout` (by its id), which passes it on to the loop.
+pub struct BusyLoop(Child);
+
+impl BusyLoop {
+    pub fn start() -> BusyLoop {
+        BusyLoop(
+            Command::new("timeout")
+                .args(["60", "sh", "-c", "while :; do :; done"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for BusyLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
