@@ -433,21 +433,7 @@ async fn a_single_upstream_cluster_restarted_after_minutes_is_readmitted_within_
     );
     // Minutes of downtime on the breakers' clock: each break runs out at once and the probe
     // of the dead host fails, until six opens in a row.
-    for _ in 0..20 {
-        let opened = breaker.snapshot().consecutive_opens;
-        if opened >= 6 {
-            break;
-        }
-        clock.skip(breaker.break_remaining().unwrap_or_default() + Duration::from_millis(1));
-        assert!(
-            common::eventually(Duration::from_secs(5), || breaker
-                .snapshot()
-                .consecutive_opens
-                > opened)
-            .await,
-            "a probe of the dead host failed"
-        );
-    }
+    common::skip_breaks_until_grown(&clock, &breaker).await;
     let snapshot = breaker.snapshot();
     assert_eq!(snapshot.state, State::Open);
     host = Some(upstream_process(port, None));

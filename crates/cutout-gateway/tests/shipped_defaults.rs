@@ -322,23 +322,7 @@ async fn readmission(downtime: Option<Duration>) -> Duration {
     );
     match downtime {
         None => {
-            // Let each break run out at once (a failed probe opens it again, longer), until
-            // six opens in a row: the break has stopped growing under either cap.
-            for _ in 0..20 {
-                let opened = host.snapshot().consecutive_opens;
-                if opened >= 6 {
-                    break;
-                }
-                clock.skip(host.break_remaining().unwrap_or_default() + Duration::from_millis(1));
-                assert!(
-                    common::eventually(Duration::from_secs(5), || host
-                        .snapshot()
-                        .consecutive_opens
-                        > opened)
-                    .await,
-                    "a probe of the dead host failed"
-                );
-            }
+            common::skip_breaks_until_grown(&clock, &host).await;
         }
         Some(downtime) => {
             tokio::time::sleep(downtime).await;

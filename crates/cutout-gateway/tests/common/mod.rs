@@ -13,7 +13,8 @@ pub use logs::{lines_with, log};
 pub use processes::{BusyLoop, Proc, upstream_process, wrk_or_skip};
 #[allow(unused_imports)]
 pub use shipped::{
-    HttpClient, Running, client, opens, serve_gateway, shipped, start_gateway, status,
+    HttpClient, Running, client, opens, serve_gateway, shipped, skip_breaks_until_grown,
+    start_gateway, status,
 };
 
 use std::net::SocketAddr;

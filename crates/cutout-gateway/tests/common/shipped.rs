@@ -115,3 +115,24 @@ pub fn opens(gateway: &Gateway) -> Vec<String> {
         .map(|t| format!("{} ({})", t.breaker, t.reason.unwrap_or("-")))
         .collect()
 }
+
+/// Lets each break of the open `breaker` run out at once on `clock` (its dead host's probe then
+/// fails and opens it again, for longer), until it has opened six times in a row: its break
+/// has stopped growing under either cap. Panics if a probe does not come within 5 s.
+pub async fn skip_breaks_until_grown(clock: &Warp, breaker: &cutout::Breaker) {
+    for _ in 0..20 {
+        let opened = breaker.snapshot().consecutive_opens;
+        if opened >= 6 {
+            break;
+        }
+        clock.skip(breaker.break_remaining().unwrap_or_default() + Duration::from_millis(1));
+        assert!(
+            super::eventually(Duration::from_secs(5), || breaker
+                .snapshot()
+                .consecutive_opens
+                > opened)
+            .await,
+            "a probe of the dead host failed"
+        );
+    }
+}
