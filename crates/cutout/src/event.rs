@@ -78,6 +78,43 @@ impl fmt::Display for OpenReason {
     }
 }
 
+/// What ended a break early ([`Breaker::end_break_on_signal`](crate::Breaker::end_break_on_signal)):
+/// evidence from outside the breaker's own calls that its dependency is back.
+///
+/// New reasons may be added (the enum is `#[non_exhaustive]`): match with a wildcard arm,
+/// or use [`as_str`](BreakEndReason::as_str).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BreakEndReason {
+    /// An active health check of the dependency passed.
+    HealthCheck,
+    /// A peer's probes closed its breaker on the same dependency (fleet recovery).
+    PeerRecovered,
+    /// Any other signal from outside the breaker's own calls.
+    Signal,
+}
+
+impl BreakEndReason {
+    /// A stable lower-case name (`"health_check"`, …) for logs and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BreakEndReason::HealthCheck => "health_check",
+            BreakEndReason::PeerRecovered => "peer_recovered",
+            BreakEndReason::Signal => "signal",
+        }
+    }
+}
+
+impl fmt::Display for BreakEndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BreakEndReason::HealthCheck => "a health check passed",
+            BreakEndReason::PeerRecovered => "a peer's probes closed its breaker",
+            BreakEndReason::Signal => "a signal from outside its calls said it recovered",
+        })
+    }
+}
+
 /// A state transition.
 ///
 /// New transitions may be added (the enum is `#[non_exhaustive]`): match with a wildcard
@@ -96,6 +133,14 @@ pub enum Transition {
     },
     /// The break elapsed and a call became the first probe.
     HalfOpened,
+    /// A signal that the dependency is back ended the break early: half-open now, and the
+    /// breaker's own probes decide as after any break.
+    BreakEnded {
+        /// What ended it.
+        reason: BreakEndReason,
+        /// What was left of the break.
+        remaining: Duration,
+    },
     /// The breaker closed, or with a recovery ramp started recovering: either way it stopped
     /// refusing everything. The ramp's end is silent.
     Closed {
@@ -109,7 +154,7 @@ impl Transition {
     pub fn from(&self) -> State {
         match self {
             Transition::Opened { from, .. } | Transition::Closed { from } => *from,
-            Transition::HalfOpened => State::Open,
+            Transition::HalfOpened | Transition::BreakEnded { .. } => State::Open,
         }
     }
 
@@ -117,7 +162,7 @@ impl Transition {
     pub fn to(&self) -> State {
         match self {
             Transition::Opened { .. } => State::Open,
-            Transition::HalfOpened => State::HalfOpen,
+            Transition::HalfOpened | Transition::BreakEnded { .. } => State::HalfOpen,
             Transition::Closed { .. } => State::Closed,
         }
     }
@@ -134,13 +179,14 @@ pub struct Event {
     pub transition: Transition,
 }
 
-/// Why the transition happened, in a few words: the open reason, "open duration elapsed" or
-/// "trial call succeeded".
+/// Why the transition happened, in a few words: the open reason, "open duration elapsed", what
+/// ended the break early, or "trial call succeeded".
 impl fmt::Display for Transition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Transition::Opened { reason, .. } => fmt::Display::fmt(reason, f),
             Transition::HalfOpened => f.write_str("open duration elapsed"),
+            Transition::BreakEnded { reason, .. } => fmt::Display::fmt(reason, f),
             Transition::Closed { .. } => f.write_str("trial call succeeded"),
         }
     }

@@ -93,7 +93,7 @@ pub mod timeout;
 pub use breaker::{Breaker, BreakerBuilder};
 pub use classify::{ErrorClass, Outcome, Verdict};
 pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
-pub use event::{Event, OpenReason, Transition};
+pub use event::{BreakEndReason, Event, OpenReason, Transition};
 pub use human::HumanDuration;
 pub use id::BreakerId;
 pub use machine::ramp::Recovery;

@@ -24,6 +24,14 @@ pub(crate) fn trace(event: &crate::Event) {
             break_ms = break_for.as_millis() as u64,
             "circuit breaker opened"
         ),
+        Transition::BreakEnded { reason, remaining } => tracing::info!(
+            breaker = %event.breaker,
+            from = t.from().as_str(),
+            to = t.to().as_str(),
+            reason = reason.as_str(),
+            remaining_ms = remaining.as_millis() as u64,
+            "circuit breaker break ended early"
+        ),
         _ => tracing::info!(
             breaker = %event.breaker,
             from = t.from().as_str(),

@@ -1,7 +1,11 @@
-//! Trips from outside a breaker's own calls: [`Breaker::trip_on_signal`], for what a breaker
-//! cannot see in its own window (the failures a fleet of breakers sees together).
+//! Signals from outside a breaker's own calls: [`Breaker::trip_on_signal`], for what a breaker
+//! cannot see in its own window (the failures a fleet of breakers sees together), and its
+//! mirror [`Breaker::end_break_on_signal`], for a recovery proven elsewhere (a health check
+//! that passed, a peer whose probes closed its breaker).
 
-use crate::Breaker;
+use std::time::Duration;
+
+use crate::{BreakEndReason, Breaker};
 
 impl Breaker {
     /// Opens a closed breaker because a signal from outside its own calls says its dependency
@@ -34,6 +38,46 @@ impl Breaker {
         let now = self.shared.hot.clock.recent();
         self.operate(now, None, |m| {
             let transition = m.trip_on_signal(now);
+            (transition.is_some(), transition)
+        })
+    }
+
+    /// Ends an open breaker's break early because evidence from outside its own calls says
+    /// its dependency is back (DESIGN §2 "Giving traffic back"): the breaker becomes half-open
+    /// at once and raises a [`BreakEnded`](crate::Transition::BreakEnded) event with `reason`;
+    /// its own probes then decide, as after any break (a probe that fails re-opens it with a
+    /// grown break, since the consecutive opens stay until it closes).
+    ///
+    /// `age` is how long ago the evidence was gathered, on any clock the caller trusts (a
+    /// health check's start, a peer's close as its store timed it). Evidence gathered before
+    /// this break began is stale: it says nothing about what opened the breaker, so it does
+    /// nothing.
+    ///
+    /// Returns whether the break ended. Nothing happens to a breaker that is closed, half-open
+    /// (including one whose break has already elapsed), recovering, isolated or disabled, nor
+    /// to one serving a break its dependency asked for (a classifier's
+    /// [`OpenFor`](crate::classify::Verdict::OpenFor), an HTTP `Retry-After`) or that an
+    /// operator forced ([`open_for`](Breaker::open_for), [`open_until`](Breaker::open_until)):
+    /// those are served whole.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{BreakEndReason, Breaker, State};
+    ///
+    /// let breaker = Breaker::new("search", cutout::Settings::default());
+    /// breaker.trip_on_signal();
+    /// // A health check that started before the breaker opened proves nothing.
+    /// assert!(!breaker.end_break_on_signal(BreakEndReason::HealthCheck, Duration::from_secs(60)));
+    /// // One that started after it did ends the break: the next call is a probe.
+    /// assert!(breaker.end_break_on_signal(BreakEndReason::HealthCheck, Duration::ZERO));
+    /// assert_eq!(breaker.state(), State::HalfOpen);
+    /// assert!(!breaker.end_break_on_signal(BreakEndReason::HealthCheck, Duration::ZERO));
+    /// ```
+    pub fn end_break_on_signal(&self, reason: BreakEndReason, age: Duration) -> bool {
+        let now = self.shared.hot.clock.recent();
+        let age = u64::try_from(age.as_nanos()).unwrap_or(u64::MAX);
+        self.operate(now, None, |m| {
+            let transition = m.end_break_on_signal(now, reason, age);
             (transition.is_some(), transition)
         })
     }

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use cutout::clock::ManualClock;
 use cutout::{
-    Breaker, Jitter, OpenReason, OwnedPermit, Recovery, RejectReason, Settings, SettingsBuilder,
-    State, Transition,
+    BreakEndReason, Breaker, Jitter, OpenReason, OwnedPermit, Recovery, RejectReason, Settings,
+    SettingsBuilder, State, Transition,
 };
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
@@ -697,5 +697,89 @@ fn racing_successes_count_once(make: fn() -> (Breaker, ManualClock, Seen), warm:
         let snapshot = breaker.snapshot();
         assert_eq!((snapshot.calls, snapshot.failures), (warm + 3, 1));
         assert_eq!(breaker.state(), State::Closed);
+    });
+}
+
+/// A recovery signal racing the trip that opens the breaker: the signal either comes first
+/// (closed: nothing to end) or ends the break the trip began (the evidence is gathered now,
+/// after the opening); never a break ended that no one opened, and the state, the events and
+/// what the next call gets agree.
+#[test]
+fn a_break_end_racing_a_trip_ends_at_most_the_break_it_began() {
+    model(|| {
+        let (breaker, _clock, seen) = build(base());
+        let signal = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                breaker.end_break_on_signal(BreakEndReason::HealthCheck, Duration::ZERO)
+            })
+        };
+        match breaker.try_acquire() {
+            Ok(permit) => permit.failure(),
+            Err(refused) => panic!("closed, yet refused: {refused:?}"),
+        }
+        let ended = signal.join().unwrap();
+        let events = transitions(&seen);
+        if ended {
+            // Events are raised outside the lock, each by the thread that caused it, so the
+            // listener may see the two in either order; the state says which came first.
+            let opened = events
+                .iter()
+                .filter(|t| matches!(t, Transition::Opened { .. }))
+                .count();
+            let ends = events
+                .iter()
+                .filter(|t| matches!(t, Transition::BreakEnded { .. }))
+                .count();
+            assert_eq!((events.len(), opened, ends), (2, 1, 1), "{events:?}");
+            assert_eq!(breaker.state(), State::HalfOpen);
+            let probe = breaker.try_acquire().expect("the next call probes");
+            assert!(probe.is_probe());
+        } else {
+            assert!(
+                matches!(events.as_slice(), [Transition::Opened { .. }]),
+                "{events:?}"
+            );
+            assert_eq!(breaker.state(), State::Open);
+            assert_eq!(
+                breaker.try_acquire().unwrap_err().reason(),
+                RejectReason::Open
+            );
+        }
+    });
+}
+
+/// Two recovery signals and a call at once on an open breaker: the break ends once (one
+/// event), and at most one probe is admitted among the signal threads' and the call's.
+#[test]
+fn two_break_ends_and_a_call_at_once_end_the_break_once_and_admit_one_probe() {
+    model(|| {
+        let (breaker, _clock, seen) = build(base());
+        breaker.try_acquire().expect("closed").failure();
+        seen.lock().unwrap().clear();
+        let signals: Vec<_> = (0..2)
+            .map(|_| {
+                let breaker = breaker.clone();
+                thread::spawn(move || {
+                    breaker.end_break_on_signal(BreakEndReason::PeerRecovered, Duration::ZERO)
+                })
+            })
+            .collect();
+        let admitted = breaker.try_acquire_owned().ok();
+        let ended = signals
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|ended| *ended)
+            .count();
+        assert_eq!(ended, 1, "the break ends exactly once");
+        let events = transitions(&seen);
+        assert!(
+            matches!(events.as_slice(), [Transition::BreakEnded { .. }]),
+            "{events:?}"
+        );
+        let mut probes = take_all_probes(&breaker);
+        probes.extend(admitted);
+        assert_eq!(probes.len(), 1, "one probe slot");
+        assert!(probes[0].is_probe());
     });
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::classify::Outcome;
 use crate::error::RejectReason;
-use crate::event::{OpenReason, Transition};
+use crate::event::{BreakEndReason, OpenReason, Transition};
 use crate::front::word::{Flags, Word};
 use crate::machine::backoff::{computed_break, jittered};
 use crate::machine::baseline::{FailureBaseline, LatencyBaseline};
@@ -120,6 +120,10 @@ pub(crate) struct Machine {
     ramp: Option<Ramp>,
     /// No call is timed: no slow-call rule, absolute or relative.
     untimed: bool,
+    /// The break being served is the breaker's own (a trip, a failed probe): a proven recovery
+    /// may end it early. A break the dependency asked for (`Retry-After`) or an operator
+    /// forced is served whole.
+    own_break: bool,
     rng: fastrand::Rng,
     /// The last manual action that took effect, and when.
     manual: Option<ManualAction>,
@@ -237,6 +241,7 @@ impl Machine {
             ramp: None,
             untimed: settings.slow_call_threshold.is_none()
                 && settings.relative_slow_calls().is_none(),
+            own_break: false,
             settings,
             state,
             generation: 0,
@@ -468,6 +473,32 @@ impl Machine {
         (self.state == State::Closed)
             .then(|| self.trip(now, OpenReason::Signal))
             .flatten()
+    }
+
+    /// Ends the break of an open breaker early on evidence from outside its calls that its
+    /// dependency is back, gathered `age` nanoseconds before `now`: half-open now, and its own
+    /// probes decide as after any break (a failed one re-opens it with a grown break: the
+    /// consecutive opens stay). Nothing happens (`None`) unless the breaker is open on a break
+    /// of its own (a trip, a failed probe; not a break the dependency asked for, nor one an
+    /// operator forced), its break has not already elapsed, and the evidence is not stale: it
+    /// must have been gathered at or after the moment this break began, since evidence from
+    /// before says nothing about what opened it.
+    pub(crate) fn end_break_on_signal(
+        &mut self,
+        now: u64,
+        reason: BreakEndReason,
+        age: u64,
+    ) -> Option<Transition> {
+        if self.state_at(now) != State::Open || !self.own_break {
+            return None;
+        }
+        // Stale: gathered longer ago than this break began.
+        if age > now.saturating_sub(self.opened_at?) {
+            return None;
+        }
+        let remaining = Duration::from_nanos(self.until.saturating_sub(now));
+        self.half_open(now);
+        Some(Transition::BreakEnded { reason, remaining })
     }
 
     /// Asks the open gate, if any, whether a closed breaker may open (counting a refusal).
@@ -865,6 +896,7 @@ impl Machine {
         let asked = duration.min(self.settings.max_break_duration);
         self.opened_at = Some(now);
         self.enter_open(now.saturating_add(nanos(asked)));
+        self.own_break = false;
         Transition::Opened {
             from,
             reason: OpenReason::RetryAfter,
@@ -1013,6 +1045,7 @@ impl Machine {
         let served = jittered(computed, self.settings.jitter, &mut self.rng);
         self.opened_at = Some(now);
         self.enter_open(now.saturating_add(nanos(served)));
+        self.own_break = true;
         Transition::Opened {
             from,
             reason,
@@ -1139,6 +1172,7 @@ impl Machine {
             }
         }
         self.enter_open(until.max(now));
+        self.own_break = false;
         self.manual(action, now);
         true
     }
