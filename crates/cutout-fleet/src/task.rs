@@ -1,4 +1,21 @@
 //! The background task: snapshot, publish and read, update the views, trip on the fleet's.
+//!
+//! # A tick
+//! Every [interval](crate::FleetBuilder::interval), whether or not Redis answers, the task
+//! snapshots each watched breaker and notes its state in the breaker's [`TripGrace`]; then,
+//! if it has a link (or the reconnect backoff has passed and a connect succeeds), it runs
+//! one round: every breaker's publish-and-read, pipelined.
+//!
+//! The grace is observed on every tick, not only on the ticks that reach Redis, because it
+//! measures time since a trip: a trip is dated by the first tick that sees the breaker open
+//! after a closed one, and its window stays published for one staleness bound after that.
+//! Observed only on rounds, a breaker that tripped while Redis was down would be "seen
+//! tripping" by the first round after Redis came back, and would publish a window seconds
+//! old as fresh, which opened healthy, idle pods on the fleet's rule. Observed on every
+//! tick, a trip seen while disconnected expires on time: if Redis returns within the grace,
+//! the rest of it is published; after it, only the open flag. What this gives up: a trip's
+//! evidence older than the staleness bound never reaches the fleet, even if no pod saw it
+//! (the same bound every other report is judged by).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -69,14 +86,27 @@ impl Task {
     async fn tick(&mut self) {
         let watched = self.shared.watched();
         if self.link.is_none() {
-            if Instant::now() < self.next_attempt {
+            let connected = Instant::now() >= self.next_attempt
+                && match crate::store::connect(&self.client, &self.shared.config).await {
+                    Ok(link) => {
+                        self.link = Some(link);
+                        true
+                    }
+                    Err(error) => {
+                        self.failed(error, &watched);
+                        false
+                    }
+                };
+            if !connected {
+                // No round this tick, but the trip grace keeps time: a breaker that trips
+                // while Redis is away is seen tripping now, so its grace has run out by the
+                // time Redis answers again, instead of starting then and publishing an old
+                // window as fresh.
+                self.observe(&watched);
                 return;
             }
-            match crate::store::connect(&self.client, &self.shared.config).await {
-                Ok(link) => self.link = Some(link),
-                Err(error) => return self.failed(error, &watched),
-            }
         }
+        let locals = self.observe(&watched);
         let Some(link) = self.link.as_mut() else {
             return;
         };
@@ -88,22 +118,6 @@ impl Task {
             }
             return;
         }
-        // Snapshots right before the round, so that what is published is what the breakers
-        // hold now. `snapshot` changes nothing and is the only read of the breaker.
-        let now = Instant::now();
-        let locals: Vec<Local> = watched
-            .iter()
-            .map(|w| {
-                let snapshot = w.breaker.snapshot();
-                let key = self.keys.entry(w.key.clone()).or_default();
-                let tripped_lately = key.grace.observe(
-                    snapshot.state,
-                    millis(now.duration_since(self.started)),
-                    millis(config.staleness),
-                );
-                Local::of(&snapshot, tripped_lately)
-            })
-            .collect();
         let empty = Vec::new();
         let publishes: Vec<Publish<'_>> = watched
             .iter()
@@ -127,9 +141,8 @@ impl Task {
                         server_error.get_or_insert(error);
                     }
                 }
-                // Keep the per-key state bounded by what is watched now.
+                // Keep the warnings' memory bounded by what is watched now.
                 let keys: HashSet<&str> = watched.iter().map(|w| w.key.as_str()).collect();
-                self.keys.retain(|key, _| keys.contains(&key.as_str()));
                 self.warned.retain(|key| key == LINK || keys.contains(&key));
                 match server_error {
                     None => self.succeeded(),
@@ -138,6 +151,27 @@ impl Task {
             }
             Err(error) => self.failed(error, &watched),
         }
+    }
+
+    /// Snapshots every watched breaker and notes its state in its trip grace, on every tick
+    /// whether or not a round follows; returns what each would publish now. `snapshot`
+    /// changes nothing and is the only read of a breaker. Taken right before the round, so
+    /// that what is published is what the breakers hold now.
+    fn observe(&mut self, watched: &[Arc<Watched>]) -> Vec<Local> {
+        let now_ms = millis(self.started.elapsed());
+        let grace_ms = millis(self.shared.config.staleness);
+        // Keep the per-key state bounded by what is watched now.
+        let keys: HashSet<&str> = watched.iter().map(|w| w.key.as_str()).collect();
+        self.keys.retain(|key, _| keys.contains(&key.as_str()));
+        watched
+            .iter()
+            .map(|w| {
+                let snapshot = w.breaker.snapshot();
+                let key = self.keys.entry(w.key.clone()).or_default();
+                let tripped_lately = key.grace.observe(snapshot.state, now_ms, grace_ms);
+                Local::of(&snapshot, tripped_lately)
+            })
+            .collect()
     }
 
     /// One breaker's reply: update its view, trip it if the fleet says so. Returns the
