@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{FleetError, Kind};
+use crate::error::{Code, FleetError, Kind};
 use crate::fleet::{Fleet, Shared};
 
 /// The timings and names a fleet runs with, once validated.
@@ -157,9 +157,17 @@ impl FleetBuilder {
     /// `redis://` and `unix://` / `redis+unix://`, TLS is not compiled in), a setting out of
     /// range ([`FleetError::is_invalid`]), no runtime ([`FleetError::is_no_runtime`]).
     pub fn build(self) -> Result<Fleet, FleetError> {
-        let client = redis::Client::open(self.url.as_str()).map_err(|error| {
-            FleetError::new(Kind::Url, format!("{}: {error}", redact(&self.url)))
-        })?;
+        let client =
+            redis::Client::open(self.url.as_str()).map_err(|error| url_error(&self.url, &error))?;
+        if let redis::ConnectionAddr::Tcp(_, 0) = client.get_connection_info().addr() {
+            return Err(FleetError::with_code(
+                Code::UrlPort,
+                format!(
+                    "{}: port 0 is out of range: allowed 1 to 65535",
+                    redact(&self.url)
+                ),
+            ));
+        }
         let addr = client.get_connection_info().addr().to_string();
         let pod = match self.pod {
             Some(pod) => {
@@ -217,14 +225,119 @@ impl FleetBuilder {
     }
 }
 
-/// The URL without its password, for error messages.
+/// The URL without its password, for error messages (and without the user's name: the part
+/// before the `@` goes whole).
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
         }
+        (None, Some(at)) => format!("***@{}", &url[at + 1..]),
         _ => url.to_owned(),
     }
+}
+
+/// The URL forms this build accepts, for messages.
+const FORMS: &str = "redis://[user:password@]host[:port][/db] or redis+unix:///path";
+
+/// Says precisely why the Redis client refused `url`: no scheme, a scheme that is not
+/// Redis's, TLS, the port, or (from the client's own detail) the rest. Never the password.
+fn url_error(url: &str, error: &redis::RedisError) -> FleetError {
+    let shown = redact(url);
+    let bad = |code, what: String| FleetError::with_code(code, format!("{shown}: {what}"));
+    let trimmed = url.trim();
+    if trimmed.is_empty() {
+        return FleetError::with_code(
+            Code::UrlNoScheme,
+            format!("the URL is empty: write {FORMS}"),
+        );
+    }
+    let Some(colon_slashes) = trimmed.find("://") else {
+        let hint = if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            String::new()
+        } else {
+            format!(" (\"redis://{}\" for a TCP address)", redact(trimmed))
+        };
+        return bad(Code::UrlNoScheme, format!("no scheme: write {FORMS}{hint}"));
+    };
+    let scheme = trimmed[..colon_slashes].to_ascii_lowercase();
+    match scheme.as_str() {
+        "rediss" | "valkeys" => {
+            return bad(
+                Code::UrlTls,
+                format!(
+                    "{scheme}:// is Redis over TLS, and TLS is not compiled into this build: \
+                     use redis:// on a trusted network, or a TLS proxy on the pod"
+                ),
+            );
+        }
+        "redis" | "valkey" => {}
+        "redis+unix" | "valkey+unix" | "unix" => return bad(Code::UrlMalformed, detail(error)),
+        _ => {
+            return bad(
+                Code::UrlScheme,
+                format!("scheme {scheme:?} is not a Redis scheme: allowed {FORMS}"),
+            );
+        }
+    }
+    // `redis://[user:password@]host[:port][/db]`: the host and port are after the last `@`
+    // of the authority, which ends at the first `/`, `?` or `#`.
+    let rest = &trimmed[colon_slashes + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = match host_port.strip_prefix('[') {
+        // `[::1]:6379`
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((host, after)) => (host, after.strip_prefix(':')),
+            None => (bracketed, None),
+        },
+        None => match host_port.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        },
+    };
+    if let Some(port) = port.filter(|port| !port.is_empty()) {
+        let range = "allowed 1 to 65535";
+        if !port.bytes().all(|b| b.is_ascii_digit()) {
+            return bad(
+                Code::UrlPort,
+                format!("port {port:?} is not a number: {range}"),
+            );
+        }
+        let number = port.trim_start_matches('0');
+        if number.is_empty() || number.len() > 5 || number.parse::<u32>().is_ok_and(|n| n > 65_535)
+        {
+            let shown = if number.len() > 12 {
+                "(too long)"
+            } else {
+                port
+            };
+            return bad(
+                Code::UrlPort,
+                format!("port {shown} is out of range: {range}"),
+            );
+        }
+    }
+    if host.is_empty() {
+        return bad(Code::UrlMalformed, format!("no host: write {FORMS}"));
+    }
+    bad(Code::UrlMalformed, detail(error))
+}
+
+/// The client's reason, in the words of a message: its description without the kind's
+/// name it appends (`Invalid database number - InvalidClientConfig`), and "did not parse"
+/// said as what it means. Its descriptions are fixed texts: never the password.
+fn detail(error: &redis::RedisError) -> String {
+    let text = error.to_string();
+    let detail = text.split(" - ").next().unwrap_or_default().trim();
+    if detail.is_empty() || detail.contains("did not parse") {
+        return format!("not a valid URL: write {FORMS}");
+    }
+    let mut detail = detail.to_owned();
+    if let Some(first) = detail.get_mut(..1) {
+        first.make_ascii_lowercase();
+    }
+    format!("{detail}: write {FORMS}")
 }
 
 fn check_name(name: &str, value: &str) -> Result<(), FleetError> {
@@ -234,8 +347,8 @@ fn check_name(name: &str, value: &str) -> Result<(), FleetError> {
     if ok {
         Ok(())
     } else {
-        Err(FleetError::new(
-            Kind::Invalid,
+        Err(FleetError::with_code(
+            Code::Name,
             format!(
                 "{name} = {value:?}, allowed 1 to {MAX_NAME} bytes without whitespace or \
                  control characters"
