@@ -23,7 +23,7 @@
 //! | `FLEET-RUN-001` | [`is_unreachable`](FleetError::is_unreachable) | Redis cannot be reached: refused, reset, closed, name not resolved, any I/O error |
 //! | `FLEET-RUN-002` | [`is_auth`](FleetError::is_auth) | Redis refused the credentials, or asked for some |
 //! | `FLEET-RUN-003` | [`is_timeout`](FleetError::is_timeout) | a connect or a round took longer than its timeout |
-//! | `FLEET-RUN-004` | [`is_server`](FleetError::is_server) | the server takes no writes now (`READONLY`, `MASTERDOWN`, `LOADING`): a demoted primary, a replica without its primary, a restart loading its data |
+//! | `FLEET-RUN-004` | [`is_server`](FleetError::is_server) | the server takes no writes now (`READONLY`, `MASTERDOWN`, `LOADING`): a demoted primary, a replica without its primary, a restart loading its data; the link is replaced |
 //! | `FLEET-RUN-005` | [`is_server`](FleetError::is_server) | any other error reply (`OOM`, `NOPERM`, scripting disabled, ...) |
 //! | `FLEET-RUN-006` | [`is_protocol`](FleetError::is_protocol) | not a Redis server: its answer to the connect is not the Redis protocol (an HTTP server, a TLS port, another service) |
 //! | `FLEET-RUN-007` | [`is_protocol`](FleetError::is_protocol) | Redis answered a round with something this crate does not understand |
@@ -210,8 +210,8 @@ impl FleetError {
     }
 
     /// Redis answered a round with an error other than authentication: `READONLY`,
-    /// `MASTERDOWN` or `LOADING` (`FLEET-RUN-004`: the server takes no writes now), or any
-    /// other (`FLEET-RUN-005`: `NOPERM`, `OOM`, scripting
+    /// `MASTERDOWN` or `LOADING` (`FLEET-RUN-004`: the server takes no writes now, and the
+    /// link is replaced), or any other (`FLEET-RUN-005`: `NOPERM`, `OOM`, scripting
     /// disabled, ...).
     pub fn is_server(&self) -> bool {
         self.kind() == Kind::Server
@@ -223,12 +223,20 @@ impl FleetError {
         self.kind() == Kind::Protocol
     }
 
-    /// Whether this error means the connection should be replaced (it may be dead or
-    /// desynchronised), rather than the round simply tried again on the next tick.
+    /// Whether this error means the connection should be replaced, rather than the round
+    /// simply tried again on the next tick: it may be dead or desynchronised (unreachable,
+    /// timed out, an answer not understood), refused (authentication), or lead to a server
+    /// that takes no writes now (`READONLY`, `MASTERDOWN`, `LOADING`: behind one address, a
+    /// new connection may reach the new primary). Only the other server errors keep it.
     pub(crate) fn drops_connection(&self) -> bool {
         matches!(
             self.code,
-            Code::Unreachable | Code::Timeout | Code::Auth | Code::NotRedis | Code::Protocol
+            Code::Unreachable
+                | Code::Timeout
+                | Code::Auth
+                | Code::NotWritable
+                | Code::NotRedis
+                | Code::Protocol
         )
     }
 
@@ -346,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn server_errors_get_their_codes() {
+    fn a_server_that_takes_no_writes_now_drops_the_link() {
         for reply in [
             &b"-READONLY You can't write against a read only replica.\r\n"[..],
             b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n",
@@ -355,6 +363,7 @@ mod tests {
             let error = FleetError::from_redis(&server_error(reply));
             assert_eq!(error.code(), "FLEET-RUN-004", "{error}");
             assert!(error.is_server(), "{error}");
+            assert!(error.drops_connection(), "{error}");
         }
         for reply in [
             &b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"[..],

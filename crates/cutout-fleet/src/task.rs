@@ -16,6 +16,26 @@
 //! the rest of it is published; after it, only the open flag. What this gives up: a trip's
 //! evidence older than the staleness bound never reaches the fleet, even if no pod saw it
 //! (the same bound every other report is judged by).
+//!
+//! # Failures and failovers
+//! A failed connect or round makes the health degraded and invalidates the views it leaves
+//! without a fresh round. Whether the link is kept is the error's
+//! ([`FleetError::drops_connection`]): a plain server error (`OOM`, `NOPERM`) keeps it
+//! and the next tick tries again on it; everything that says this connection may not reach
+//! a writable primary again drops it: an I/O error, a reset or closed connection, a timeout,
+//! a reply not understood, refused credentials, and `READONLY`, `MASTERDOWN` or `LOADING`.
+//! The last three are what a failover behind one address looks like: a Kubernetes Service,
+//! a DNS name, a TCP load balancer or a Sentinel-managed address sends *new* connections to
+//! the new primary, while the old connection stays on the demoted one, which answers every
+//! write `READONLY` (or, as a replica that lost its primary, `MASTERDOWN`). Kept, the link
+//! would fail every round until the pod restarted. Dropped, the task reconnects after the
+//! jittered backoff (half an interval to one, for the first failure), and the client
+//! resolves the URL's host again on every connect, so the new connection goes wherever the
+//! address points now: the pod reports to the new primary within two rounds and its
+//! backoff. Nothing of this is on a call's path. What it cannot see: a primary that still
+//! takes writes but is no longer the one the other pods reach (a split brain behind the
+//! address) looks healthy from here; the reports then split between the two until the old
+//! one is demoted.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
