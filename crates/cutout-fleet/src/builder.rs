@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::error::{Code, FleetError, Kind};
 use crate::fleet::{Fleet, Shared};
+use crate::store::Target;
 
 /// The timings and names a fleet runs with, once validated.
 #[derive(Debug, Clone)]
@@ -153,22 +154,19 @@ impl FleetBuilder {
 
     /// Validates the URL and the settings and starts the task. Does no I/O.
     ///
-    /// Errors: a malformed URL or one this build cannot use ([`FleetError::is_url`]: only
-    /// `redis://` and `unix://` / `redis+unix://`, TLS is not compiled in), a setting out of
-    /// range ([`FleetError::is_invalid`]), no runtime ([`FleetError::is_no_runtime`]).
+    /// The URL is `redis://[user:password@]host[:port][/db]`, `redis+unix:///path` (or
+    /// `unix:///path`), or with the feature `sentinel`
+    /// `redis+sentinel://[user:password@]host[:port][,host[:port]...]/name[/db]`: the
+    /// sentinels (port 26379 by default) are asked for the primary of `name` on every
+    /// connect, and the credentials and database are the primary's (the sentinels are asked
+    /// without credentials).
+    ///
+    /// Errors: a malformed URL or one this build cannot use ([`FleetError::is_url`], with a
+    /// code saying what is wrong: no scheme, another scheme, TLS (not compiled in), the
+    /// port, the rest), a setting out of range ([`FleetError::is_invalid`]), no runtime
+    /// ([`FleetError::is_no_runtime`]).
     pub fn build(self) -> Result<Fleet, FleetError> {
-        let client =
-            redis::Client::open(self.url.as_str()).map_err(|error| url_error(&self.url, &error))?;
-        if let redis::ConnectionAddr::Tcp(_, 0) = client.get_connection_info().addr() {
-            return Err(FleetError::with_code(
-                Code::UrlPort,
-                format!(
-                    "{}: port 0 is out of range: allowed 1 to 65535",
-                    redact(&self.url)
-                ),
-            ));
-        }
-        let addr = client.get_connection_info().addr().to_string();
+        let (target, addr) = target(&self.url)?;
         let pod = match self.pod {
             Some(pod) => {
                 check_name("pod", &pod)?;
@@ -220,7 +218,7 @@ impl FleetBuilder {
             addr,
         };
         let shared = Arc::new(Shared::new(config));
-        let task = runtime.spawn(crate::task::run(Arc::clone(&shared), client));
+        let task = runtime.spawn(crate::task::run(Arc::clone(&shared), target));
         Ok(Fleet::new(shared, task))
     }
 }
@@ -235,6 +233,147 @@ fn redact(url: &str) -> String {
         (None, Some(at)) => format!("***@{}", &url[at + 1..]),
         _ => url.to_owned(),
     }
+}
+
+/// What the task connects to for `url`, and where that is for the logs (`host:port`, a
+/// socket path, or the sentinels and the name; never the password).
+fn target(url: &str) -> Result<(Target, String), FleetError> {
+    #[cfg(feature = "sentinel")]
+    {
+        let trimmed = url.trim();
+        let scheme = "redis+sentinel://";
+        if trimmed.len() >= scheme.len()
+            && trimmed.is_char_boundary(scheme.len())
+            && trimmed[..scheme.len()].eq_ignore_ascii_case(scheme)
+        {
+            return sentinel(url, &trimmed[scheme.len()..]);
+        }
+    }
+    let client = redis::Client::open(url).map_err(|error| url_error(url, &error))?;
+    if let redis::ConnectionAddr::Tcp(_, 0) = client.get_connection_info().addr() {
+        return Err(FleetError::with_code(
+            Code::UrlPort,
+            format!(
+                "{}: port 0 is out of range: allowed 1 to 65535",
+                redact(url)
+            ),
+        ));
+    }
+    let addr = client.get_connection_info().addr().to_string();
+    Ok((Target::Direct(client), addr))
+}
+
+/// The form of a Sentinel URL, for messages.
+#[cfg(feature = "sentinel")]
+const SENTINEL_FORM: &str =
+    "redis+sentinel://[user:password@]host[:port][,host[:port]...]/name[/db]";
+
+/// `redis+sentinel://[user:password@]host[:port][,host[:port]...]/name[/db]` (`rest` is what
+/// follows the scheme): the sentinels, each port 26379 unless given, the name of the primary,
+/// and the primary's credentials and database. The Redis client has no URL for this; the
+/// form is the one other clients and the Sentinel documentation use.
+#[cfg(feature = "sentinel")]
+fn sentinel(url: &str, rest: &str) -> Result<(Target, String), FleetError> {
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+    let shown = redact(url);
+    let bad = |code, what: String| FleetError::with_code(code, format!("{shown}: {what}"));
+    if rest.contains(['?', '#']) {
+        return Err(bad(
+            Code::UrlMalformed,
+            format!("no query or fragment is read: write {SENTINEL_FORM}"),
+        ));
+    }
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let mut sentinels = Vec::new();
+    for entry in hosts.split(',') {
+        let (host, port) = split_host_port(entry);
+        if host.is_empty() {
+            return Err(bad(
+                Code::UrlMalformed,
+                format!("a sentinel without a host: write {SENTINEL_FORM}"),
+            ));
+        }
+        let port = match port.map(check_port) {
+            Some(Err(what)) => return Err(bad(Code::UrlPort, format!("a sentinel's {what}"))),
+            Some(Ok(Some(port))) => port,
+            Some(Ok(None)) | None => 26_379,
+        };
+        sentinels.push(redis::ConnectionAddr::Tcp(host.to_owned(), port));
+    }
+    let (name, db) = path.split_once('/').unwrap_or((path, ""));
+    let db = db.trim_end_matches('/');
+    if name.is_empty() {
+        return Err(bad(
+            Code::UrlMalformed,
+            format!("no name of the primary (the path): write {SENTINEL_FORM}"),
+        ));
+    }
+    let name = decode(name).ok_or_else(|| {
+        bad(
+            Code::UrlMalformed,
+            "the name is not valid percent-encoded UTF-8".to_owned(),
+        )
+    })?;
+    let db = match db {
+        "" => None,
+        db => Some(db.parse::<i64>().map_err(|_| {
+            bad(
+                Code::UrlMalformed,
+                format!("database {db:?} is not a number: write {SENTINEL_FORM}"),
+            )
+        })?),
+    };
+    let refused = |error: redis::RedisError| bad(Code::UrlMalformed, detail(&error));
+    let mut builder =
+        SentinelClientBuilder::new(sentinels.clone(), &name, SentinelServerType::Master)
+            .map_err(refused)?;
+    if let Some(userinfo) = userinfo {
+        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+        let credentials = (decode(user), decode(password));
+        let (Some(user), Some(password)) = credentials else {
+            return Err(bad(
+                Code::UrlMalformed,
+                "the user or the password is not valid percent-encoded UTF-8".to_owned(),
+            ));
+        };
+        if !user.is_empty() {
+            builder = builder.set_client_to_redis_username(user);
+        }
+        if !password.is_empty() {
+            builder = builder.set_client_to_redis_password(password);
+        }
+    }
+    if let Some(db) = db {
+        builder = builder.set_client_to_redis_db(db);
+    }
+    let client = builder.build().map_err(refused)?;
+    let via: Vec<String> = sentinels.iter().map(ToString::to_string).collect();
+    let addr = format!("sentinels {} for {name:?}", via.join(","));
+    Ok((Target::Sentinel(Box::new(client)), addr))
+}
+
+/// Percent-decoding (`%40` for `@`), as URLs carry a password or a name; `None` for a bad
+/// escape or bytes that are not UTF-8.
+#[cfg(feature = "sentinel")]
+fn decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The URL forms this build accepts, for messages.
@@ -273,6 +412,14 @@ fn url_error(url: &str, error: &redis::RedisError) -> FleetError {
         }
         "redis" | "valkey" => {}
         "redis+unix" | "valkey+unix" | "unix" => return bad(Code::UrlMalformed, detail(error)),
+        "redis+sentinel" => {
+            return bad(
+                Code::UrlScheme,
+                "redis+sentinel:// needs cutout-fleet's feature \"sentinel\", not enabled in \
+                 this build"
+                    .to_owned(),
+            );
+        }
         _ => {
             return bad(
                 Code::UrlScheme,
@@ -285,8 +432,19 @@ fn url_error(url: &str, error: &redis::RedisError) -> FleetError {
     let rest = &trimmed[colon_slashes + 3..];
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
-    let (host, port) = match host_port.strip_prefix('[') {
-        // `[::1]:6379`
+    let (host, port) = split_host_port(host_port);
+    if let Some(Err(what)) = port.map(check_port) {
+        return bad(Code::UrlPort, what);
+    }
+    if host.is_empty() {
+        return bad(Code::UrlMalformed, format!("no host: write {FORMS}"));
+    }
+    bad(Code::UrlMalformed, detail(error))
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`: the host and the port's text, if any.
+fn split_host_port(host_port: &str) -> (&str, Option<&str>) {
+    match host_port.strip_prefix('[') {
         Some(bracketed) => match bracketed.split_once(']') {
             Some((host, after)) => (host, after.strip_prefix(':')),
             None => (bracketed, None),
@@ -295,33 +453,26 @@ fn url_error(url: &str, error: &redis::RedisError) -> FleetError {
             Some((host, port)) => (host, Some(port)),
             None => (host_port, None),
         },
-    };
-    if let Some(port) = port.filter(|port| !port.is_empty()) {
-        let range = "allowed 1 to 65535";
-        if !port.bytes().all(|b| b.is_ascii_digit()) {
-            return bad(
-                Code::UrlPort,
-                format!("port {port:?} is not a number: {range}"),
-            );
-        }
-        let number = port.trim_start_matches('0');
-        if number.is_empty() || number.len() > 5 || number.parse::<u32>().is_ok_and(|n| n > 65_535)
-        {
-            let shown = if number.len() > 12 {
-                "(too long)"
-            } else {
-                port
-            };
-            return bad(
-                Code::UrlPort,
-                format!("port {shown} is out of range: {range}"),
-            );
-        }
     }
-    if host.is_empty() {
-        return bad(Code::UrlMalformed, format!("no host: write {FORMS}"));
+}
+
+/// A port's text: a number from 1 to 65535, or what is wrong with it. Empty is no port.
+fn check_port(port: &str) -> Result<Option<u16>, String> {
+    let range = "allowed 1 to 65535";
+    if port.is_empty() {
+        return Ok(None);
     }
-    bad(Code::UrlMalformed, detail(error))
+    if !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("port {port:?} is not a number: {range}"));
+    }
+    match port.parse::<u16>() {
+        Ok(0) => Err(format!("port 0 is out of range: {range}")),
+        Ok(number) => Ok(Some(number)),
+        Err(_) if port.len() > 12 => {
+            Err(format!("port {}... is out of range: {range}", &port[..12]))
+        }
+        Err(_) => Err(format!("port {port} is out of range: {range}")),
+    }
 }
 
 /// The client's reason, in the words of a message: its description without the kind's

@@ -12,10 +12,10 @@
 //! | code | kind | meaning |
 //! |---|---|---|
 //! | `FLEET-URL-001` | [`is_url`](FleetError::is_url) | the URL is empty or has no scheme (`127.0.0.1:6379` for `redis://127.0.0.1:6379`) |
-//! | `FLEET-URL-002` | [`is_url`](FleetError::is_url) | the scheme is not one of Redis's (`http://`) |
+//! | `FLEET-URL-002` | [`is_url`](FleetError::is_url) | the scheme is not one of Redis's (`http://`), or `redis+sentinel://` without the feature `sentinel` |
 //! | `FLEET-URL-003` | [`is_url`](FleetError::is_url) | `rediss://`: TLS is not compiled into this crate |
 //! | `FLEET-URL-004` | [`is_url`](FleetError::is_url) | the port is not a number from 1 to 65535 |
-//! | `FLEET-URL-005` | [`is_url`](FleetError::is_url) | otherwise malformed: no host, a wildcard host, a database that is not a number, not a URL |
+//! | `FLEET-URL-005` | [`is_url`](FleetError::is_url) | otherwise malformed: no host, a wildcard host, a database that is not a number, not a URL; for `redis+sentinel://`, no name, a sentinel without a host, a query |
 //! | `FLEET-CFG-001` | [`is_invalid`](FleetError::is_invalid) | a setting out of its range (the message names it, with the value and the range) |
 //! | `FLEET-CFG-002` | [`is_invalid`](FleetError::is_invalid) | the pod's id or the prefix is empty, too long, or has whitespace or control characters |
 //! | `FLEET-CFG-003` | [`is_no_runtime`](FleetError::is_no_runtime) | built outside a tokio runtime, without a runtime handle |
@@ -27,6 +27,7 @@
 //! | `FLEET-RUN-005` | [`is_server`](FleetError::is_server) | any other error reply (`OOM`, `NOPERM`, scripting disabled, ...) |
 //! | `FLEET-RUN-006` | [`is_protocol`](FleetError::is_protocol) | not a Redis server: its answer to the connect is not the Redis protocol (an HTTP server, a TLS port, another service) |
 //! | `FLEET-RUN-007` | [`is_protocol`](FleetError::is_protocol) | Redis answered a round with something this crate does not understand |
+//! | `FLEET-RUN-008` | [`is_unreachable`](FleetError::is_unreachable) | (`redis+sentinel://`) no sentinel named a primary for the name that says it is one |
 
 use std::fmt;
 
@@ -91,6 +92,10 @@ pub(crate) enum Code {
     Server,
     NotRedis,
     Protocol,
+    /// Only a `redis+sentinel://` URL (feature `sentinel`) meets it; its code is kept in every
+    /// build so that codes never depend on features.
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
+    NoPrimary,
 }
 
 impl Code {
@@ -119,7 +124,7 @@ impl Code {
             Code::Setting | Code::Name => Kind::Invalid,
             Code::NoRuntime => Kind::NoRuntime,
             Code::AlreadyWatched => Kind::AlreadyWatched,
-            Code::Unreachable => Kind::Unreachable,
+            Code::Unreachable | Code::NoPrimary => Kind::Unreachable,
             Code::Auth => Kind::Auth,
             Code::Timeout => Kind::Timeout,
             Code::NotWritable | Code::Server => Kind::Server,
@@ -145,6 +150,7 @@ impl Code {
             Code::Server => "FLEET-RUN-005",
             Code::NotRedis => "FLEET-RUN-006",
             Code::Protocol => "FLEET-RUN-007",
+            Code::NoPrimary => "FLEET-RUN-008",
         }
     }
 }
@@ -194,7 +200,8 @@ impl FleetError {
         self.kind() == Kind::AlreadyWatched
     }
 
-    /// Redis could not be reached: connection refused, reset or dropped, name not resolved.
+    /// Redis could not be reached: connection refused, reset or dropped, name not resolved
+    /// (`FLEET-RUN-001`); through Sentinel, also no primary for the name (`FLEET-RUN-008`).
     pub fn is_unreachable(&self) -> bool {
         self.kind() == Kind::Unreachable
     }
@@ -232,6 +239,7 @@ impl FleetError {
         matches!(
             self.code,
             Code::Unreachable
+                | Code::NoPrimary
                 | Code::Timeout
                 | Code::Auth
                 | Code::NotWritable
@@ -306,6 +314,7 @@ impl fmt::Display for FleetError {
             Code::Server => "Redis error",
             Code::NotRedis => "not a Redis server",
             Code::Protocol => "unexpected reply from Redis",
+            Code::NoPrimary => "no primary from the sentinels",
         };
         write!(f, "{}: {what}: {}", self.code.as_str(), self.message)
     }

@@ -98,9 +98,57 @@ fn timed_out(what: &str, limit: Duration) -> FleetError {
     FleetError::new(Kind::Timeout, format!("{what} took longer than {limit:?}"))
 }
 
+/// Where the task connects: one address, or the primary Redis Sentinel names on each
+/// connect.
+pub(crate) enum Target {
+    /// The URL's address, resolved again on every connect.
+    Direct(redis::Client),
+    /// `redis+sentinel://`: the sentinels are asked for the primary of a name on every
+    /// connect (the client asks them in turn and checks that the node it names says it is a
+    /// primary), so a reconnect after a failover goes to the new one.
+    #[cfg(feature = "sentinel")]
+    Sentinel(Box<redis::sentinel::SentinelClient>),
+}
+
 /// Connects (bounded by the connect timeout, the handshake included) and loads the script
-/// (bounded by the round timeout).
-pub(crate) async fn connect(client: &redis::Client, config: &Config) -> Result<Link, FleetError> {
+/// (bounded by the round timeout). Through Sentinel, the lookup of the primary comes first,
+/// bounded by a connect timeout of its own.
+pub(crate) async fn connect(target: &mut Target, config: &Config) -> Result<Link, FleetError> {
+    match target {
+        Target::Direct(client) => connect_to(client, config).await,
+        #[cfg(feature = "sentinel")]
+        Target::Sentinel(sentinel) => {
+            let limit = config.connect_timeout;
+            let client = tokio::time::timeout(limit, sentinel.async_get_client())
+                .await
+                .map_err(|_| timed_out(&format!("asking the {}", config.addr), limit))?
+                .map_err(|error| {
+                    use redis::ErrorKind as K;
+                    if matches!(
+                        error.kind(),
+                        K::MasterNameNotFoundBySentinel | K::EmptySentinelList
+                    ) {
+                        FleetError::with_code(
+                            Code::NoPrimary,
+                            format!(
+                                "{}: none names a primary of that name that says it is one",
+                                config.addr
+                            ),
+                        )
+                    } else {
+                        FleetError::from_redis(&error)
+                            .context(&format!("asking the {}", config.addr))
+                    }
+                })?;
+            connect_to(&client, config).await.map_err(|error| {
+                let primary = client.get_connection_info().addr().to_string();
+                error.context(&format!("the primary the sentinels named, {primary}"))
+            })
+        }
+    }
+}
+
+async fn connect_to(client: &redis::Client, config: &Config) -> Result<Link, FleetError> {
     // The rounds' timeouts are ours (`tokio::time::timeout` around each, which drops the
     // connection when it fires), so that their errors say what timed out; the client's own
     // response timeout is off. Its connection timeout stays on, as a second bound.
@@ -147,7 +195,7 @@ async fn not_redis(client: &redis::Client, config: &Config) -> FleetError {
         Code::NotRedis,
         format!(
             "{}: {looks}; check the host and port of the URL",
-            config.addr
+            client.get_connection_info().addr()
         ),
     )
 }

@@ -30,9 +30,10 @@
 //! write `READONLY` (or, as a replica that lost its primary, `MASTERDOWN`). Kept, the link
 //! would fail every round until the pod restarted. Dropped, the task reconnects after the
 //! jittered backoff (half an interval to one, for the first failure), and the client
-//! resolves the URL's host again on every connect, so the new connection goes wherever the
-//! address points now: the pod reports to the new primary within two rounds and its
-//! backoff. Nothing of this is on a call's path. What it cannot see: a primary that still
+//! resolves the URL's host again on every connect (through `redis+sentinel://`, asks the
+//! sentinels again), so the new connection goes wherever the address points now: the pod
+//! reports to the new primary within two rounds and its backoff. Nothing of this is on a
+//! call's path. What it cannot see: a primary that still
 //! takes writes but is no longer the one the other pods reach (a split brain behind the
 //! address) looks healthy from here; the reports then split between the two until the old
 //! one is demoted.
@@ -47,7 +48,7 @@ use crate::grace::TripGrace;
 use crate::health::Status;
 use crate::pacing::{Backoff, WarnPace};
 use crate::report::Local;
-use crate::store::{KeyReply, Link, Publish};
+use crate::store::{KeyReply, Link, Publish, Target};
 use crate::view::{Ages, aggregate, ranked_in};
 
 /// The throttle key of connection warnings (breaker keys all contain the prefix's `:`).
@@ -59,7 +60,8 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// What the task keeps between ticks.
 struct Task {
     shared: Arc<Shared>,
-    client: redis::Client,
+    /// Where to connect: one address, or the primary the sentinels name.
+    target: Target,
     link: Option<Link>,
     backoff: Backoff,
     next_attempt: Instant,
@@ -79,12 +81,12 @@ struct KeyState {
     grace: TripGrace,
 }
 
-pub(crate) async fn run(shared: Arc<Shared>, client: redis::Client) {
+pub(crate) async fn run(shared: Arc<Shared>, target: Target) {
     let interval = shared.config.interval;
     let mut task = Task {
         backoff: Backoff::new(interval, shared.config.max_backoff),
         shared,
-        client,
+        target,
         link: None,
         next_attempt: Instant::now(),
         rng: fastrand::Rng::new(),
@@ -107,7 +109,7 @@ impl Task {
         let watched = self.shared.watched();
         if self.link.is_none() {
             let connected = Instant::now() >= self.next_attempt
-                && match crate::store::connect(&self.client, &self.shared.config).await {
+                && match crate::store::connect(&mut self.target, &self.shared.config).await {
                     Ok(link) => {
                         self.link = Some(link);
                         true

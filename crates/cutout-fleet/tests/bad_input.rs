@@ -302,7 +302,7 @@ fn each_malformed_url_says_what_is_wrong_with_a_stable_code() {
         .build()
         .unwrap();
     let _guard = runtime.enter();
-    let cases: &[(&str, &str, &[&str])] = &[
+    let mut cases: Vec<(&str, &str, &[&str])> = vec![
         ("", "FLEET-URL-001", &["empty", "redis://"]),
         (
             "127.0.0.1:6379",
@@ -319,11 +319,6 @@ fn each_malformed_url_says_what_is_wrong_with_a_stable_code() {
             "http://127.0.0.1:6379",
             "FLEET-URL-002",
             &["scheme \"http\"", "redis://"],
-        ),
-        (
-            "redis+sentinel://127.0.0.1:26379/mymaster",
-            "FLEET-URL-002",
-            &["scheme \"redis+sentinel\""],
         ),
         ("rediss://127.0.0.1:6379", "FLEET-URL-003", &["TLS"]),
         (
@@ -349,9 +344,43 @@ fn each_malformed_url_says_what_is_wrong_with_a_stable_code() {
         ("redis://:6379", "FLEET-URL-005", &["no host"]),
         ("redis://0.0.0.0:6379", "FLEET-URL-005", &["wildcard"]),
     ];
+    #[cfg(not(feature = "sentinel"))]
+    cases.push((
+        "redis+sentinel://127.0.0.1:26379/mymaster",
+        "FLEET-URL-002",
+        &["redis+sentinel://", "feature \"sentinel\""],
+    ));
+    #[cfg(feature = "sentinel")]
+    cases.extend([
+        (
+            "redis+sentinel://127.0.0.1:26379",
+            "FLEET-URL-005",
+            &["no name of the primary", "redis+sentinel://"][..],
+        ),
+        (
+            "redis+sentinel://127.0.0.1:26379,127.0.0.1:99999/mymaster",
+            "FLEET-URL-004",
+            &["a sentinel's port 99999 is out of range"],
+        ),
+        (
+            "redis+sentinel://127.0.0.1:26379,/mymaster",
+            "FLEET-URL-005",
+            &["a sentinel without a host"],
+        ),
+        (
+            "redis+sentinel://127.0.0.1/mymaster/first",
+            "FLEET-URL-005",
+            &["database \"first\" is not a number"],
+        ),
+        (
+            "redis+sentinel://127.0.0.1/mymaster?timeout=1",
+            "FLEET-URL-005",
+            &["no query"],
+        ),
+    ]);
     // Every case is tried before any is judged, so that a failure shows them all.
     let mut wrong = Vec::new();
-    for (url, code, needles) in cases {
+    for (url, code, needles) in &cases {
         let error = match Fleet::builder(*url).build() {
             Ok(fleet) => {
                 wrong.push(format!("{url:?}: wanted {code}, but it built {fleet:?}"));
@@ -379,9 +408,24 @@ fn each_malformed_url_says_what_is_wrong_with_a_stable_code() {
         "redis://user:s3cret@127.0.0.1:notaport",
         "http://:s3cret@127.0.0.1:6379",
         "redis://:s3cret@127.0.0.1:6379/notadb",
+        "user:s3cret@127.0.0.1:6379",
+        "redis+sentinel://:s3cret@127.0.0.1:99999/mymaster",
     ] {
         let error = Fleet::builder(url).build().unwrap_err();
         assert!(!error.to_string().contains("s3cret"), "{error}");
+    }
+    // A good Sentinel URL builds (no I/O), and what the logs show of it has no password.
+    #[cfg(feature = "sentinel")]
+    {
+        let fleet = Fleet::builder("redis+sentinel://:s3cret@127.0.0.1,[::1]:26380/mymaster/2")
+            .build()
+            .unwrap();
+        let shown = format!("{fleet:?}");
+        assert!(
+            shown.contains("mymaster") && shown.contains("sentinels 127.0.0.1:26379,::1:26380"),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 }
 
