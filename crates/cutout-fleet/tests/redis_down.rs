@@ -309,12 +309,15 @@ async fn a_trip_while_redis_is_down_is_not_published_as_fresh_when_it_returns() 
     // itself open with no counts, not the window that tripped it 3 s ago.
     let watched = Instant::now();
     let opened = eventually(staleness * 2, || search_b.state() != State::Closed).await;
+    // For the printout only (the one line here that knows the layout: a hash per breaker,
+    // a field per pod); nothing is asserted on it.
     let mut admin = redis.client();
     let report: Option<String> = redis::cmd("HGET")
         .arg("grace:search")
         .arg("grace-a")
         .query(&mut admin)
-        .unwrap();
+        .ok()
+        .flatten();
     println!(
         "after Redis returned: B {:?} after watching {:?}; A's report {report:?}; B's view {:?}",
         search_b.state(),
@@ -328,7 +331,8 @@ async fn a_trip_while_redis_is_down_is_not_published_as_fresh_when_it_returns() 
         reasons_b.lock().unwrap()
     );
     assert!(reasons_b.lock().unwrap().is_empty());
+    // A's fresh report says open, with no counts.
     let view = b.view("search").expect("a fresh view");
-    assert_eq!((view.pods, view.calls), (2, 0), "{view:?}");
+    assert_eq!((view.open_pods, view.calls), (1, 0), "{view:?}");
     assert_eq!(search_a.state(), State::Open);
 }
