@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{FleetError, Kind};
+use crate::error::{Code, FleetError, Kind};
 use crate::fleet::{Fleet, Shared};
+use crate::store::Target;
 
 /// The timings and names a fleet runs with, once validated.
 #[derive(Debug, Clone)]
@@ -153,14 +154,19 @@ impl FleetBuilder {
 
     /// Validates the URL and the settings and starts the task. Does no I/O.
     ///
-    /// Errors: a malformed URL or one this build cannot use ([`FleetError::is_url`]: only
-    /// `redis://` and `unix://` / `redis+unix://`, TLS is not compiled in), a setting out of
-    /// range ([`FleetError::is_invalid`]), no runtime ([`FleetError::is_no_runtime`]).
+    /// The URL is `redis://[user:password@]host[:port][/db]`, `redis+unix:///path` (or
+    /// `unix:///path`), or with the feature `sentinel`
+    /// `redis+sentinel://[user:password@]host[:port][,host[:port]...]/name[/db]`: the
+    /// sentinels (port 26379 by default) are asked for the primary of `name` on every
+    /// connect, and the credentials and database are the primary's (the sentinels are asked
+    /// without credentials).
+    ///
+    /// Errors: a malformed URL or one this build cannot use ([`FleetError::is_url`], with a
+    /// code saying what is wrong: no scheme, another scheme, TLS (not compiled in), the
+    /// port, the rest), a setting out of range ([`FleetError::is_invalid`]), no runtime
+    /// ([`FleetError::is_no_runtime`]).
     pub fn build(self) -> Result<Fleet, FleetError> {
-        let client = redis::Client::open(self.url.as_str()).map_err(|error| {
-            FleetError::new(Kind::Url, format!("{}: {error}", redact(&self.url)))
-        })?;
-        let addr = client.get_connection_info().addr().to_string();
+        let (target, addr) = target(&self.url)?;
         let pod = match self.pod {
             Some(pod) => {
                 check_name("pod", &pod)?;
@@ -212,19 +218,277 @@ impl FleetBuilder {
             addr,
         };
         let shared = Arc::new(Shared::new(config));
-        let task = runtime.spawn(crate::task::run(Arc::clone(&shared), client));
+        let task = runtime.spawn(crate::task::run(Arc::clone(&shared), target));
         Ok(Fleet::new(shared, task))
     }
 }
 
-/// The URL without its password, for error messages.
+/// The URL without its password, for error messages (and without the user's name: the part
+/// before the `@` goes whole).
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
         }
+        (None, Some(at)) => format!("***@{}", &url[at + 1..]),
         _ => url.to_owned(),
     }
+}
+
+/// What the task connects to for `url`, and where that is for the logs (`host:port`, a
+/// socket path, or the sentinels and the name; never the password).
+fn target(url: &str) -> Result<(Target, String), FleetError> {
+    #[cfg(feature = "sentinel")]
+    {
+        let trimmed = url.trim();
+        let scheme = "redis+sentinel://";
+        if trimmed.len() >= scheme.len()
+            && trimmed.is_char_boundary(scheme.len())
+            && trimmed[..scheme.len()].eq_ignore_ascii_case(scheme)
+        {
+            return sentinel(url, &trimmed[scheme.len()..]);
+        }
+    }
+    let client = redis::Client::open(url).map_err(|error| url_error(url, &error))?;
+    if let redis::ConnectionAddr::Tcp(_, 0) = client.get_connection_info().addr() {
+        return Err(FleetError::with_code(
+            Code::UrlPort,
+            format!(
+                "{}: port 0 is out of range: allowed 1 to 65535",
+                redact(url)
+            ),
+        ));
+    }
+    let addr = client.get_connection_info().addr().to_string();
+    Ok((Target::Direct(client), addr))
+}
+
+/// The form of a Sentinel URL, for messages.
+#[cfg(feature = "sentinel")]
+const SENTINEL_FORM: &str =
+    "redis+sentinel://[user:password@]host[:port][,host[:port]...]/name[/db]";
+
+/// `redis+sentinel://[user:password@]host[:port][,host[:port]...]/name[/db]` (`rest` is what
+/// follows the scheme): the sentinels, each port 26379 unless given, the name of the primary,
+/// and the primary's credentials and database. The Redis client has no URL for this; the
+/// form is the one other clients and the Sentinel documentation use.
+#[cfg(feature = "sentinel")]
+fn sentinel(url: &str, rest: &str) -> Result<(Target, String), FleetError> {
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+    let shown = redact(url);
+    let bad = |code, what: String| FleetError::with_code(code, format!("{shown}: {what}"));
+    if rest.contains(['?', '#']) {
+        return Err(bad(
+            Code::UrlMalformed,
+            format!("no query or fragment is read: write {SENTINEL_FORM}"),
+        ));
+    }
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let mut sentinels = Vec::new();
+    for entry in hosts.split(',') {
+        let (host, port) = split_host_port(entry);
+        if host.is_empty() {
+            return Err(bad(
+                Code::UrlMalformed,
+                format!("a sentinel without a host: write {SENTINEL_FORM}"),
+            ));
+        }
+        let port = match port.map(check_port) {
+            Some(Err(what)) => return Err(bad(Code::UrlPort, format!("a sentinel's {what}"))),
+            Some(Ok(Some(port))) => port,
+            Some(Ok(None)) | None => 26_379,
+        };
+        sentinels.push(redis::ConnectionAddr::Tcp(host.to_owned(), port));
+    }
+    let (name, db) = path.split_once('/').unwrap_or((path, ""));
+    let db = db.trim_end_matches('/');
+    if name.is_empty() {
+        return Err(bad(
+            Code::UrlMalformed,
+            format!("no name of the primary (the path): write {SENTINEL_FORM}"),
+        ));
+    }
+    let name = decode(name).ok_or_else(|| {
+        bad(
+            Code::UrlMalformed,
+            "the name is not valid percent-encoded UTF-8".to_owned(),
+        )
+    })?;
+    let db = match db {
+        "" => None,
+        db => Some(db.parse::<i64>().map_err(|_| {
+            bad(
+                Code::UrlMalformed,
+                format!("database {db:?} is not a number: write {SENTINEL_FORM}"),
+            )
+        })?),
+    };
+    let refused = |error: redis::RedisError| bad(Code::UrlMalformed, detail(&error));
+    let mut builder =
+        SentinelClientBuilder::new(sentinels.clone(), &name, SentinelServerType::Master)
+            .map_err(refused)?;
+    if let Some(userinfo) = userinfo {
+        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+        let credentials = (decode(user), decode(password));
+        let (Some(user), Some(password)) = credentials else {
+            return Err(bad(
+                Code::UrlMalformed,
+                "the user or the password is not valid percent-encoded UTF-8".to_owned(),
+            ));
+        };
+        if !user.is_empty() {
+            builder = builder.set_client_to_redis_username(user);
+        }
+        if !password.is_empty() {
+            builder = builder.set_client_to_redis_password(password);
+        }
+    }
+    if let Some(db) = db {
+        builder = builder.set_client_to_redis_db(db);
+    }
+    let client = builder.build().map_err(refused)?;
+    let via: Vec<String> = sentinels.iter().map(ToString::to_string).collect();
+    let addr = format!("sentinels {} for {name:?}", via.join(","));
+    Ok((Target::Sentinel(Box::new(client)), addr))
+}
+
+/// Percent-decoding (`%40` for `@`), as URLs carry a password or a name; `None` for a bad
+/// escape or bytes that are not UTF-8.
+#[cfg(feature = "sentinel")]
+fn decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The URL forms this build accepts, for messages.
+const FORMS: &str = "redis://[user:password@]host[:port][/db] or redis+unix:///path";
+
+/// Says precisely why the Redis client refused `url`: no scheme, a scheme that is not
+/// Redis's, TLS, the port, or (from the client's own detail) the rest. Never the password.
+fn url_error(url: &str, error: &redis::RedisError) -> FleetError {
+    let shown = redact(url);
+    let bad = |code, what: String| FleetError::with_code(code, format!("{shown}: {what}"));
+    let trimmed = url.trim();
+    if trimmed.is_empty() {
+        return FleetError::with_code(
+            Code::UrlNoScheme,
+            format!("the URL is empty: write {FORMS}"),
+        );
+    }
+    let Some(colon_slashes) = trimmed.find("://") else {
+        let hint = if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            String::new()
+        } else {
+            format!(" (\"redis://{}\" for a TCP address)", redact(trimmed))
+        };
+        return bad(Code::UrlNoScheme, format!("no scheme: write {FORMS}{hint}"));
+    };
+    let scheme = trimmed[..colon_slashes].to_ascii_lowercase();
+    match scheme.as_str() {
+        "rediss" | "valkeys" => {
+            return bad(
+                Code::UrlTls,
+                format!(
+                    "{scheme}:// is Redis over TLS, and TLS is not compiled into this build: \
+                     use redis:// on a trusted network, or a TLS proxy on the pod"
+                ),
+            );
+        }
+        "redis" | "valkey" => {}
+        "redis+unix" | "valkey+unix" | "unix" => return bad(Code::UrlMalformed, detail(error)),
+        "redis+sentinel" => {
+            return bad(
+                Code::UrlScheme,
+                "redis+sentinel:// needs cutout-fleet's feature \"sentinel\", not enabled in \
+                 this build"
+                    .to_owned(),
+            );
+        }
+        _ => {
+            return bad(
+                Code::UrlScheme,
+                format!("scheme {scheme:?} is not a Redis scheme: allowed {FORMS}"),
+            );
+        }
+    }
+    // `redis://[user:password@]host[:port][/db]`: the host and port are after the last `@`
+    // of the authority, which ends at the first `/`, `?` or `#`.
+    let rest = &trimmed[colon_slashes + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = split_host_port(host_port);
+    if let Some(Err(what)) = port.map(check_port) {
+        return bad(Code::UrlPort, what);
+    }
+    if host.is_empty() {
+        return bad(Code::UrlMalformed, format!("no host: write {FORMS}"));
+    }
+    bad(Code::UrlMalformed, detail(error))
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`: the host and the port's text, if any.
+fn split_host_port(host_port: &str) -> (&str, Option<&str>) {
+    match host_port.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((host, after)) => (host, after.strip_prefix(':')),
+            None => (bracketed, None),
+        },
+        None => match host_port.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        },
+    }
+}
+
+/// A port's text: a number from 1 to 65535, or what is wrong with it. Empty is no port.
+fn check_port(port: &str) -> Result<Option<u16>, String> {
+    let range = "allowed 1 to 65535";
+    if port.is_empty() {
+        return Ok(None);
+    }
+    if !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("port {port:?} is not a number: {range}"));
+    }
+    match port.parse::<u16>() {
+        Ok(0) => Err(format!("port 0 is out of range: {range}")),
+        Ok(number) => Ok(Some(number)),
+        Err(_) if port.len() > 12 => {
+            Err(format!("port {}... is out of range: {range}", &port[..12]))
+        }
+        Err(_) => Err(format!("port {port} is out of range: {range}")),
+    }
+}
+
+/// The client's reason, in the words of a message: its description without the kind's
+/// name it appends (`Invalid database number - InvalidClientConfig`), and "did not parse"
+/// said as what it means. Its descriptions are fixed texts: never the password.
+fn detail(error: &redis::RedisError) -> String {
+    let text = error.to_string();
+    let detail = text.split(" - ").next().unwrap_or_default().trim();
+    if detail.is_empty() || detail.contains("did not parse") {
+        return format!("not a valid URL: write {FORMS}");
+    }
+    let mut detail = detail.to_owned();
+    if let Some(first) = detail.get_mut(..1) {
+        first.make_ascii_lowercase();
+    }
+    format!("{detail}: write {FORMS}")
 }
 
 fn check_name(name: &str, value: &str) -> Result<(), FleetError> {
@@ -234,8 +498,8 @@ fn check_name(name: &str, value: &str) -> Result<(), FleetError> {
     if ok {
         Ok(())
     } else {
-        Err(FleetError::new(
-            Kind::Invalid,
+        Err(FleetError::with_code(
+            Code::Name,
             format!(
                 "{name} = {value:?}, allowed 1 to {MAX_NAME} bytes without whitespace or \
                  control characters"

@@ -11,6 +11,10 @@ use cutout::State;
 /// failures and the last pods of a fleet could fall below the minimum; publishing the frozen
 /// window for the whole break would re-open every pod that recovers.
 ///
+/// The task observes it on every tick, whether or not Redis answers that tick, so that a
+/// trip is dated when it happened rather than when Redis was next reachable (the lab's
+/// model observes it every round, lost or not).
+///
 /// ```
 /// use cutout::State;
 /// use cutout_fleet::TripGrace;

@@ -49,6 +49,8 @@
 //!
 //! # Features
 //! - `metrics`: the series listed in [`metrics`], through the `metrics` facade.
+//! - `sentinel`: `redis+sentinel://` URLs, the primary asked of Redis Sentinel on every
+//!   connect ([`FleetBuilder::build`]).
 
 #![forbid(unsafe_code)]
 

@@ -37,7 +37,7 @@ use redis::Value;
 use redis::aio::MultiplexedConnection;
 
 use crate::builder::Config;
-use crate::error::{FleetError, Kind};
+use crate::error::{Code, FleetError, Kind};
 
 /// The code the script answers for a key that holds something else than a hash.
 pub(crate) const FOREIGN: &str = "CUTOUT_FOREIGN_KEY";
@@ -98,9 +98,57 @@ fn timed_out(what: &str, limit: Duration) -> FleetError {
     FleetError::new(Kind::Timeout, format!("{what} took longer than {limit:?}"))
 }
 
+/// Where the task connects: one address, or the primary Redis Sentinel names on each
+/// connect.
+pub(crate) enum Target {
+    /// The URL's address, resolved again on every connect.
+    Direct(redis::Client),
+    /// `redis+sentinel://`: the sentinels are asked for the primary of a name on every
+    /// connect (the client asks them in turn and checks that the node it names says it is a
+    /// primary), so a reconnect after a failover goes to the new one.
+    #[cfg(feature = "sentinel")]
+    Sentinel(Box<redis::sentinel::SentinelClient>),
+}
+
 /// Connects (bounded by the connect timeout, the handshake included) and loads the script
-/// (bounded by the round timeout).
-pub(crate) async fn connect(client: &redis::Client, config: &Config) -> Result<Link, FleetError> {
+/// (bounded by the round timeout). Through Sentinel, the lookup of the primary comes first,
+/// bounded by a connect timeout of its own.
+pub(crate) async fn connect(target: &mut Target, config: &Config) -> Result<Link, FleetError> {
+    match target {
+        Target::Direct(client) => connect_to(client, config).await,
+        #[cfg(feature = "sentinel")]
+        Target::Sentinel(sentinel) => {
+            let limit = config.connect_timeout;
+            let client = tokio::time::timeout(limit, sentinel.async_get_client())
+                .await
+                .map_err(|_| timed_out(&format!("asking the {}", config.addr), limit))?
+                .map_err(|error| {
+                    use redis::ErrorKind as K;
+                    if matches!(
+                        error.kind(),
+                        K::MasterNameNotFoundBySentinel | K::EmptySentinelList
+                    ) {
+                        FleetError::with_code(
+                            Code::NoPrimary,
+                            format!(
+                                "{}: none names a primary of that name that says it is one",
+                                config.addr
+                            ),
+                        )
+                    } else {
+                        FleetError::from_redis(&error)
+                            .context(&format!("asking the {}", config.addr))
+                    }
+                })?;
+            connect_to(&client, config).await.map_err(|error| {
+                let primary = client.get_connection_info().addr().to_string();
+                error.context(&format!("the primary the sentinels named, {primary}"))
+            })
+        }
+    }
+}
+
+async fn connect_to(client: &redis::Client, config: &Config) -> Result<Link, FleetError> {
     // The rounds' timeouts are ours (`tokio::time::timeout` around each, which drops the
     // connection when it fires), so that their errors say what timed out; the client's own
     // response timeout is off. Its connection timeout stays on, as a second bound.
@@ -108,12 +156,75 @@ pub(crate) async fn connect(client: &redis::Client, config: &Config) -> Result<L
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(None);
     let connecting = client.get_multiplexed_async_connection_with_config(&options);
-    let mut conn = tokio::time::timeout(config.connect_timeout, connecting)
+    let connected = tokio::time::timeout(config.connect_timeout, connecting)
         .await
-        .map_err(|_| timed_out("connecting", config.connect_timeout))?
-        .map_err(|error| FleetError::from_redis(&error).context("connecting"))?;
+        .map_err(|_| timed_out("connecting", config.connect_timeout))?;
+    let mut conn = match connected {
+        Ok(conn) => conn,
+        Err(error) => {
+            let error = FleetError::from_redis(&error);
+            if error.code_of() == Code::Protocol {
+                // The handshake's answer is not the Redis protocol: not a Redis server.
+                return Err(not_redis(client, config).await);
+            }
+            return Err(error.context("connecting"));
+        }
+    };
     let sha = load_script(&mut conn, config.timeout).await?;
     Ok(Link { conn, sha })
+}
+
+/// The error for a server whose answer to the connect was not the Redis protocol: what it
+/// looks like, from its answer to a `PING` on a connection of its own (bounded by the
+/// connect timeout). Its bytes are looked at, never shown: they may be anything.
+async fn not_redis(client: &redis::Client, config: &Config) -> FleetError {
+    let answer = tokio::time::timeout(
+        config.connect_timeout,
+        first_bytes(client.get_connection_info().addr()),
+    )
+    .await
+    .ok()
+    .flatten();
+    let looks = match answer.as_deref() {
+        Some(bytes) if bytes.starts_with(b"HTTP/") => "it answers as an HTTP server does",
+        // A TLS alert record (content type 21, version 3.x).
+        Some([0x15, 0x03, ..]) => "it answers as a TLS server does (a rediss:// port?)",
+        _ => "its answer is not the Redis protocol",
+    };
+    FleetError::with_code(
+        Code::NotRedis,
+        format!(
+            "{}: {looks}; check the host and port of the URL",
+            client.get_connection_info().addr()
+        ),
+    )
+}
+
+/// Sends `PING` and returns the first bytes of the answer, if any.
+async fn first_bytes(addr: &redis::ConnectionAddr) -> Option<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(mut stream: S) -> Option<Vec<u8>> {
+        stream.write_all(b"PING\r\n").await.ok()?;
+        let mut buffer = vec![0u8; 16];
+        let n = stream.read(&mut buffer).await.ok()?;
+        buffer.truncate(n);
+        Some(buffer)
+    }
+    match addr {
+        redis::ConnectionAddr::Tcp(host, port) => {
+            exchange(
+                tokio::net::TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .ok()?,
+            )
+            .await
+        }
+        #[cfg(unix)]
+        redis::ConnectionAddr::Unix(path) => {
+            exchange(tokio::net::UnixStream::connect(path).await.ok()?).await
+        }
+        _ => None,
+    }
 }
 
 async fn load_script(

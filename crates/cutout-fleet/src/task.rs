@@ -1,4 +1,42 @@
 //! The background task: snapshot, publish and read, update the views, trip on the fleet's.
+//!
+//! # A tick
+//! Every [interval](crate::FleetBuilder::interval), whether or not Redis answers, the task
+//! snapshots each watched breaker and notes its state in the breaker's [`TripGrace`]; then,
+//! if it has a link (or the reconnect backoff has passed and a connect succeeds), it runs
+//! one round: every breaker's publish-and-read, pipelined.
+//!
+//! The grace is observed on every tick, not only on the ticks that reach Redis, because it
+//! measures time since a trip: a trip is dated by the first tick that sees the breaker open
+//! after a closed one, and its window stays published for one staleness bound after that.
+//! Observed only on rounds, a breaker that tripped while Redis was down would be "seen
+//! tripping" by the first round after Redis came back, and would publish a window seconds
+//! old as fresh, which opened healthy, idle pods on the fleet's rule. Observed on every
+//! tick, a trip seen while disconnected expires on time: if Redis returns within the grace,
+//! the rest of it is published; after it, only the open flag. What this gives up: a trip's
+//! evidence older than the staleness bound never reaches the fleet, even if no pod saw it
+//! (the same bound every other report is judged by).
+//!
+//! # Failures and failovers
+//! A failed connect or round makes the health degraded and invalidates the views it leaves
+//! without a fresh round. Whether the link is kept is the error's
+//! ([`FleetError::drops_connection`]): a plain server error (`OOM`, `NOPERM`) keeps it
+//! and the next tick tries again on it; everything that says this connection may not reach
+//! a writable primary again drops it: an I/O error, a reset or closed connection, a timeout,
+//! a reply not understood, refused credentials, and `READONLY`, `MASTERDOWN` or `LOADING`.
+//! The last three are what a failover behind one address looks like: a Kubernetes Service,
+//! a DNS name, a TCP load balancer or a Sentinel-managed address sends *new* connections to
+//! the new primary, while the old connection stays on the demoted one, which answers every
+//! write `READONLY` (or, as a replica that lost its primary, `MASTERDOWN`). Kept, the link
+//! would fail every round until the pod restarted. Dropped, the task reconnects after the
+//! jittered backoff (half an interval to one, for the first failure), and the client
+//! resolves the URL's host again on every connect (through `redis+sentinel://`, asks the
+//! sentinels again), so the new connection goes wherever the address points now: the pod
+//! reports to the new primary within two rounds and its backoff. Nothing of this is on a
+//! call's path. What it cannot see: a primary that still
+//! takes writes but is no longer the one the other pods reach (a split brain behind the
+//! address) looks healthy from here; the reports then split between the two until the old
+//! one is demoted.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -10,7 +48,7 @@ use crate::grace::TripGrace;
 use crate::health::Status;
 use crate::pacing::{Backoff, WarnPace};
 use crate::report::Local;
-use crate::store::{KeyReply, Link, Publish};
+use crate::store::{KeyReply, Link, Publish, Target};
 use crate::view::{Ages, aggregate, ranked_in};
 
 /// The throttle key of connection warnings (breaker keys all contain the prefix's `:`).
@@ -22,7 +60,8 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// What the task keeps between ticks.
 struct Task {
     shared: Arc<Shared>,
-    client: redis::Client,
+    /// Where to connect: one address, or the primary the sentinels name.
+    target: Target,
     link: Option<Link>,
     backoff: Backoff,
     next_attempt: Instant,
@@ -42,12 +81,12 @@ struct KeyState {
     grace: TripGrace,
 }
 
-pub(crate) async fn run(shared: Arc<Shared>, client: redis::Client) {
+pub(crate) async fn run(shared: Arc<Shared>, target: Target) {
     let interval = shared.config.interval;
     let mut task = Task {
         backoff: Backoff::new(interval, shared.config.max_backoff),
         shared,
-        client,
+        target,
         link: None,
         next_attempt: Instant::now(),
         rng: fastrand::Rng::new(),
@@ -69,14 +108,27 @@ impl Task {
     async fn tick(&mut self) {
         let watched = self.shared.watched();
         if self.link.is_none() {
-            if Instant::now() < self.next_attempt {
+            let connected = Instant::now() >= self.next_attempt
+                && match crate::store::connect(&mut self.target, &self.shared.config).await {
+                    Ok(link) => {
+                        self.link = Some(link);
+                        true
+                    }
+                    Err(error) => {
+                        self.failed(error, &watched);
+                        false
+                    }
+                };
+            if !connected {
+                // No round this tick, but the trip grace keeps time: a breaker that trips
+                // while Redis is away is seen tripping now, so its grace has run out by the
+                // time Redis answers again, instead of starting then and publishing an old
+                // window as fresh.
+                self.observe(&watched);
                 return;
             }
-            match crate::store::connect(&self.client, &self.shared.config).await {
-                Ok(link) => self.link = Some(link),
-                Err(error) => return self.failed(error, &watched),
-            }
         }
+        let locals = self.observe(&watched);
         let Some(link) = self.link.as_mut() else {
             return;
         };
@@ -88,22 +140,6 @@ impl Task {
             }
             return;
         }
-        // Snapshots right before the round, so that what is published is what the breakers
-        // hold now. `snapshot` changes nothing and is the only read of the breaker.
-        let now = Instant::now();
-        let locals: Vec<Local> = watched
-            .iter()
-            .map(|w| {
-                let snapshot = w.breaker.snapshot();
-                let key = self.keys.entry(w.key.clone()).or_default();
-                let tripped_lately = key.grace.observe(
-                    snapshot.state,
-                    millis(now.duration_since(self.started)),
-                    millis(config.staleness),
-                );
-                Local::of(&snapshot, tripped_lately)
-            })
-            .collect();
         let empty = Vec::new();
         let publishes: Vec<Publish<'_>> = watched
             .iter()
@@ -127,9 +163,8 @@ impl Task {
                         server_error.get_or_insert(error);
                     }
                 }
-                // Keep the per-key state bounded by what is watched now.
+                // Keep the warnings' memory bounded by what is watched now.
                 let keys: HashSet<&str> = watched.iter().map(|w| w.key.as_str()).collect();
-                self.keys.retain(|key, _| keys.contains(&key.as_str()));
                 self.warned.retain(|key| key == LINK || keys.contains(&key));
                 match server_error {
                     None => self.succeeded(),
@@ -138,6 +173,27 @@ impl Task {
             }
             Err(error) => self.failed(error, &watched),
         }
+    }
+
+    /// Snapshots every watched breaker and notes its state in its trip grace, on every tick
+    /// whether or not a round follows; returns what each would publish now. `snapshot`
+    /// changes nothing and is the only read of a breaker. Taken right before the round, so
+    /// that what is published is what the breakers hold now.
+    fn observe(&mut self, watched: &[Arc<Watched>]) -> Vec<Local> {
+        let now_ms = millis(self.started.elapsed());
+        let grace_ms = millis(self.shared.config.staleness);
+        // Keep the per-key state bounded by what is watched now.
+        let keys: HashSet<&str> = watched.iter().map(|w| w.key.as_str()).collect();
+        self.keys.retain(|key, _| keys.contains(&key.as_str()));
+        watched
+            .iter()
+            .map(|w| {
+                let snapshot = w.breaker.snapshot();
+                let key = self.keys.entry(w.key.clone()).or_default();
+                let tripped_lately = key.grace.observe(snapshot.state, now_ms, grace_ms);
+                Local::of(&snapshot, tripped_lately)
+            })
+            .collect()
     }
 
     /// One breaker's reply: update its view, trip it if the fleet says so. Returns the

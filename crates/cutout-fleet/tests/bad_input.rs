@@ -292,3 +292,212 @@ async fn keys_of_another_format_are_left_alone_and_logged_once() {
     assert!(opened, "{:?}", fleet.view("orders"));
     assert_eq!(*reasons.lock().unwrap(), [OpenReason::Signal]);
 }
+
+/// Issue #34: a URL without `redis://`, a port out of range, an unknown scheme each say what
+/// is wrong, with a stable code, instead of "did not parse".
+#[test]
+fn each_malformed_url_says_what_is_wrong_with_a_stable_code() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = runtime.enter();
+    let mut cases: Vec<(&str, &str, &[&str])> = vec![
+        ("", "FLEET-URL-001", &["empty", "redis://"]),
+        (
+            "127.0.0.1:6379",
+            "FLEET-URL-001",
+            &["no scheme", "redis://127.0.0.1:6379"],
+        ),
+        (
+            "localhost:6379",
+            "FLEET-URL-001",
+            &["no scheme", "redis://localhost:6379"],
+        ),
+        ("not a url", "FLEET-URL-001", &["no scheme"]),
+        (
+            "http://127.0.0.1:6379",
+            "FLEET-URL-002",
+            &["scheme \"http\"", "redis://"],
+        ),
+        ("rediss://127.0.0.1:6379", "FLEET-URL-003", &["TLS"]),
+        (
+            "redis://127.0.0.1:99999",
+            "FLEET-URL-004",
+            &["port 99999", "1 to 65535"],
+        ),
+        (
+            "redis://127.0.0.1:notaport",
+            "FLEET-URL-004",
+            &["port \"notaport\"", "1 to 65535"],
+        ),
+        (
+            "redis://127.0.0.1:0",
+            "FLEET-URL-004",
+            &["port 0", "1 to 65535"],
+        ),
+        (
+            "redis://127.0.0.1:6379/notadb",
+            "FLEET-URL-005",
+            &["database"],
+        ),
+        ("redis://:6379", "FLEET-URL-005", &["no host"]),
+        ("redis://0.0.0.0:6379", "FLEET-URL-005", &["wildcard"]),
+    ];
+    #[cfg(not(feature = "sentinel"))]
+    cases.push((
+        "redis+sentinel://127.0.0.1:26379/mymaster",
+        "FLEET-URL-002",
+        &["redis+sentinel://", "feature \"sentinel\""],
+    ));
+    #[cfg(feature = "sentinel")]
+    cases.extend([
+        (
+            "redis+sentinel://127.0.0.1:26379",
+            "FLEET-URL-005",
+            &["no name of the primary", "redis+sentinel://"][..],
+        ),
+        (
+            "redis+sentinel://127.0.0.1:26379,127.0.0.1:99999/mymaster",
+            "FLEET-URL-004",
+            &["a sentinel's port 99999 is out of range"],
+        ),
+        (
+            "redis+sentinel://127.0.0.1:26379,/mymaster",
+            "FLEET-URL-005",
+            &["a sentinel without a host"],
+        ),
+        (
+            "redis+sentinel://127.0.0.1/mymaster/first",
+            "FLEET-URL-005",
+            &["database \"first\" is not a number"],
+        ),
+        (
+            "redis+sentinel://127.0.0.1/mymaster?timeout=1",
+            "FLEET-URL-005",
+            &["no query"],
+        ),
+    ]);
+    // Every case is tried before any is judged, so that a failure shows them all.
+    let mut wrong = Vec::new();
+    for (url, code, needles) in &cases {
+        let error = match Fleet::builder(*url).build() {
+            Ok(fleet) => {
+                wrong.push(format!("{url:?}: wanted {code}, but it built {fleet:?}"));
+                continue;
+            }
+            Err(error) => error,
+        };
+        let message = error.to_string();
+        println!("{url:?} → {message}");
+        let ok = error.is_url()
+            && error.code() == *code
+            && message.starts_with(code)
+            && needles.iter().all(|needle| message.contains(needle))
+            && !message.contains("did not parse");
+        if !ok {
+            wrong.push(format!(
+                "{url:?}: wanted {code} with {needles:?}, got {message}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // The password never shows, whatever is wrong.
+    for url in [
+        "redis://:s3cret@127.0.0.1:99999",
+        "redis://user:s3cret@127.0.0.1:notaport",
+        "http://:s3cret@127.0.0.1:6379",
+        "redis://:s3cret@127.0.0.1:6379/notadb",
+        "user:s3cret@127.0.0.1:6379",
+        "redis+sentinel://:s3cret@127.0.0.1:99999/mymaster",
+    ] {
+        let error = Fleet::builder(url).build().unwrap_err();
+        assert!(!error.to_string().contains("s3cret"), "{error}");
+    }
+    // A good Sentinel URL builds (no I/O), and what the logs show of it has no password.
+    #[cfg(feature = "sentinel")]
+    {
+        let fleet = Fleet::builder("redis+sentinel://:s3cret@127.0.0.1,[::1]:26380/mymaster/2")
+            .build()
+            .unwrap();
+        let shown = format!("{fleet:?}");
+        assert!(
+            shown.contains("mymaster") && shown.contains("sentinels 127.0.0.1:26379,::1:26380"),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+}
+
+/// A loopback listener of the test's own that answers every connection with `answer` (after
+/// the client's first bytes) and keeps it open: not a Redis.
+async fn not_redis(answer: &'static [u8]) -> (u16, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
+        while let Ok((mut stream, _)) = listener.accept().await {
+            connections.spawn(async move {
+                let mut buffer = [0u8; 1024];
+                if matches!(stream.read(&mut buffer).await, Ok(n) if n > 0) {
+                    let _ = stream.write_all(answer).await;
+                }
+                // Held open until the client goes, bounded.
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer)).await;
+            });
+        }
+    });
+    (port, task)
+}
+
+/// Issue #34: a server that is not Redis (an HTTP server, a listener answering garbage) is
+/// named as such in the health, with a stable code, not as raw parse bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_not_redis_is_named_as_such() {
+    let answers: [(&str, &'static [u8], &str); 2] = [
+        (
+            "not-redis-http",
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "an HTTP server",
+        ),
+        (
+            "not-redis-garbage",
+            b"\x00\x7f{garbage}\xff\xfe\r\n",
+            "not the Redis protocol",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (pod, answer, what) in answers {
+        let (port, server) = not_redis(answer).await;
+        let fleet = Fleet::builder(format!("redis://127.0.0.1:{port}"))
+            .pod(pod)
+            .build()
+            .unwrap();
+        let breaker = local_breaker("payments");
+        fleet.watch(&breaker).unwrap();
+        assert!(eventually(Duration::from_secs(3), || fleet.health().is_degraded()).await);
+        let health = fleet.health();
+        let error = health.error().unwrap();
+        let message = error.to_string();
+        println!("{pod}: {message}");
+        let ok = error.code() == "FLEET-RUN-006"
+            && error.is_protocol()
+            && message.contains("not a Redis server")
+            && message.contains(what)
+            && message.contains(&format!("127.0.0.1:{port}"))
+            && !["Incompatible", "\\x", "\\u{", "garbage", "Bad Request"]
+                .iter()
+                .any(|raw| message.contains(raw));
+        if !ok {
+            wrong.push(format!(
+                "{pod}: wanted FLEET-RUN-006 and {what:?}, got {message}"
+            ));
+        }
+        opens_locally(&breaker);
+        drop(fleet);
+        server.abort();
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

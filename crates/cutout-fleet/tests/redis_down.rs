@@ -257,3 +257,82 @@ async fn a_partitioned_redis_never_blocks_a_connect() {
     );
     println!("thawed: connected again");
 }
+
+/// Issue #34, defect 3: a pod whose breaker tripped while Redis was down must not publish
+/// that old window as fresh when Redis comes back. The grace that keeps a trip's window
+/// published (one staleness bound) runs on the task's ticks whether or not Redis answers,
+/// so a trip seen while disconnected has expired by then, and a healthy idle pod stays
+/// closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trip_while_redis_is_down_is_not_published_as_fresh_when_it_returns() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let a = fleet(&redis, "grace-a", "grace");
+    let b = fleet(&redis, "grace-b", "grace");
+    // 20 calls before the ratio judges, on the pod's own window or on the fleet's.
+    let search_a = Breaker::new("search", sparse_settings(WINDOW, 20));
+    let search_b = Breaker::new("search", sparse_settings(WINDOW, 20));
+    let reasons_a = reasons(&search_a);
+    let reasons_b = reasons(&search_b);
+    a.watch(&search_a).unwrap();
+    b.watch(&search_b).unwrap();
+    assert!(a.wait_connected(Duration::from_secs(5)).await);
+    assert!(b.wait_connected(Duration::from_secs(5)).await);
+    let staleness = Duration::from_secs(1); // the default: 3 × 250 ms + 250 ms
+
+    redis.kill();
+    assert!(
+        eventually(Duration::from_secs(2), || a.health().is_degraded()
+            && b.health().is_degraded())
+        .await
+    );
+    // Pod A's own 20 failures open it, on its own window (Redis is down).
+    fail(&search_a, 20);
+    assert_eq!(search_a.state(), State::Open);
+    assert_eq!(*reasons_a.lock().unwrap(), [OpenReason::FailureRatio]);
+    // Three seconds later, long past the grace, Redis returns.
+    tokio::time::sleep(staleness * 3).await;
+    redis.restart();
+    assert!(
+        a.wait_connected(Duration::from_secs(3)).await,
+        "{:?}",
+        a.health()
+    );
+    assert!(
+        b.wait_connected(Duration::from_secs(3)).await,
+        "{:?}",
+        b.health()
+    );
+
+    // For the next two staleness bounds (8 rounds), B, idle, stays closed: A publishes
+    // itself open with no counts, not the window that tripped it 3 s ago.
+    let watched = Instant::now();
+    let opened = eventually(staleness * 2, || search_b.state() != State::Closed).await;
+    // For the printout only (the one line here that knows the layout: a hash per breaker,
+    // a field per pod); nothing is asserted on it.
+    let mut admin = redis.client();
+    let report: Option<String> = redis::cmd("HGET")
+        .arg("grace:search")
+        .arg("grace-a")
+        .query(&mut admin)
+        .ok()
+        .flatten();
+    println!(
+        "after Redis returned: B {:?} after watching {:?}; A's report {report:?}; B's view {:?}",
+        search_b.state(),
+        watched.elapsed(),
+        b.view("search")
+    );
+    assert!(
+        !opened,
+        "B opened on A's 3 s old window: {:?}, reasons {:?}",
+        b.view("search"),
+        reasons_b.lock().unwrap()
+    );
+    assert!(reasons_b.lock().unwrap().is_empty());
+    // A's fresh report says open, with no counts.
+    let view = b.view("search").expect("a fresh view");
+    assert_eq!((view.open_pods, view.calls), (1, 0), "{view:?}");
+    assert_eq!(search_a.state(), State::Open);
+}

@@ -4,6 +4,8 @@
 
 #![allow(dead_code, missing_docs)]
 
+pub mod proxy;
+
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -14,11 +16,13 @@ use std::time::{Duration, Instant};
 use cutout::{Jitter, Settings, TripWindow};
 
 /// A `redis-server` of the test's own: `--port <p> --bind 127.0.0.1 --save "" --appendonly
-/// no`, plus any extra arguments (`--requirepass`).
+/// no --dir <a temporary directory of its own>`, plus any extra arguments (`--requirepass`).
 pub struct RedisServer {
     port: u16,
     extra: Vec<String>,
     child: Option<Child>,
+    /// Its working directory, of its own: a replica writes the primary's dump there.
+    dir: std::path::PathBuf,
 }
 
 /// A loopback port nothing listens on now, not handed out before in this process.
@@ -61,10 +65,15 @@ impl RedisServer {
             );
             return None;
         }
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("cutout-fleet-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory for redis-server");
         let mut server = RedisServer {
-            port: free_port(),
+            port,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
+            dir,
         };
         server.restart();
         Some(server)
@@ -84,6 +93,8 @@ impl RedisServer {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
             .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -161,6 +172,26 @@ impl RedisServer {
             .expect("test connection to redis")
     }
 
+    /// `REPLICAOF 127.0.0.1 <port>`, or `REPLICAOF NO ONE` for `None` (a promotion).
+    pub fn replicaof(&self, primary: Option<u16>) {
+        let mut conn = self.client();
+        let mut command = redis::cmd("REPLICAOF");
+        match primary {
+            Some(port) => command.arg("127.0.0.1").arg(port),
+            None => command.arg("NO").arg("ONE"),
+        };
+        let _: () = command.query(&mut conn).expect("REPLICAOF");
+    }
+
+    /// One field of `INFO <section>` (`role`, `master_link_status`, ...).
+    pub fn info(&self, section: &str, field: &str) -> Option<String> {
+        let mut conn = self.client();
+        let info: String = redis::cmd("INFO").arg(section).query(&mut conn).ok()?;
+        info.lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .map(|value| value.trim().to_owned())
+    }
+
     /// Redis's clock, in milliseconds since the Unix epoch (what the reports carry).
     pub fn now_ms(&self, conn: &mut redis::Connection) -> u64 {
         let (secs, micros): (u64, u64) = redis::cmd("TIME").query(conn).expect("TIME");
@@ -172,6 +203,7 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         // SIGKILL ends a frozen (stopped) server too.
         self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
