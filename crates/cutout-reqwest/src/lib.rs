@@ -42,6 +42,10 @@
 //! # }
 //! ```
 //!
+//! Per host, [`health_check`] makes an active check (`GET <host><path>` with a plain client,
+//! 2xx passes) for [`KeyedBreakers::health_checks`]: a passing check ends an open host's break
+//! early, and its own probes decide.
+//!
 //! TLS is the client's business: this crate builds reqwest without default features, and
 //! the features of your own `reqwest` dependency (`rustls`, ...) apply to the client you pass
 //! in. reqwest 0.13 and reqwest-middleware 0.5.
@@ -52,15 +56,17 @@
 
 mod classify;
 mod error;
+mod health;
 mod key;
 mod middleware;
 
 pub use error::{Refused, rejected};
+pub use health::{HealthCheckFuture, health_check};
 pub use key::host_key;
 pub use middleware::BreakerMiddleware;
 
 pub use cutout_tower::HttpClassifier;
-pub use cutout_tower::keyed::{HostKey, KeyedBreakers};
+pub use cutout_tower::keyed::{CheckRound, HealthChecks, HostKey, KeyedBreakers};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -134,3 +134,50 @@ async fn an_isolated_host_is_refused_and_others_are_not() {
     assert!(client.get(other.url("/ok")).send().await.is_ok());
     assert_eq!(other.hits("/ok"), 1);
 }
+
+#[tokio::test]
+async fn a_passing_health_check_ends_an_open_host_s_break_and_a_failing_one_does_not() {
+    let down = Server::start().await;
+    let flaky = Server::start().await;
+    let hosts = KeyedBreakers::builder(settings(5)).build();
+    let client = client(BreakerMiddleware::per_host(hosts.clone()));
+    for server in [&down, &flaky] {
+        for _ in 0..5 {
+            let response = client.get(server.url("/fail")).send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        }
+        assert_eq!(hosts.get(&key(server)).unwrap().state(), State::Open);
+    }
+    // `/ok` answers 200 and `/fail` 500 on either server: one check passes for both, the
+    // other for neither.
+    let plain = reqwest::Client::new();
+    let round = hosts
+        .check_open_keys(
+            Duration::from_secs(1),
+            cutout_reqwest::health_check(plain.clone(), "/fail"),
+        )
+        .await;
+    assert_eq!((round.checked, round.passed, round.ended), (2, 0, 0));
+    assert_eq!(hosts.get(&key(&down)).unwrap().state(), State::Open);
+    assert_eq!(
+        down.hits("/fail"),
+        6,
+        "checked directly, not through the breaker"
+    );
+    let round = hosts
+        .check_open_keys(
+            Duration::from_secs(1),
+            cutout_reqwest::health_check(plain, "ok"),
+        )
+        .await;
+    assert_eq!((round.checked, round.passed, round.ended), (2, 2, 2));
+    for server in [&down, &flaky] {
+        let breaker = hosts.get(&key(server)).unwrap();
+        assert_eq!(breaker.state(), State::HalfOpen);
+        assert_eq!(breaker.snapshot().calls, 0, "a check counts in no window");
+    }
+    // The next call through the middleware is the probe, and it decides.
+    let response = client.get(down.url("/ok")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(down.hits("/ok"), 2);
+}

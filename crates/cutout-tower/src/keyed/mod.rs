@@ -5,6 +5,11 @@
 //! [`KeyedLayer`] / [`KeyedService`] put it in a tower stack, with a key function that picks
 //! the key of each request ([`ByHost`] for `http::Request`: scheme, host and port).
 //!
+//! # Health checks
+//! [`KeyedBreakers::health_checks`] checks the open keys every few seconds with an async
+//! function of yours; a check that passes ends that key's break early, and its probes decide
+//! (the `health` module's docs say what a check can and cannot do).
+//!
 //! # Settings per key
 //! A key's breaker gets its settings when the key is created, from one of:
 //! - [`KeyedBreakers::builder`]: the same settings for every key;
@@ -63,9 +68,11 @@
 //! like any open key); one whose ramp has run out with no call since keeps it until its next call
 //! or its eviction (it reads closed, so the idle sweep may take it).
 
+mod health;
 mod layer;
 mod service;
 
+pub use health::{CheckRound, HealthChecks};
 pub use layer::{ByHost, HostKey, KeyFn, KeyedLayer};
 pub use service::KeyedService;
 

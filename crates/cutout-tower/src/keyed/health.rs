@@ -1,0 +1,161 @@
+//! Active health checks for keyed breakers: a check that passes ends an open key's break early.
+//!
+//! A key's breaker learns that its host is back from its own probe, after its break, and the
+//! break grows while the host is down (to 2 min by default). An active check learns sooner:
+//! [`KeyedBreakers::check_open_keys`] runs your check (an async function of the key, such as
+//! a `GET /healthz` to the host) for every key whose breaker is open, and a check that passes
+//! ends that key's break with
+//! [`Breaker::end_break_on_signal`](cutout::Breaker::end_break_on_signal): the key becomes
+//! half-open and its own probes, real calls, still decide. [`KeyedBreakers::health_checks`]
+//! runs such a round every interval, with jitter, until dropped.
+//!
+//! What the checks do and do not do (DESIGN §2 "Giving traffic back", §8):
+//! - Only open keys are checked: a closed host gets no extra load (its calls are its checks),
+//!   and a half-open one is being probed by its calls already.
+//! - A check that fails, or takes longer than the timeout, changes nothing: passive judgement
+//!   stays the only way a key opens, so a health endpoint that is down while the real calls
+//!   succeed cannot eject a host.
+//! - A check counts in no window: its outcome is evidence for ending a break, not a call.
+//! - A check that began before the key's breaker opened proves nothing about what opened it:
+//!   its age (from its start) is passed along and the breaker ignores it as stale.
+//! - A forced break ([`isolate`](KeyedBreakers::isolate), `open_for`) or one the host asked
+//!   for (`Retry-After`) is served whole.
+
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::time::Duration;
+
+use cutout::{BreakEndReason, Breaker, State};
+
+use super::KeyedBreakers;
+
+/// How often and how long [`KeyedBreakers::health_checks`] checks the open keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthChecks {
+    /// The time between rounds, before jitter (default 5 s).
+    pub interval: Duration,
+    /// How long one check may take; a slower one counts as failed (default 1 s).
+    pub timeout: Duration,
+    /// Each round waits `interval` plus a uniform draw up to this (default 1 s), so that the
+    /// checks of many clients do not reach a host that came back all at once.
+    pub jitter: Duration,
+}
+
+impl Default for HealthChecks {
+    fn default() -> Self {
+        HealthChecks {
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(1),
+            jitter: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What one round of [`KeyedBreakers::check_open_keys`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CheckRound {
+    /// Keys whose breaker was open when the round began, each checked once.
+    pub checked: usize,
+    /// Checks that passed within the timeout.
+    pub passed: usize,
+    /// Breaks those passes ended (a key may have left open meanwhile, or opened anew after its
+    /// check began: then its pass ends nothing).
+    pub ended: usize,
+}
+
+impl<K> KeyedBreakers<K>
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+{
+    /// Checks every key whose breaker is open, one after the other, with `check` (true: the
+    /// key's dependency is healthy), each within `timeout`; a pass ends that key's break
+    /// early (module docs). Keys that are not open are not checked.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Settings, State};
+    /// use cutout_tower::keyed::KeyedBreakers;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let hosts: KeyedBreakers<String> = KeyedBreakers::builder(Settings::default()).build();
+    /// let breaker = hosts.breaker(&"inventory:8080".to_string()).unwrap();
+    /// breaker.trip_on_signal();
+    /// let round = hosts
+    ///     .check_open_keys(Duration::from_secs(1), |_key| async { true })
+    ///     .await;
+    /// assert_eq!((round.checked, round.passed, round.ended), (1, 1, 1));
+    /// assert_eq!(breaker.state(), State::HalfOpen);
+    /// # }
+    /// ```
+    pub async fn check_open_keys<F, Fut>(&self, timeout: Duration, mut check: F) -> CheckRound
+    where
+        F: FnMut(&K) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let open: Vec<(K, Breaker)> = self
+            .read()
+            .iter()
+            .filter(|(_, entry)| entry.breaker.state() == State::Open)
+            .map(|(key, entry)| (key.clone(), entry.breaker.clone()))
+            .collect();
+        let mut round = CheckRound {
+            checked: open.len(),
+            ..CheckRound::default()
+        };
+        for (key, breaker) in open {
+            let started = tokio::time::Instant::now();
+            let passed = tokio::time::timeout(timeout, check(&key)).await == Ok(true);
+            if passed {
+                round.passed += 1;
+                if breaker.end_break_on_signal(BreakEndReason::HealthCheck, started.elapsed()) {
+                    round.ended += 1;
+                }
+            }
+        }
+        round
+    }
+
+    /// Runs [`check_open_keys`](Self::check_open_keys) every `every.interval` plus jitter,
+    /// for as long as the returned future is polled: spawn it, and abort or drop it to stop.
+    ///
+    /// ```no_run
+    /// use cutout::Settings;
+    /// use cutout_tower::keyed::{HealthChecks, HostKey, KeyedBreakers};
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() {
+    /// let hosts: KeyedBreakers<HostKey> = KeyedBreakers::builder(Settings::default()).build();
+    /// let checks = hosts.health_checks(HealthChecks::default(), |host: &HostKey| {
+    ///     let url = format!("{host}/healthz");
+    ///     async move { ping(&url).await }
+    /// });
+    /// let task = tokio::spawn(checks);
+    /// // ... serve traffic through a KeyedLayer over `hosts` ...
+    /// task.abort();
+    /// # }
+    /// # async fn ping(_url: &str) -> bool { true }
+    /// ```
+    pub fn health_checks<F, Fut>(
+        &self,
+        every: HealthChecks,
+        mut check: F,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        F: FnMut(&K) -> Fut + Send + 'static,
+        Fut: Future<Output = bool> + Send,
+    {
+        let breakers = self.clone();
+        async move {
+            let mut rng = fastrand::Rng::new();
+            loop {
+                let jitter = Duration::from_nanos(
+                    rng.u64(0..=u64::try_from(every.jitter.as_nanos()).unwrap_or(u64::MAX)),
+                );
+                tokio::time::sleep(every.interval.saturating_add(jitter)).await;
+                breakers.check_open_keys(every.timeout, &mut check).await;
+            }
+        }
+    }
+}
