@@ -25,6 +25,10 @@ pub enum RetryStop {
     Deadline,
     /// The policy's maximum number of retries was reached (`"attempts"`).
     Attempts,
+    /// The request may not be sent twice: its method is not idempotent (RFC 9110 §9.2.2) and
+    /// the caller did not mark it [`RetrySafe`](crate::retry::RetrySafe)
+    /// (`"not_idempotent"`).
+    NotIdempotent,
 }
 
 impl RetryStop {
@@ -36,6 +40,7 @@ impl RetryStop {
             RetryStop::BudgetExhausted => "budget_exhausted",
             RetryStop::Deadline => "deadline",
             RetryStop::Attempts => "attempts",
+            RetryStop::NotIdempotent => "not_idempotent",
         }
     }
 }

@@ -15,8 +15,11 @@ use crate::error::{BoxError, Error, is_elapsed};
 
 /// `duration` in whole seconds, rounded up (`Retry-After` has no fractions; rounding down would
 /// send clients back before the break ends).
+/// Saturates at `u64::MAX` seconds.
 pub fn retry_after_secs(duration: Duration) -> u64 {
-    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+    duration
+        .as_secs()
+        .saturating_add(u64::from(duration.subsec_nanos() > 0))
 }
 
 fn text(status: StatusCode, body: String) -> Response<String> {

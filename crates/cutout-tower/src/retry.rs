@@ -9,14 +9,19 @@
 //! this order, and stops at the first rule that says no (the reason is stamped on the returned
 //! [`Error`], see [`Error::retry_stop`], and counted in [`RetryStats`]):
 //! 1. a refusal is never retried ([`RetryStop::Refused`]);
-//! 2. the breaker is open or isolated now (this attempt may have opened it): stop
+//! 2. a request that may not be sent twice is not retried ([`RetryStop::NotIdempotent`]): for
+//!    `http::Request`, a method that is not idempotent (POST, PATCH, CONNECT, and any
+//!    extension method: RFC 9110 §9.2.2) unless the caller put [`RetrySafe`] in its
+//!    extensions (a POST with an idempotency key, say). Its first failure is returned: a POST
+//!    whose answer was a 502 may still have been carried out;
+//! 3. the breaker is open or isolated now (this attempt may have opened it): stop
 //!    ([`RetryStop::BreakerOpen`]);
-//! 3. the maximum number of retries is reached ([`RetryStop::Attempts`]);
-//! 4. the request has a [`Deadline`] and what will be left of it after the backoff is shorter
+//! 4. the maximum number of retries is reached ([`RetryStop::Attempts`]);
+//! 5. the request has a [`Deadline`] and what will be left of it after the backoff is shorter
 //!    than the breaker's [`normal_latency`](cutout::Breaker::normal_latency) (or is nothing,
 //!    while the breaker has no baseline yet): the attempt could not finish, so it is not started
 //!    ([`RetryStop::Deadline`]);
-//! 5. the retry budget has nothing to withdraw ([`RetryStop::BudgetExhausted`], which says the
+//! 6. the retry budget has nothing to withdraw ([`RetryStop::BudgetExhausted`], which says the
 //!    budget stopped it, not the breaker).
 //!
 //! Then it waits a backoff (exponential from `base` up to `max`, jittered) and retries.
@@ -50,15 +55,33 @@ impl Deadline {
     }
 }
 
-/// Requests that can carry a [`Deadline`].
+/// A mark in an `http::Request`'s extensions: this request may be sent again even though its
+/// method is not idempotent (the server deduplicates it, e.g. by an idempotency key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetrySafe;
+
+/// What the retry policy reads of a request: its [`Deadline`], and whether it may be sent
+/// twice.
 pub trait RequestDeadline {
     /// The request's deadline, if it has one.
     fn deadline(&self) -> Option<Instant>;
+
+    /// Whether a failed attempt of this request may be sent again. Default: yes (a request
+    /// type that is not HTTP says itself whether it is).
+    fn retry_safe(&self) -> bool {
+        true
+    }
 }
 
 impl<B> RequestDeadline for http::Request<B> {
     fn deadline(&self) -> Option<Instant> {
         self.extensions().get::<Deadline>().map(|d| d.0)
+    }
+
+    /// GET, HEAD, OPTIONS, TRACE, PUT and DELETE (RFC 9110 §9.2.2), or any request marked
+    /// [`RetrySafe`].
+    fn retry_safe(&self) -> bool {
+        self.method().is_idempotent() || self.extensions().get::<RetrySafe>().is_some()
     }
 }
 
@@ -101,6 +124,7 @@ pub struct RetryStats {
     budget_exhausted: AtomicU64,
     deadline: AtomicU64,
     attempts: AtomicU64,
+    not_idempotent: AtomicU64,
 }
 
 impl RetryStats {
@@ -117,6 +141,7 @@ impl RetryStats {
             RetryStop::BudgetExhausted => &self.budget_exhausted,
             RetryStop::Deadline => &self.deadline,
             RetryStop::Attempts => &self.attempts,
+            RetryStop::NotIdempotent => &self.not_idempotent,
         };
         counter.load(Ordering::Relaxed)
     }
@@ -128,6 +153,7 @@ impl RetryStats {
             RetryStop::BudgetExhausted => &self.budget_exhausted,
             RetryStop::Deadline => &self.deadline,
             RetryStop::Attempts => &self.attempts,
+            RetryStop::NotIdempotent => &self.not_idempotent,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -299,6 +325,9 @@ where
         }
         if self.classifier.classify(result) != Outcome::Failure {
             return None;
+        }
+        if !request.retry_safe() {
+            return self.stop(result, RetryStop::NotIdempotent);
         }
         let breaker = self.lookup.breaker_for(request);
         if let Some(breaker) = &breaker

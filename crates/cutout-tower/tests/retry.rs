@@ -267,3 +267,67 @@ async fn backoff_grows_with_equal_jitter() {
     }
     assert_eq!(calls.load(Ordering::Relaxed), 80);
 }
+
+/// Sends `request` through retry → breaker → a dependency that always fails; how many times
+/// the dependency saw it, and the error's stop reason.
+async fn sent_times(request: Request<String>) -> (usize, Option<RetryStop>) {
+    let breaker = breaker(plain(None));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let policy = BreakerRetry::new(breaker.clone(), generous())
+        .max_retries(2)
+        .backoff(Duration::from_millis(10), Duration::from_millis(100));
+    let mut client = ServiceBuilder::new()
+        .retry(policy)
+        .breaker(breaker)
+        .service(failing(calls.clone(), Duration::ZERO));
+    let error = client
+        .ready()
+        .await
+        .unwrap()
+        .call(request)
+        .await
+        .unwrap_err();
+    (calls.load(Ordering::Relaxed), error.retry_stop())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_non_idempotent_request_is_sent_once_unless_the_caller_opts_it_in() {
+    for method in [http::Method::POST, http::Method::PATCH] {
+        let request = Request::builder()
+            .method(method.clone())
+            .body(String::new())
+            .unwrap();
+        assert_eq!(
+            sent_times(request).await,
+            (1, Some(RetryStop::NotIdempotent)),
+            "{method}"
+        );
+    }
+    for method in [
+        http::Method::GET,
+        http::Method::HEAD,
+        http::Method::PUT,
+        http::Method::DELETE,
+        http::Method::OPTIONS,
+    ] {
+        let request = Request::builder()
+            .method(method.clone())
+            .body(String::new())
+            .unwrap();
+        assert_eq!(
+            sent_times(request).await,
+            (3, Some(RetryStop::Attempts)),
+            "{method}"
+        );
+    }
+    // A POST the caller knows to be safe to repeat (an idempotency key) opts in.
+    let mut request = Request::builder()
+        .method(http::Method::POST)
+        .body(String::new())
+        .unwrap();
+    request
+        .extensions_mut()
+        .insert(cutout_tower::retry::RetrySafe);
+    assert_eq!(sent_times(request).await, (3, Some(RetryStop::Attempts)));
+    assert_eq!(RetryStop::NotIdempotent.as_str(), "not_idempotent");
+}

@@ -248,3 +248,10 @@ async fn per_host_breakers_honor_it_per_host() {
         "another host's breaker is closed"
     );
 }
+
+#[test]
+fn retry_after_secs_rounds_up_and_saturates_instead_of_overflowing() {
+    assert_eq!(respond::retry_after_secs(Duration::from_millis(1)), 1);
+    assert_eq!(respond::retry_after_secs(Duration::from_secs(7)), 7);
+    assert_eq!(respond::retry_after_secs(Duration::MAX), u64::MAX);
+}
