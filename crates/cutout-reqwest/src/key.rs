@@ -7,8 +7,9 @@ use reqwest::Url;
 /// [`HostKey`] that cutout-tower's [`HostKey::of`] gives for an `http::Request` to that URL,
 /// so a host has one breaker id (`scheme://host:port`) in reqwest and tower stacks alike.
 ///
-/// The scheme and host are lower case; the port is the URL's, else 443 for `https` and 80
-/// otherwise (as [`HostKey::of`] does). Never panics; a URL without a host (which reqwest
+/// Normalised by [`HostKey::new`], as [`HostKey::of`] is: the scheme and host in lower case,
+/// the port the URL's, else 443 for `https` and 80 otherwise, no trailing dot on a DNS name,
+/// an IPv6 address in its canonical form. Never panics; a URL without a host (which reqwest
 /// does not send) has an empty host.
 ///
 /// Use it to look a host's breaker up in the map the middleware was given:
@@ -26,15 +27,9 @@ use reqwest::Url;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn host_key(url: &Url) -> HostKey {
-    let scheme = url.scheme().to_ascii_lowercase();
     // `Url::port` is `None` for a scheme's default port (80 for http, 443 for https), which
-    // the defaults below restore.
-    let default_port = if scheme == "https" { 443 } else { 80 };
-    HostKey {
-        host: url.host_str().unwrap_or_default().to_ascii_lowercase(),
-        port: url.port().unwrap_or(default_port),
-        scheme,
-    }
+    // `HostKey::new` restores, with the rest of its normalisation (a trailing dot, IPv6).
+    HostKey::new(url.scheme(), url.host_str().unwrap_or_default(), url.port())
 }
 
 #[cfg(test)]
@@ -70,5 +65,39 @@ mod tests {
         assert_eq!(key.to_string(), "http://127.0.0.1:8080");
         let key = host_key(&Url::parse("data:text/plain,hi").unwrap());
         assert_eq!(key.to_string(), "data://:80");
+    }
+
+    /// One host, one key, however the URL spells it: a trailing dot, an IPv6 address written
+    /// out in full, upper case; the same in tower (from the raw request) and here.
+    #[test]
+    fn every_spelling_of_one_host_is_one_key_in_both_crates() {
+        for (spellings, key) in [
+            (
+                [
+                    "http://a.example./x",
+                    "http://A.Example/y",
+                    "http://a.example:80/",
+                ],
+                "http://a.example:80",
+            ),
+            (
+                [
+                    "http://[0:0:0:0:0:0:0:1]:3000/",
+                    "http://[::1]:3000/",
+                    "http://[0000::0001]:3000/a",
+                ],
+                "http://[::1]:3000",
+            ),
+        ] {
+            for url in spellings {
+                let request = http::Request::get(url).body(()).unwrap();
+                assert_eq!(HostKey::of(&request).to_string(), key, "tower: {url}");
+                assert_eq!(
+                    host_key(&Url::parse(url).unwrap()).to_string(),
+                    key,
+                    "reqwest: {url}"
+                );
+            }
+        }
     }
 }

@@ -43,7 +43,7 @@ impl HostKey {
     /// origin-form requests (a server's view).
     pub fn of<B>(request: &http::Request<B>) -> HostKey {
         let uri = request.uri();
-        let scheme = uri.scheme_str().unwrap_or("http").to_ascii_lowercase();
+        let scheme = uri.scheme_str().unwrap_or("http");
         let authority = uri.authority().cloned().or_else(|| {
             request
                 .headers()
@@ -51,19 +51,49 @@ impl HostKey {
                 .and_then(|host| host.to_str().ok())
                 .and_then(|host| host.parse::<http::uri::Authority>().ok())
         });
-        let default_port = if scheme == "https" { 443 } else { 80 };
         match authority {
-            Some(authority) => HostKey {
-                host: authority.host().to_ascii_lowercase(),
-                port: authority.port_u16().unwrap_or(default_port),
-                scheme,
-            },
-            None => HostKey {
-                scheme,
-                host: String::new(),
-                port: default_port,
-            },
+            Some(authority) => HostKey::new(scheme, authority.host(), authority.port_u16()),
+            None => HostKey::new(scheme, "", None),
         }
+    }
+
+    /// The key of `scheme`, `host` and `port`, normalised once for every crate that keys
+    /// breakers by host (cutout-reqwest's `host_key` too), so one host has one key however it
+    /// is spelled: scheme and host in lower case; the port given, else 443 for `https` and 80
+    /// otherwise; a DNS name without its trailing dot (`a.example.` is `a.example`); an IPv6
+    /// address in brackets in its canonical form (`[0:0:0:0:0:0:0:1]` is `[::1]`).
+    ///
+    /// ```
+    /// use cutout_tower::keyed::HostKey;
+    ///
+    /// assert_eq!(HostKey::new("HTTPS", "API.example.", None).to_string(), "https://api.example:443");
+    /// assert_eq!(HostKey::new("http", "[0:0:0:0:0:0:0:1]", Some(8080)).to_string(), "http://[::1]:8080");
+    /// ```
+    pub fn new(scheme: &str, host: &str, port: Option<u16>) -> HostKey {
+        let scheme = scheme.to_ascii_lowercase();
+        let default_port = if scheme == "https" { 443 } else { 80 };
+        HostKey {
+            host: canonical_host(host),
+            port: port.unwrap_or(default_port),
+            scheme,
+        }
+    }
+}
+
+/// `host` in lower case, an IPv6 address bracketed in its canonical form, a DNS name without
+/// its one trailing dot.
+fn canonical_host(host: &str) -> String {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(v6) = bare.parse::<std::net::Ipv6Addr>() {
+        return format!("[{v6}]");
+    }
+    let lower = host.to_ascii_lowercase();
+    match lower.strip_suffix('.') {
+        Some(name) if !name.is_empty() && !name.ends_with('.') => name.to_owned(),
+        _ => lower,
     }
 }
 
