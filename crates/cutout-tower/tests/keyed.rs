@@ -646,3 +646,21 @@ fn any_key_function_works() {
     assert_eq!(tenants.keys(), vec!["acme".to_owned()]);
     assert_eq!(tenants.get(&"acme".into()).unwrap().state(), State::Open);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_disabled_key_stays_disabled_however_long_it_is_idle() {
+    let hosts: KeyedBreakers<String> = KeyedBreakers::builder(settings())
+        .clock(TokioClock::new())
+        .idle_after(Duration::from_secs(60))
+        .build();
+    let name = "http://off.example:80".to_string();
+    hosts.breaker(&name).unwrap();
+    assert!(hosts.disable(&name));
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert_eq!(hosts.evict_idle(), 0, "disabled until reset, not until idle");
+    assert_eq!(hosts.breaker(&name).unwrap().state(), cutout::State::Disabled);
+    // Reset, it is closed and idle: the next sweep may take it.
+    assert!(hosts.reset(&name));
+    tokio::time::advance(Duration::from_secs(61)).await;
+    assert_eq!(hosts.evict_idle(), 1);
+}

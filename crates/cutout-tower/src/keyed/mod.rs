@@ -35,7 +35,8 @@
 //!   Sweeps run on the call path at most once per half `idle_after`, and on
 //!   [`KeyedBreakers::evict_idle`].
 //! - Eviction never drops a key with a call in flight, nor one that is not closed (open,
-//!   half-open, recovering, isolated): its state is the point of having it.
+//!   half-open, recovering, isolated, disabled): its state is the point of having it, and a
+//!   disabled key is disabled until reset, not until idle.
 //!
 //! # The open cap
 //! With `max_open(n)`, at most `n` keys hold an *open slot* at once, and only a key holding one
@@ -503,8 +504,10 @@ fn holds_slot(state: State) -> bool {
     matches!(state, State::Open | State::HalfOpen | State::Recovering)
 }
 
+/// Only a closed key may be evicted: any other state is what having the key is for, and a
+/// disabled one ("until reset") would come back closed.
 fn evictable(state: State) -> bool {
-    matches!(state, State::Closed | State::Disabled)
+    state == State::Closed
 }
 
 impl<K> KeyedBreakers<K> {
