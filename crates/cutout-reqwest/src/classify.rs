@@ -11,8 +11,11 @@ use reqwest::Response;
 ///   `honor_retry_after`, a throttled response's delta-seconds open the breaker for that long).
 ///   The body is not read: an error while reading it later is not seen by the breaker.
 /// - An error the caller caused or the server never saw — a request reqwest would not send
-///   (`is_builder`: a URL scheme it does not speak), or a refusal by another breaker further
-///   down the chain — is ignored: it says nothing about the server.
+///   (`is_builder`: a URL scheme it does not speak), the caller's own request body failing
+///   while it was sent (a streamed upload whose source went away: a body error in the error's
+///   chain, which at this point can only be the request's, since the response body is not
+///   read yet), or a refusal by another breaker further down the chain — is ignored: it says
+///   nothing about the server.
 /// - Any other error (cannot connect, timed out, connection reset, too many redirects, an
 ///   error from a middleware further down) has the classifier's
 ///   [error class](HttpClassifier::errors): a failure by default.
@@ -29,13 +32,36 @@ impl Classify<Response, reqwest_middleware::Error> for ReqwestClassifier {
     fn verdict(&self, result: &Result<Response, reqwest_middleware::Error>) -> Verdict {
         match result {
             Ok(response) => self.http.verdict_of(response.status(), response.headers()),
-            Err(error) if error.is_builder() || crate::rejected(error).is_some() => {
+            Err(error)
+                if error.is_builder()
+                    || crate::rejected(error).is_some()
+                    || caller_body_failed(error) =>
+            {
                 Verdict::Ignored
             }
             // The configured class of errors, as HttpClassifier decides it for any error.
             Err(_) => Classify::<http::Response<()>, ()>::verdict(&self.http, &Err(())),
         }
     }
+}
+
+/// Whether `error` is the caller's request body failing: reqwest reports a body stream's error
+/// as a body error, which hyper wraps as the request's, so it is found down the source chain.
+fn caller_body_failed(error: &reqwest_middleware::Error) -> bool {
+    let reqwest_middleware::Error::Reqwest(error) = error else {
+        return false;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if current
+            .downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_body)
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
 }
 
 #[cfg(test)]
