@@ -52,3 +52,22 @@ async fn a_host_is_judged_by_its_own_answer_not_by_the_host_it_redirects_to() {
     down_task.abort();
     elsewhere_task.abort();
 }
+
+/// The fix's boundary: a redirect within the host checked (`/healthz` to `/healthz/`) is that
+/// host's own answer, and its 2xx passes.
+#[tokio::test]
+async fn a_redirect_within_the_host_is_its_own_answer() {
+    let (host, task) = serve(
+        Router::new()
+            .route(
+                "/healthz",
+                get(|| async { (StatusCode::MOVED_PERMANENTLY, [(LOCATION, "/healthz/")]) }),
+            )
+            .route("/healthz/", get(|| async { StatusCode::OK })),
+    )
+    .await;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut check = cutout_reqwest::health_check(client, "/healthz");
+    assert!(check(&key(host)).await);
+    task.abort();
+}
