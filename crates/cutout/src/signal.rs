@@ -7,7 +7,10 @@
 //! from the breaker's precise time read when the call begins. Evidence from before the break
 //! began is stale, a trip that lands between that read and the lock included (the evidence
 //! then predates the break it would end). What it can no longer see: a recovery proven in the
-//! moment before a concurrent trip, which the next check or peer signal proves again. The
+//! moment before a concurrent trip, which the next check or peer signal proves again. What it
+//! still cannot tell: an opening stamped by a lagging reading (`Clock::recent`, a
+//! `CoarseClock`'s resolution) looks up to that lag older than it was, so evidence from within
+//! the lag before it passes as fresh; its probes still decide. The
 //! break it ends counts as served for as long as it lasted (a ramp after it is as long as its
 //! fraction of that), while the growth stays, so a probe that fails still grows the break.
 
