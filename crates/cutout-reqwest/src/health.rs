@@ -11,7 +11,12 @@ use cutout_tower::keyed::HostKey;
 pub type HealthCheckFuture = Pin<Box<dyn Future<Output = bool> + Send>>;
 
 /// A check of each host: `GET scheme://host:port<path>` with `client`, passing on a 2xx answer
-/// (the timeout is [`HealthChecks::timeout`](cutout_tower::keyed::HealthChecks::timeout)).
+/// of that host (the timeout is
+/// [`HealthChecks::timeout`](cutout_tower::keyed::HealthChecks::timeout)). A redirect the
+/// client follows to another origin (scheme, host or port) fails the check whatever the
+/// other host answers: a host is judged by its own answer, not by that of the maintenance
+/// page or failover address it sends callers to. A redirect within the host (`/healthz` to
+/// `/healthz/`) is the host's own answer and is followed as the client's policy says.
 /// Give it a client *without* the breaker middleware: a check must not go through the breaker
 /// it is checking, nor count in its window. Only the open hosts are checked, and a failing
 /// check opens nothing.
@@ -47,8 +52,13 @@ pub fn health_check(
         let url = check_url(host, &path);
         let client = client.clone();
         Box::pin(async move {
-            match client.get(url).send().await {
-                Ok(response) => response.status().is_success(),
+            let Ok(sent) = reqwest::Url::parse(&url) else {
+                return false;
+            };
+            match client.get(sent.clone()).send().await {
+                Ok(response) => {
+                    response.status().is_success() && response.url().origin() == sent.origin()
+                }
                 Err(_) => false,
             }
         })

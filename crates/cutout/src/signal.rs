@@ -2,6 +2,17 @@
 //! cannot see in its own window (the failures a fleet of breakers sees together), and its
 //! mirror [`Breaker::end_break_on_signal`], for a recovery proven elsewhere (a health check
 //! that passed, a peer whose probes closed its breaker).
+//!
+//! An early end judges its evidence by when it was gathered: the caller's `age`, taken back
+//! from the breaker's precise time read when the call begins. Evidence from before the break
+//! began is stale, a trip that lands between that read and the lock included (the evidence
+//! then predates the break it would end). What it can no longer see: a recovery proven in the
+//! moment before a concurrent trip, which the next check or peer signal proves again. What it
+//! still cannot tell: an opening stamped by a lagging reading (`Clock::recent`, a
+//! `CoarseClock`'s resolution) looks up to that lag older than it was, so evidence from within
+//! the lag before it passes as fresh; its probes still decide. The
+//! break it ends counts as served for as long as it lasted (a ramp after it is as long as its
+//! fraction of that), while the growth stays, so a probe that fails still grows the break.
 
 use std::time::Duration;
 
@@ -51,7 +62,16 @@ impl Breaker {
     /// `age` is how long ago the evidence was gathered, on any clock the caller trusts (a
     /// health check's start, a peer's close as its store timed it). Evidence gathered before
     /// this break began is stale: it says nothing about what opened the breaker, so it does
-    /// nothing.
+    /// nothing. That includes a trip that lands while this call waits for the breaker's lock:
+    /// the evidence predates it. The time is read precisely
+    /// ([`Clock::now`](crate::clock::Clock::now), not the lagging
+    /// [`recent`](crate::clock::Clock::recent)), since a trip may be stamped precisely (a timed
+    /// call's end); a lagging read would judge evidence from just after the opening stale.
+    ///
+    /// The break counts as served for as long as it lasted: a
+    /// [recovery ramp](crate::Recovery) after the probes lasts its fraction of that, and the
+    /// snapshot's `current_break` shows it. The break growth is kept: a probe that fails opens
+    /// it for the break the next opening would have had anyway.
     ///
     /// Returns whether the break ended. Nothing happens to a breaker that is closed, half-open
     /// (including one whose break has already elapsed), recovering, isolated or disabled, nor
@@ -74,7 +94,7 @@ impl Breaker {
     /// assert!(!breaker.end_break_on_signal(BreakEndReason::HealthCheck, Duration::ZERO));
     /// ```
     pub fn end_break_on_signal(&self, reason: BreakEndReason, age: Duration) -> bool {
-        let now = self.shared.hot.clock.recent();
+        let now = self.shared.hot.clock.now();
         let age = u64::try_from(age.as_nanos()).unwrap_or(u64::MAX);
         self.operate(now, None, |m| {
             let transition = m.end_break_on_signal(now, reason, age);

@@ -8,7 +8,8 @@
 //!     cargo test -p cutout --release --test review_loom
 //! ```
 //!
-//! All of them held: they are regression tests.
+//! The first four held: they are regression tests. The last, issue #28's review of
+//! `end_break_on_signal` racing a trip while time moves, found a stale signal ending a break.
 
 #![cfg(loom)]
 
@@ -140,5 +141,103 @@ fn a_success_racing_a_reset_while_time_moves_never_counts_after_it() {
         clock.moving.store(false, Ordering::Relaxed);
         assert_eq!(breaker.snapshot().calls, 0);
         assert!(seen.lock().unwrap().is_empty());
+    });
+}
+
+// Issue #28's review: `end_break_on_signal` racing the trip that opens the breaker, while time
+// moves between the two (the crate's own model of this race, `loom.rs`, holds the clock still,
+// so the race below cannot happen there).
+
+loom::thread_local! {
+    /// Set on the thread that sends the recovery signal, so the clock can tell its reading.
+    static SIGNALLING: std::cell::Cell<bool> = std::cell::Cell::new(false);
+}
+
+/// A hand-moved clock that keeps the first time the signalling thread read (`u64::MAX`: none
+/// yet): that reading, less the age passed, is when the breaker takes the evidence to be from.
+#[derive(Debug, Clone)]
+struct Witness {
+    nanos: Arc<AtomicU64>,
+    signal_read: Arc<AtomicU64>,
+}
+
+impl Witness {
+    fn read(&self) -> u64 {
+        let time = self.nanos.load(Ordering::Relaxed);
+        if SIGNALLING.with(|s| s.get()) {
+            let _ = self.signal_read.compare_exchange(
+                u64::MAX,
+                time,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        time
+    }
+}
+
+impl Clock for Witness {
+    fn now(&self) -> u64 {
+        self.read()
+    }
+    fn recent(&self) -> u64 {
+        self.read()
+    }
+}
+
+/// A health check passes (age 0) on a closed breaker while another thread moves time a second
+/// on and trips it. Whatever the interleaving, a break the signal ends began no later than the
+/// time the signal's call read: evidence older than the break is stale (its contract). Failed
+/// before the fix: the signal read 10 s, the trip opened at 11 s between that read and the
+/// signal's lock, and the signal ended the new break.
+#[test]
+fn a_break_end_racing_a_trip_while_time_moves_never_ends_a_younger_break() {
+    model(10_000, || {
+        let clock = Witness {
+            nanos: Arc::new(AtomicU64::new(10_000_000_000)),
+            signal_read: Arc::new(AtomicU64::new(u64::MAX)),
+        };
+        let breaker = Breaker::builder("loom-review-break-end")
+            .settings(
+                Settings::builder()
+                    .jitter(Jitter::None)
+                    .break_duration(Duration::from_secs(60))
+                    .consecutive_failures(Some(1))
+                    .max_wait_in_half_open(None)
+                    .build()
+                    .unwrap(),
+            )
+            .clock(clock.clone())
+            .seed(7)
+            .build();
+        let signal = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                SIGNALLING.with(|s| s.set(true));
+                breaker.end_break_on_signal(cutout::BreakEndReason::HealthCheck, Duration::ZERO)
+            })
+        };
+        // The trip on a thread of its own, so that loom may run the signal's clock read
+        // before the time moves (a std atomic, which loom does not schedule around).
+        let trip = {
+            let (breaker, clock) = (breaker.clone(), clock.clone());
+            thread::spawn(move || {
+                clock.nanos.fetch_add(1_000_000_000, Ordering::Relaxed);
+                breaker.call(|| Err::<(), ()>(())).expect_err("a failure");
+            })
+        };
+        trip.join().unwrap();
+        let ended = signal.join().unwrap();
+        let opened_at = breaker.snapshot().opened_at.expect("opened");
+        if ended {
+            let read = clock.signal_read.load(Ordering::Relaxed);
+            assert!(
+                Duration::from_nanos(read) >= opened_at,
+                "evidence from {read} ns ended a break that began at {opened_at:?}"
+            );
+            assert_eq!(breaker.state(), State::HalfOpen);
+        } else {
+            assert_eq!(breaker.state(), State::Open);
+        }
     });
 }

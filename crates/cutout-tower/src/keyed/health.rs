@@ -20,10 +20,18 @@
 //!   its age (from its start) is passed along and the breaker ignores it as stale.
 //! - A forced break ([`isolate`](KeyedBreakers::isolate), `open_for`) or one the host asked
 //!   for (`Retry-After`) is served whole.
+//! - A check that panics (in the call that makes its future, or while it runs) is a failed
+//!   check of that key, and the round and the loop go on with the other keys: one key's bug
+//!   must not stop every host from being checked, silently (the breaker contains its
+//!   listeners and gates the same way). The check function is called again for the next key
+//!   and round after such a panic, so it must not rely on state a panic may leave half-made.
 
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use cutout::{BreakEndReason, Breaker, State};
@@ -106,7 +114,13 @@ where
         };
         for (key, breaker) in open {
             let started = tokio::time::Instant::now();
-            let passed = tokio::time::timeout(timeout, check(&key)).await == Ok(true);
+            // A panic making the check or running it fails this key's check only.
+            let passed = match catch_unwind(AssertUnwindSafe(|| check(&key))) {
+                Ok(future) => {
+                    tokio::time::timeout(timeout, Contained { future }).await == Ok(Some(true))
+                }
+                Err(_) => false,
+            };
             if passed {
                 round.passed += 1;
                 if breaker.end_break_on_signal(BreakEndReason::HealthCheck, started.elapsed()) {
@@ -156,6 +170,30 @@ where
                 tokio::time::sleep(every.interval.saturating_add(jitter)).await;
                 breakers.check_open_keys(every.timeout, &mut check).await;
             }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A check's future whose panic is caught: it then ends with `None` and is never polled
+    /// again (the future is dropped with the round's step).
+    struct Contained<F> {
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: Future> Future for Contained<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let future = self.project().future;
+        // Unwind safety: after a panic the future is never touched again (it is dropped), and
+        // the only other state is the caller's check function (see the module docs).
+        match catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Some(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
         }
     }
 }

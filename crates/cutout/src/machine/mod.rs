@@ -483,6 +483,11 @@ impl Machine {
     /// operator forced), its break has not already elapsed, and the evidence is not stale: it
     /// must have been gathered at or after the moment this break began, since evidence from
     /// before says nothing about what opened it.
+    ///
+    /// `now` was read before the lock, so a trip may have opened the breaker after it: the
+    /// evidence (at `now - age`) is then older than the break, and stale like any other.
+    /// The break served is what was served until now: a ramp after it lasts its fraction of
+    /// that, and the snapshot shows it, while the growth (the consecutive opens) is kept.
     pub(crate) fn end_break_on_signal(
         &mut self,
         now: u64,
@@ -492,11 +497,14 @@ impl Machine {
         if self.state_at(now) != State::Open || !self.own_break {
             return None;
         }
-        // Stale: gathered longer ago than this break began.
-        if age > now.saturating_sub(self.opened_at?) {
-            return None;
+        let opened_at = self.opened_at?;
+        // Stale: gathered before this break began (or before the clock's origin).
+        match now.checked_sub(age) {
+            Some(gathered) if gathered >= opened_at => {}
+            _ => return None,
         }
         let remaining = Duration::from_nanos(self.until.saturating_sub(now));
+        self.break_served = now - opened_at;
         self.half_open(now);
         Some(Transition::BreakEnded { reason, remaining })
     }
