@@ -657,8 +657,15 @@ async fn a_disabled_key_stays_disabled_however_long_it_is_idle() {
     hosts.breaker(&name).unwrap();
     assert!(hosts.disable(&name));
     tokio::time::advance(Duration::from_secs(3600)).await;
-    assert_eq!(hosts.evict_idle(), 0, "disabled until reset, not until idle");
-    assert_eq!(hosts.breaker(&name).unwrap().state(), cutout::State::Disabled);
+    assert_eq!(
+        hosts.evict_idle(),
+        0,
+        "disabled until reset, not until idle"
+    );
+    assert_eq!(
+        hosts.breaker(&name).unwrap().state(),
+        cutout::State::Disabled
+    );
     // Reset, it is closed and idle: the next sweep may take it.
     assert!(hosts.reset(&name));
     tokio::time::advance(Duration::from_secs(61)).await;

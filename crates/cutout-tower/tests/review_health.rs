@@ -1,8 +1,9 @@
 //! Review of the keyed breakers' active health checks (issue #28): the defects found, each a
 //! test named after the behaviour the checks promise (the `keyed::health` module docs: a host
 //! that came back gets traffic within a check interval, only where a pass can end a break),
-//! each shown failing on the code before its fix. The two left unfixed are `#[ignore]`d with
-//! the reason: `cargo test -p cutout-tower --test review_health -- --ignored` shows them fail. Tokio's paused time; the breakers on a
+//! each shown failing on the code before its fix (the last two were fixed after the review:
+//! a round's checks run at once, and only breaks a pass can end are checked). Tokio's paused
+//! time; the breakers on a
 //! manual clock that the tests hold still (the checks' ages are on tokio's clock, the
 //! breakers' openings on theirs, as in `health.rs`).
 
@@ -49,8 +50,6 @@ fn every_5s() -> HealthChecks {
 /// instead of one interval. However a round is run (all at once, spread over the interval,
 /// some at a time), every open host must have been checked by then.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue #28 review: a round checks one host after another; unfixed (a design choice \
-            for keyed/health.rs's owner: all at once, spread over the interval, or bounded)"]
 async fn every_open_host_is_checked_within_an_interval_however_many_are_down() {
     let clock = ManualClock::new();
     let hosts = keyed(&clock);
@@ -129,8 +128,6 @@ async fn a_check_that_panics_for_one_host_does_not_stop_the_checks_of_the_others
 /// ignores it), yet every round checked both hosts, adding load to a host that asked for
 /// none, and counted the useless passes.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue #28 review: breaks no pass can end are checked; unfixed (needs the core to \
-            say whether a break may end early, which it does not expose)"]
 async fn a_break_no_pass_can_end_is_not_checked() {
     let clock = ManualClock::new();
     let hosts = keyed(&clock);

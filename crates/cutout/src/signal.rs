@@ -101,4 +101,26 @@ impl Breaker {
             (transition.is_some(), transition)
         })
     }
+
+    /// Whether [`end_break_on_signal`](Self::end_break_on_signal) could end the break now,
+    /// given fresh evidence: the breaker is open on a break of its own (not one its dependency
+    /// asked for, nor one an operator forced) that has not yet elapsed. A health checker asks
+    /// it to check only what a pass can help, and to leave a host that asked not to be called
+    /// alone. Changes nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, Settings};
+    ///
+    /// let breaker = Breaker::new("search", Settings::default());
+    /// assert!(!breaker.break_may_end(), "closed");
+    /// breaker.trip_on_signal();
+    /// assert!(breaker.break_may_end());
+    /// breaker.open_for(Duration::from_secs(30));
+    /// assert!(!breaker.break_may_end(), "an operator's break is served whole");
+    /// ```
+    pub fn break_may_end(&self) -> bool {
+        let now = self.shared.hot.clock.now();
+        self.read(|m, _| m.break_may_end(now))
+    }
 }

@@ -10,8 +10,10 @@
 //! runs such a round every interval, with jitter, until dropped.
 //!
 //! What the checks do and do not do (DESIGN §2 "Giving traffic back", §8):
-//! - Only open keys are checked: a closed host gets no extra load (its calls are its checks),
-//!   and a half-open one is being probed by its calls already.
+//! - Only open keys are checked, those whose break a pass could end: a closed host gets no
+//!   extra load (its calls are its checks), a half-open one is being probed by its calls
+//!   already, and a host serving a break it asked for (`Retry-After`) or one an operator
+//!   forced is left alone. A round's checks run at once, so it lasts one timeout.
 //! - A check that fails, or takes longer than the timeout, changes nothing: passive judgement
 //!   stays the only way a key opens, so a health endpoint that is down while the real calls
 //!   succeed cannot eject a host.
@@ -34,7 +36,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use cutout::{BreakEndReason, Breaker, State};
+use cutout::{BreakEndReason, Breaker};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use super::KeyedBreakers;
 
@@ -76,9 +80,16 @@ impl<K> KeyedBreakers<K>
 where
     K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
 {
-    /// Checks every key whose breaker is open, one after the other, with `check` (true: the
-    /// key's dependency is healthy), each within `timeout`; a pass ends that key's break
-    /// early (module docs). Keys that are not open are not checked.
+    /// Checks every key whose break a pass could end ([`Breaker::break_may_end`]: open on a
+    /// break of its own) with `check` (true: the key's dependency is healthy), all at once,
+    /// each within `timeout`; a pass ends that key's break early (module docs). Other keys
+    /// are not checked: closed, half-open, isolated, and open on a break an operator forced
+    /// or the host asked for (`Retry-After`: it asked not to be called).
+    ///
+    /// All at once: a round lasts at most one timeout, however many hosts are down; the
+    /// price is a burst of as many checks as there are open keys (at most the map's
+    /// `max_open`, when set, else `max_keys`), spread across rounds and clients by the
+    /// loop's jitter.
     ///
     /// ```
     /// use std::time::Duration;
@@ -105,22 +116,39 @@ where
         let open: Vec<(K, Breaker)> = self
             .read()
             .iter()
-            .filter(|(_, entry)| entry.breaker.state() == State::Open)
             .map(|(key, entry)| (key.clone(), entry.breaker.clone()))
+            .collect();
+        // Outside the map's lock: each breaker's own lock is taken to ask.
+        let open: Vec<(K, Breaker)> = open
+            .into_iter()
+            .filter(|(_, breaker)| breaker.break_may_end())
             .collect();
         let mut round = CheckRound {
             checked: open.len(),
             ..CheckRound::default()
         };
-        for (key, breaker) in open {
-            let started = tokio::time::Instant::now();
-            // A panic making the check or running it fails this key's check only.
-            let passed = match catch_unwind(AssertUnwindSafe(|| check(&key))) {
-                Ok(future) => {
-                    tokio::time::timeout(timeout, Contained { future }).await == Ok(Some(true))
+        // Every check of the round at once, each within the timeout, so that a round lasts
+        // one timeout however many hosts are down (one after another, 1,000 hung hosts took
+        // 1,000 timeouts).
+        let mut checks: FuturesUnordered<_> = open
+            .into_iter()
+            .map(|(key, breaker)| {
+                let started = tokio::time::Instant::now();
+                // A panic making the check or running it fails this key's check only.
+                let future = catch_unwind(AssertUnwindSafe(|| check(&key))).ok();
+                async move {
+                    let passed = match future {
+                        Some(future) => {
+                            tokio::time::timeout(timeout, Contained { future }).await
+                                == Ok(Some(true))
+                        }
+                        None => false,
+                    };
+                    (breaker, started, passed)
                 }
-                Err(_) => false,
-            };
+            })
+            .collect();
+        while let Some((breaker, started, passed)) = checks.next().await {
             if passed {
                 round.passed += 1;
                 if breaker.end_break_on_signal(BreakEndReason::HealthCheck, started.elapsed()) {

@@ -494,7 +494,7 @@ impl Machine {
         reason: BreakEndReason,
         age: u64,
     ) -> Option<Transition> {
-        if self.state_at(now) != State::Open || !self.own_break {
+        if !self.break_may_end(now) {
             return None;
         }
         let opened_at = self.opened_at?;
@@ -507,6 +507,12 @@ impl Machine {
         self.break_served = now - opened_at;
         self.half_open(now);
         Some(Transition::BreakEnded { reason, remaining })
+    }
+
+    /// Whether a signal may end the break at `now`: open, on a break of its own, not yet
+    /// elapsed (evidence fresh enough is the other condition, judged per signal).
+    pub(crate) fn break_may_end(&self, now: u64) -> bool {
+        self.state_at(now) == State::Open && self.own_break
     }
 
     /// Asks the open gate, if any, whether a closed breaker may open (counting a refusal).
