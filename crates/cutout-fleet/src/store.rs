@@ -39,8 +39,9 @@
 //! - **Departed pods.** A pod that stops (gone, cut off from Redis) leaves its last share in
 //!   its last bucket, which leaves the window between ¾ and 1 staleness bound after its last
 //!   round. A live pod stays counted as long as its rounds are less than ¾ of the bound
-//!   apart (3 intervals less 250 ms at the defaults: two missed ticks). The 4 buckets before
-//!   the window say how many pods left it lately
+//!   apart (750 ms at the defaults: a missed tick always, two depending on where its rounds
+//!   fall in the buckets; the old layout's bound was the whole second). The 4 buckets
+//!   before the window say how many pods left it lately
 //!   ([`FleetView::stale_pods`](crate::FleetView::stale_pods)); nothing has to be deleted.
 //! - **The open cap.** A pod's share carries 1 while its breaker holds an open slot, so the
 //!   window's open count is the fleet's; a fleet trip under a cap first *claims* a slot: the
