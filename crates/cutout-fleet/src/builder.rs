@@ -81,20 +81,20 @@ impl FleetBuilder {
         }
     }
 
-    /// This pod's id: its field in every breaker's hash, and the `pod` label of the metrics
-    /// (1 to 256 bytes, no whitespace or control characters). Default: the `HOSTNAME`
-    /// environment variable (a Kubernetes pod's name) when it is a valid id, else `pod-`
-    /// followed by 16 random hex digits. Two live pods must not share an id: they would
-    /// overwrite each other's reports.
+    /// This pod's id: the `pod` of its logs and the `pod` label of the metrics (1 to 256
+    /// bytes, no whitespace or control characters; Redis never sees it: each pod's report is
+    /// a share of the breaker's ring, and two pods of one id count as two). Default: the
+    /// `HOSTNAME` environment variable (a Kubernetes pod's name) when it is a valid id, else
+    /// `pod-` followed by 16 random hex digits.
     pub fn pod(mut self, pod: impl Into<String>) -> Self {
         self.pod = Some(pod.into());
         self
     }
 
-    /// The prefix of the keys: a breaker's hash is `<prefix>:<breaker id>` (default
-    /// `cutout:fleet`; 1 to 256 bytes, no whitespace or control characters). Services
-    /// sharing a Redis with breakers of the same ids but different dependencies need
-    /// different prefixes.
+    /// The prefix of the keys: a breaker's ring is `{<prefix>:<breaker id>}`, escaped so that
+    /// no two (prefix, id) pairs meet ([`Fleet::key`]; default `cutout:fleet`; 1 to 256
+    /// bytes, no whitespace or control characters). Services sharing a Redis with breakers
+    /// of the same ids but different dependencies need different prefixes.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -122,16 +122,18 @@ impl FleetBuilder {
     }
 
     /// How old another pod's report may be, on Redis's clock, and still count (default
-    /// 3 × the interval + 250 ms: 1 s for the default interval; from one interval to 1 h).
-    /// Also how long a view stays usable by the open gate after the round that read it.
+    /// 3 × the interval + 250 ms: 1 s for the default interval; from one interval to 1 h):
+    /// the ring's window, 4 buckets of a quarter of it, so that a report counts for between ¾
+    /// of the bound and all of it after its pod's last round (keep the interval under ¾ of it
+    /// for a live pod to count all along). Also how long a view stays usable by the open
+    /// gate after the round that read it.
     pub fn staleness(mut self, staleness: Duration) -> Self {
         self.staleness = Some(staleness);
         self
     }
 
-    /// How long a breaker's hash outlives its last writer (its `PEXPIRE`), and how old a
-    /// report may grow before the readers delete it (pods come and go; default 60 s; from the
-    /// staleness bound to one day).
+    /// How long a breaker's ring outlives the last round of its last pod (its `PEXPIRE`;
+    /// default 60 s; from the staleness bound to one day).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
         self

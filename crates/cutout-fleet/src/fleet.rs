@@ -200,9 +200,17 @@ impl Fleet {
         &self.shared().config.pod
     }
 
-    /// The Redis key of a breaker's hash: `<prefix>:<breaker id>`.
+    /// The Redis key of a breaker's ring: `{<prefix>:<breaker id>}`, with `%`, `{` and `}`
+    /// percent-escaped in both and `:` in the prefix (`{cutout%3Afleet:payments}` for the
+    /// default prefix), so that no two (prefix, id) pairs share a key and the whole name is
+    /// the key's Redis Cluster hash tag.
     pub fn key(&self, breaker_id: &str) -> String {
-        format!("{}:{breaker_id}", self.shared().config.prefix)
+        crate::store::key(&self.shared().config.prefix, breaker_id)
+    }
+
+    /// The configuration the task runs with.
+    pub(crate) fn config(&self) -> &Config {
+        &self.shared().config
     }
 
     /// Watches `breaker` with the [`FleetRule`] taken from its settings. See
@@ -287,7 +295,7 @@ impl Fleet {
 
     /// The fleet's counts for a watched breaker as the last successful round read them;
     /// `None` before the first round, once no longer fresh (Redis down), and while the
-    /// breaker's key holds something else than a fleet hash.
+    /// breaker's key holds something else than a fleet ring.
     pub fn view(&self, breaker_id: &str) -> Option<FleetView> {
         lock(&self.shared().slots)
             .get(breaker_id)
@@ -304,13 +312,15 @@ impl Fleet {
     /// not watched) it lets every trip pass: a breaker that cannot open when its dependency
     /// fails is worse than a cap exceeded.
     ///
-    /// The cap is approximate: the view is up to one interval old, so pods that trip on
-    /// their own within the same interval can all pass. For the fleet trip itself, where the
-    /// whole fleet sees the outage at once, the task ranks the closed pods by a hash of
-    /// (breaker, pod) and opens only as many as there are free slots, so that about
-    /// `max_open_pods` pods open rather than all of them; the others stay closed and keep
-    /// their local rules. Make one gate per breaker id (the last one made sets the cap the
-    /// ranked trip uses).
+    /// The cap is approximate for a pod's own trips: the view is up to one interval old, so
+    /// pods that trip on their own within the same interval can all pass. The fleet trip
+    /// itself, where the whole fleet sees the outage at once, is exact: a closed pod whose
+    /// fleet rule fires first claims a slot in Redis (atomically, in the ring that counts
+    /// the open pods), and opens only if it got one, so that at most `max_open_pods` pods
+    /// hold a slot however many see the outage in the same round; the others stay closed and
+    /// keep their local rules. A breaker that cannot open (disabled, or not closed) never
+    /// claims one. Make one gate per breaker id (the last one made sets the cap the claims
+    /// use).
     pub fn open_gate(
         &self,
         breaker_id: impl AsRef<str>,

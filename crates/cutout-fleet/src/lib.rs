@@ -23,8 +23,10 @@
 //!   [`BreakerBuilder::open_gate`](cutout::BreakerBuilder::open_gate) that answers from the
 //!   task's cached view (how many other pods report the breaker open), without I/O.
 //!
-//! The layout in Redis (a hash per breaker, a field per pod) and why each round is a script
-//! are described in the `store` module's source; the README shows them too.
+//! The layout in Redis (a ring of time buckets per breaker that sums every pod's report, so
+//! that a round costs Redis the same at 10 pods or 10,000), its consistency and why each
+//! round is a script are described in the `store` module's source; the README shows them
+//! too.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -74,6 +76,8 @@ pub use grace::TripGrace;
 pub use health::{Health, Status};
 pub use rule::{FleetRule, ResolvedRule};
 pub use view::FleetView;
+#[doc(hidden)]
+pub use view::sim;
 
 /// The README's examples, compiled as doctests.
 #[doc = include_str!("../README.md")]

@@ -47,11 +47,12 @@ use crate::fleet::{Shared, Watched};
 use crate::grace::TripGrace;
 use crate::health::Status;
 use crate::pacing::{Backoff, WarnPace};
-use crate::report::Local;
+use crate::report::{Geometry, Ledger, Local, Request};
+use crate::rule::Trigger;
 use crate::store::{KeyReply, Link, Publish, Target};
-use crate::view::{Ages, aggregate, ranked_in};
+use crate::view::{FleetView, absorb};
 
-/// The throttle key of connection warnings (breaker keys all contain the prefix's `:`).
+/// The throttle key of connection warnings (breaker keys all start with `{`).
 const LINK: &str = "link";
 
 /// Warnings about one key or about the link: at most this often.
@@ -75,10 +76,20 @@ struct Task {
 
 #[derive(Debug, Default)]
 struct KeyState {
-    /// Stale reports to delete in the next round, if unchanged.
-    forget: Vec<(Vec<u8>, Vec<u8>)>,
+    /// What this pod holds in the key's ring, as the last answered round wrote it; `None`
+    /// once a round may have run unanswered (see the layout's consistency in `store`).
+    ledger: Option<Ledger>,
     /// A trip from closed lately (on the task's milliseconds since it started).
     grace: TripGrace,
+}
+
+/// What one breaker's reply asks of the task.
+struct Applied {
+    /// The server error that failed its part of the round.
+    error: Option<FleetError>,
+    /// The fleet's window reached this threshold while the breaker was closed, and that
+    /// window.
+    fires: Option<(Trigger, FleetView)>,
 }
 
 pub(crate) async fn run(shared: Arc<Shared>, target: Target) {
@@ -111,6 +122,10 @@ impl Task {
             let connected = Instant::now() >= self.next_attempt
                 && match crate::store::connect(&mut self.target, &self.shared.config).await {
                     Ok(link) => {
+                        // Another connection may reach another server (a failover): what
+                        // this pod held in the old one's rings is not known to be in this
+                        // one's.
+                        self.forget_ledgers();
                         self.link = Some(link);
                         true
                     }
@@ -140,28 +155,51 @@ impl Task {
             }
             return;
         }
-        let empty = Vec::new();
-        let publishes: Vec<Publish<'_>> = watched
+        let geometry = Geometry::new(millis(config.staleness), millis(config.retention));
+        let requests: Vec<Request> = watched
             .iter()
             .zip(&locals)
-            .map(|(w, local)| Publish {
-                key: &w.key,
-                value: local.encode(),
-                forget: self.keys.get(&w.key).map_or(&empty, |key| &key.forget),
+            .map(|(w, local)| Request {
+                geometry,
+                cap: 0,
+                report: local.counts(),
+                ledger: self.keys.get(&w.key).and_then(|key| key.ledger),
+                closed: local.closed,
             })
             .collect();
-        let ttl_ms = millis(config.retention);
-        let replies = link
-            .exchange(&config.pod, ttl_ms, &publishes, config.timeout)
-            .await;
+        let publishes: Vec<Publish<'_>> = watched
+            .iter()
+            .zip(&requests)
+            .map(|(w, request)| Publish {
+                key: &w.key,
+                request,
+            })
+            .collect();
+        let replies = link.exchange(&publishes, config.timeout).await;
         drop(publishes);
         match replies {
             Ok(replies) => {
                 let mut server_error = None;
-                for ((w, local), reply) in watched.iter().zip(&locals).zip(replies) {
-                    if let Some(error) = self.apply(w, local, reply) {
+                let mut claims = Vec::new();
+                for ((w, request), reply) in watched.iter().zip(&requests).zip(replies) {
+                    let applied = self.apply(w, request, reply);
+                    if let Some(error) = applied.error {
                         server_error.get_or_insert(error);
                     }
+                    if let Some((trigger, view)) = applied.fires {
+                        match w.slot.cap() {
+                            // Under a cap, a slot first: claimed in the same tick.
+                            Some(cap) => {
+                                claims.push((Arc::clone(w), request.clone(), cap, trigger));
+                            }
+                            None => trip(&self.shared.config.pod, w, trigger, &view),
+                        }
+                    }
+                }
+                if !claims.is_empty()
+                    && let Err(error) = self.claim(&claims).await
+                {
+                    server_error.get_or_insert(error);
                 }
                 // Keep the warnings' memory bounded by what is watched now.
                 let keys: HashSet<&str> = watched.iter().map(|w| w.key.as_str()).collect();
@@ -171,7 +209,11 @@ impl Task {
                     Some(error) => self.failed(error, &[]),
                 }
             }
-            Err(error) => self.failed(error, &watched),
+            Err(error) => {
+                // The calls may or may not have run.
+                self.forget_ledgers();
+                self.failed(error, &watched);
+            }
         }
     }
 
@@ -196,89 +238,116 @@ impl Task {
             .collect()
     }
 
-    /// One breaker's reply: update its view, trip it if the fleet says so. Returns the
-    /// server error that failed its part of the round, if any.
-    fn apply(&mut self, w: &Watched, local: &Local, reply: KeyReply) -> Option<FleetError> {
-        let config = &self.shared.config;
-        let pod = config.pod.as_str();
-        let (now_ms, fields) = match reply {
-            KeyReply::Hash { now_ms, fields } => (now_ms, fields),
-            KeyReply::Foreign(kind) => {
-                w.slot.invalidate();
-                if self.warned.allow(&w.key, Instant::now()) {
-                    tracing::warn!(
-                        pod,
-                        key = %w.key,
-                        breaker = %w.breaker.id(),
-                        kind = %kind,
-                        "fleet signals: the key holds a {kind}, not a fleet hash; left as it \
-                         is, and this breaker decides on its own calls"
-                    );
+    /// The claims of an open slot of the breakers whose fleet rule fired under a cap, in one
+    /// more round trip: those that got one open. A failed round leaves them closed (their
+    /// local rules still apply) and forgets what they held.
+    async fn claim(
+        &mut self,
+        claims: &[(Arc<Watched>, Request, u32, Trigger)],
+    ) -> Result<(), FleetError> {
+        let requests: Vec<Request> = claims
+            .iter()
+            .map(|(w, request, cap, _)| Request {
+                cap: *cap,
+                ledger: self.keys.get(&w.key).and_then(|key| key.ledger),
+                ..request.clone()
+            })
+            .collect();
+        let publishes: Vec<Publish<'_>> = claims
+            .iter()
+            .zip(&requests)
+            .map(|((w, ..), request)| Publish {
+                key: &w.key,
+                request,
+            })
+            .collect();
+        let Some(link) = self.link.as_mut() else {
+            return Ok(());
+        };
+        let replies = match link.exchange(&publishes, self.shared.config.timeout).await {
+            Ok(replies) => replies,
+            Err(error) => {
+                for (w, ..) in claims {
+                    w.slot.invalidate();
+                    if let Some(key) = self.keys.get_mut(&w.key) {
+                        key.ledger = None;
+                    }
                 }
-                return None;
-            }
-            KeyReply::Malformed => {
-                w.slot.invalidate();
-                if self.warned.allow(&w.key, Instant::now()) {
-                    tracing::warn!(
-                        pod,
-                        key = %w.key,
-                        "fleet signals: unexpected reply for the key; this breaker decides on \
-                         its own calls"
-                    );
-                }
-                return None;
-            }
-            KeyReply::Error(error) => {
-                w.slot.invalidate();
-                return Some(error);
+                return Err(error);
             }
         };
-        let ages = Ages {
-            staleness_ms: millis(config.staleness),
-            retention_ms: millis(config.retention),
-        };
-        let mut aggregate = aggregate(pod, local, now_ms, &fields, ages);
-        if !aggregate.foreign.is_empty() && self.warned.allow(&w.key, Instant::now()) {
-            tracing::warn!(
-                pod,
-                key = %w.key,
-                fields = ?aggregate.foreign,
-                "fleet signals: fields that are not `calls failures slow open unix_ms` \
-                 reports; ignored"
-            );
+        drop(publishes);
+        let mut server_error = None;
+        for (((w, _, _, trigger), request), reply) in claims.iter().zip(&requests).zip(replies) {
+            let claimed = matches!(&reply, KeyReply::Ring { outcome, .. } if outcome.wrote);
+            let applied = self.apply(w, request, reply);
+            if let Some(error) = applied.error {
+                server_error.get_or_insert(error);
+            }
+            if claimed && let Some(view) = w.slot.view() {
+                trip(&self.shared.config.pod, w, *trigger, &view);
+            }
         }
-        if let Some(key) = self.keys.get_mut(&w.key) {
-            key.forget = std::mem::take(&mut aggregate.forget);
-        }
-        w.slot.store(&aggregate, config.staleness);
+        server_error.map_or(Ok(()), Err)
+    }
 
-        if !local.closed {
-            return None;
+    fn forget_ledgers(&mut self) {
+        for key in self.keys.values_mut() {
+            key.ledger = None;
         }
-        let view = &aggregate.view;
-        let trigger = w.rule.fires(view.calls, view.failures, view.slow)?;
-        if let Some(cap) = w.slot.cap() {
-            let free = cap.saturating_sub(aggregate.open_others);
-            if !ranked_in(w.breaker.id(), pod, &aggregate.closed, free) {
-                return None;
+    }
+
+    /// One breaker's reply: update what it holds and its view; whether the fleet's window
+    /// fires for it (closed), and the server error that failed its part of the round.
+    fn apply(&mut self, w: &Watched, request: &Request, reply: KeyReply) -> Applied {
+        let pod = self.shared.config.pod.as_str();
+        let key = self.keys.entry(w.key.clone()).or_default();
+        let (outcome, ring) = match reply {
+            KeyReply::Ring { outcome, ring } => (outcome, ring),
+            other => {
+                key.ledger = None;
+                w.slot.invalidate();
+                let error = match other {
+                    KeyReply::Foreign(kind) => {
+                        if self.warned.allow(&w.key, Instant::now()) {
+                            tracing::warn!(
+                                pod,
+                                key = %w.key,
+                                breaker = %w.breaker.id(),
+                                kind = %kind,
+                                "fleet signals: the key holds a {kind}, not a fleet ring; left \
+                                 as it is, and this breaker decides on its own calls"
+                            );
+                        }
+                        None
+                    }
+                    KeyReply::Error(error) => Some(error),
+                    _ => {
+                        if self.warned.allow(&w.key, Instant::now()) {
+                            tracing::warn!(
+                                pod,
+                                key = %w.key,
+                                "fleet signals: unexpected reply for the key; this breaker \
+                                 decides on its own calls"
+                            );
+                        }
+                        None
+                    }
+                };
+                return Applied { error, fires: None };
             }
-        }
-        if w.breaker.trip_on_signal() {
-            #[cfg(feature = "metrics")]
-            w.trips.increment(1);
-            tracing::info!(
-                pod,
-                breaker = %w.breaker.id(),
-                rule = trigger.as_str(),
-                pods = view.pods,
-                calls = view.calls,
-                failures = view.failures,
-                slow = view.slow,
-                "fleet signals: opened the breaker on the fleet's window"
-            );
-        }
-        None
+        };
+        let aggregate = absorb(request, &outcome, &ring, &mut key.ledger);
+        w.slot.store(&aggregate, self.shared.config.staleness);
+        let view = aggregate.view;
+        let fires = if request.closed && request.cap == 0 {
+            w.rule
+                .fires(view.calls, view.failures, view.slow)
+                .map(|trigger| (trigger, view))
+        } else {
+            None
+        };
+        Applied { error: None, fires }
     }
 
     fn succeeded(&mut self) {
@@ -339,6 +408,24 @@ impl Task {
                  answers again"
             );
         }
+    }
+}
+
+/// Opens a breaker on the fleet's window (a no-op if it is no longer closed).
+fn trip(pod: &str, w: &Watched, trigger: Trigger, view: &FleetView) {
+    if w.breaker.trip_on_signal() {
+        #[cfg(feature = "metrics")]
+        w.trips.increment(1);
+        tracing::info!(
+            pod,
+            breaker = %w.breaker.id(),
+            rule = trigger.as_str(),
+            pods = view.pods,
+            calls = view.calls,
+            failures = view.failures,
+            slow = view.slow,
+            "fleet signals: opened the breaker on the fleet's window"
+        );
     }
 }
 

@@ -204,23 +204,27 @@ async fn keys_of_another_format_are_left_alone_and_logged_once() {
         return;
     };
     let mut admin = redis.client();
-    // Another program's data under the prefix: a string and a list where hashes would be,
-    // and fields of other formats in a hash.
-    let _: () = admin.set("foreign:payments", "not a hash").unwrap();
-    let _: () = admin.rpush("foreign:search", &["a", "b"]).unwrap();
-    let _: () = admin.hset("foreign:orders", "intruder", "garbage").unwrap();
-    let _: () = admin
-        .hset("foreign:orders", "pod-old-format", "1 2 3")
-        .unwrap();
-
     let fleet = Fleet::builder(redis.url())
         .pod("foreign-a")
         .prefix("foreign")
         .build()
         .unwrap();
-    let payments = local_breaker("payments");
-    let search = local_breaker("search");
-    // `orders` needs 40 calls: only the fleet can open it, with another pod's reports.
+    // Another program's data where rings would be: a string, a list, and a string that
+    // starts like a ring of another version of the layout.
+    let (payments, search, ledger) = (
+        fleet.key("payments"),
+        fleet.key("search"),
+        fleet.key("ledger"),
+    );
+    let other_version = [&b"CTFL\x02\0\0\0"[..], &[0u8; 408]].concat();
+    let _: () = admin.set(&payments, "not a ring").unwrap();
+    let _: () = admin.rpush(&search, &["a", "b"]).unwrap();
+    let _: () = admin.set(&ledger, &other_version).unwrap();
+
+    let payments_breaker = local_breaker("payments");
+    let search_breaker = local_breaker("search");
+    let ledger_breaker = local_breaker("ledger");
+    // `orders` needs 40 calls: only the fleet can open it, with another pod's failures.
     let orders = Breaker::new("orders", sparse_settings(Duration::from_secs(10), 40));
     let reasons = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = std::sync::Arc::clone(&reasons);
@@ -229,7 +233,7 @@ async fn keys_of_another_format_are_left_alone_and_logged_once() {
             seen.lock().unwrap().push(reason);
         }
     });
-    for breaker in [&payments, &search, &orders] {
+    for breaker in [&payments_breaker, &search_breaker, &ledger_breaker, &orders] {
         fleet.watch(breaker).unwrap();
     }
     assert!(fleet.wait_connected(Duration::from_secs(3)).await);
@@ -243,52 +247,50 @@ async fn keys_of_another_format_are_left_alone_and_logged_once() {
     assert!(health.rounds >= 4);
 
     // Left alone: same value, same type, and no expiry put on them.
-    let value: String = admin.get("foreign:payments").unwrap();
-    assert_eq!(value, "not a hash");
-    let ttl: i64 = admin.pttl("foreign:payments").unwrap();
-    assert_eq!(ttl, -1, "no PEXPIRE on another program's key");
-    let list: Vec<String> = admin.lrange("foreign:search", 0, -1).unwrap();
+    let value: String = admin.get(&payments).unwrap();
+    assert_eq!(value, "not a ring");
+    let list: Vec<String> = admin.lrange(&search, 0, -1).unwrap();
     assert_eq!(list, ["a", "b"]);
-    let ttl: i64 = admin.pttl("foreign:search").unwrap();
-    assert_eq!(ttl, -1);
+    let value: Vec<u8> = admin.get(&ledger).unwrap();
+    assert_eq!(value, other_version);
+    for key in [&payments, &search, &ledger] {
+        let ttl: i64 = admin.pttl(key).unwrap();
+        assert_eq!(ttl, -1, "no PEXPIRE on another program's key {key}");
+    }
     assert_eq!(fleet.view("payments"), None);
     assert_eq!(fleet.view("search"), None);
-    // The foreign fields are kept and ignored; the hash is used.
-    let intruder: String = admin.hget("foreign:orders", "intruder").unwrap();
-    assert_eq!(intruder, "garbage");
-    let view = fleet.view("orders").expect("the hash is still used");
-    assert_eq!(view.ignored_fields, 2);
+    assert_eq!(fleet.view("ledger"), None);
+    assert!(fleet.view("orders").is_some(), "the ring is used");
 
-    // One warning per key over several rounds.
-    for key in ["foreign:payments", "foreign:search", "foreign:orders"] {
+    // One warning per key over several rounds, naming what the key holds.
+    for (key, kind) in [
+        (&payments, "string"),
+        (&search, "list"),
+        (&ledger, "string"),
+    ] {
         let warnings = logs.lines_with(&["foreign-a", key, "WARN"]);
         assert_eq!(warnings.len(), 1, "{key}: {warnings:#?}");
+        assert!(warnings[0].contains(kind), "{}", warnings[0]);
         println!("{key}: {}", warnings[0]);
     }
-    assert!(logs.lines_with(&["foreign:payments", "string"]).len() == 1);
-    assert!(logs.lines_with(&["foreign:search", "list"]).len() == 1);
 
-    // The breakers keep working: locally for the two whose keys are foreign ...
-    opens_locally(&payments);
-    opens_locally(&search);
-    // ... and on the fleet's window for the one whose hash has foreign fields: another pod
-    // (written here, fresh on Redis's clock) reports 40 failures out of 40.
-    let report = async {
-        let mut conn = redis.client();
-        loop {
-            let now = redis.now_ms(&mut conn);
-            let _: () = conn
-                .hset("foreign:orders", "pod-b", format!("40 40 0 0 {now}"))
-                .unwrap();
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    let opened =
-        async { eventually(Duration::from_secs(3), || orders.state() == State::Open).await };
-    let opened = tokio::select! {
-        opened = opened => opened,
-        () = report => unreachable!(),
-    };
+    // The breakers keep working: locally for those whose keys are foreign ...
+    opens_locally(&payments_breaker);
+    opens_locally(&search_breaker);
+    opens_locally(&ledger_breaker);
+    // ... and on the fleet's window for `orders`: another pod, whose own breaker needs 80
+    // calls, fails 40 calls out of 40.
+    let other = Fleet::builder(redis.url())
+        .pod("foreign-b")
+        .prefix("foreign")
+        .build()
+        .unwrap();
+    let elsewhere = Breaker::new("orders", sparse_settings(Duration::from_secs(10), 80));
+    other.watch(&elsewhere).unwrap();
+    for _ in 0..40 {
+        let _ = elsewhere.call(|| Err::<(), _>("upstream 503"));
+    }
+    let opened = eventually(Duration::from_secs(3), || orders.state() == State::Open).await;
     assert!(opened, "{:?}", fleet.view("orders"));
     assert_eq!(*reasons.lock().unwrap(), [OpenReason::Signal]);
 }

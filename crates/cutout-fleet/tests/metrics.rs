@@ -11,7 +11,6 @@ use common::{RedisServer, eventually, sparse_settings};
 use cutout::{Breaker, State};
 use cutout_fleet::Fleet;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use redis::Commands;
 
 /// The value of the series `name{labels}` in the exposition (labels in any order).
 fn value(handle: &PrometheusHandle, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
@@ -58,13 +57,19 @@ async fn the_gauge_follows_the_link_and_trips_are_counted() {
         .await
     );
 
-    // A fleet trip: another pod reports 40 failures out of 40.
-    let mut conn = redis.client();
-    let now = redis.now_ms(&mut conn);
-    let _: () = conn
-        .hset("metrics:orders", "metrics-b", format!("40 40 0 0 {now}"))
+    // A fleet trip: another pod (whose own breaker needs 80 calls) fails 40 out of 40.
+    let other = Fleet::builder(redis.url())
+        .pod("metrics-b")
+        .prefix("metrics")
+        .build()
         .unwrap();
-    assert!(eventually(Duration::from_secs(2), || breaker.state() == State::Open).await);
+    let elsewhere = Breaker::new("orders", sparse_settings(Duration::from_secs(10), 80));
+    other.watch(&elsewhere).unwrap();
+    for _ in 0..40 {
+        let _ = elsewhere.call(|| Err::<(), _>("upstream 503"));
+    }
+    assert!(eventually(Duration::from_secs(3), || breaker.state() == State::Open).await);
+    drop(other);
     let trips = [("pod", "metrics-a"), ("breaker", "orders")];
     assert_eq!(
         value(&handle, cutout_fleet::metrics::TRIPS, &trips),

@@ -92,3 +92,49 @@ async fn at_most_the_cap_of_pods_open_and_the_gate_steps_aside_without_redis() {
     assert!(breaker.trip_on_signal(), "no view: the gate steps aside");
     assert_eq!(breaker.state(), State::Open);
 }
+
+/// Issue #34, defect 5: a disabled breaker published the same report as a closed one, so the
+/// ranked fleet trip under an open cap gave it a slot it could never use, and the one pod able
+/// to open stayed closed. (Under the ranking by a hash of (breaker, pod) that the old layout
+/// used, `disabled` came before `able` for the breaker `inventory`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_breaker_takes_no_open_slot_from_a_pod_that_can_open() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut pods = Vec::new();
+    for pod in ["able", "disabled"] {
+        let fleet = Fleet::builder(redis.url())
+            .pod(pod)
+            .prefix("cap-disabled")
+            .build()
+            .unwrap();
+        // 40 calls before the breaker judges its own window; the fleet rule needs 20.
+        let breaker = Breaker::builder("inventory")
+            .settings(sparse_settings(Duration::from_secs(10), 40))
+            .open_gate(fleet.open_gate("inventory", 1))
+            .build();
+        fleet
+            .watch_with(&breaker, cutout_fleet::FleetRule::new().minimum_calls(20))
+            .unwrap();
+        pods.push((fleet, breaker));
+    }
+    for (fleet, _) in &pods {
+        assert!(fleet.wait_connected(Duration::from_secs(5)).await);
+    }
+    let (able_fleet, able) = &pods[0];
+    let (_, disabled) = &pods[1];
+    disabled.disable();
+    for _ in 0..30 {
+        let _ = able.call(|| Err::<(), _>("down"));
+    }
+    let opened = eventually(Duration::from_secs(3), || able.state() == State::Open).await;
+    println!(
+        "able: {:?}, disabled: {:?}, able's view: {:?}",
+        able.state(),
+        disabled.state(),
+        able_fleet.view("inventory")
+    );
+    assert!(opened, "the only pod able to open stayed closed");
+    assert_eq!(disabled.state(), State::Disabled);
+}

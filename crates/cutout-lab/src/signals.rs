@@ -1,14 +1,15 @@
 //! Fleet signals (`[fleet-signals]`): each pod publishes its breakers' window counts to a
-//! simulated store and reads the fleet's back, as cutout-fleet does over Redis, and trips its
-//! closed breaker with [`Breaker::trip_on_signal`](cutout::Breaker::trip_on_signal) when the
-//! fleet's window reaches the fleet rule.
+//! simulated Redis and reads the fleet's back, as cutout-fleet does, through cutout-fleet's
+//! own layout, and trips its closed breaker with
+//! [`Breaker::trip_on_signal`](cutout::Breaker::trip_on_signal) when the fleet's window reaches
+//! the fleet rule.
 //!
 //! ```toml
 //! [fleet-signals]
 //! enabled = true          # default; false: the section is ignored
 //! interval = "250ms"      # each pod's round, at a seeded random phase per pod
-//! store-latency = "5ms"   # one way: a publish and a read reach the store this late
-//! loss = 0.01             # probability that a publish, or a read, is lost
+//! store-latency = "5ms"   # one way: a round reaches the store this late, and its answer
+//! loss = 0.01             # probability that a round's call, or its answer, is lost
 //! staleness = "1s"        # default: 3 × interval + 250 ms, as cutout-fleet's
 //! ```
 //!
@@ -17,22 +18,31 @@
 //!
 //! A round of a pod at time t: for each of its breakers, a
 //! [`snapshot`](cutout::Breaker::snapshot), and whether it tripped from closed within the
-//! staleness bound (cutout-fleet's grace: seen closed at a round, open at a later one); the
-//! publish and the read leave together and reach the store at t + `store-latency`, each lost
-//! with probability `loss` on its own. There the publish (if it arrived) replaces the pod's
-//! report, written at the store's time, and the read (if it arrived) takes every other pod's
-//! report fresh at that time: [`FleetView::simulate`] sums them with the pod's own snapshot
-//! of t, with cutout-fleet's own code (report encoding, freshness, sums, the rule). The answer
-//! is back at t + 2 × `store-latency`; if the rule fired, the pod's breaker gets
-//! `trip_on_signal()`, which opens it only if it is still closed. The rule is cutout-fleet's
-//! [`FleetRule::new()`] resolved on the setting (its minimum calls, its failure ratio or 0.5);
-//! no open cap. The store keeps every report (a pod's report that goes stale is only skipped).
+//! staleness bound (cutout-fleet's grace: seen closed at a round, open at a later one), make
+//! the request cutout-fleet's task would send (the report, and what the pod holds in the
+//! breaker's ring: cutout-fleet's `sim::Publisher`). The call reaches the store at t +
+//! `store-latency` (lost with probability `loss`); there the store (cutout-fleet's
+//! `sim::Store`) does what cutout-fleet's script does on Redis, with its Rust twin: it moves
+//! the pod's share of the breaker's ring (a ring of time buckets that sums every pod's
+//! report; cutout-fleet's `store` module describes it) into the bucket of the store's time,
+//! and the ring is read back. The answer is back at t + 2 × `store-latency` (lost with
+//! probability `loss`): the pod takes it in with cutout-fleet's own parse and sums, and if
+//! the rule fired, the pod's breaker gets `trip_on_signal()`, which opens it only if it is
+//! still closed. A pod whose call or answer was lost forgets what it holds, as the task does
+//! after a failed round (its share may then count twice until the older copy leaves the
+//! window), and a pod does not start a round while its last one is still out, as the task's
+//! ticks do not overlap. The rule is cutout-fleet's [`FleetRule::new()`] resolved on the
+//! setting (its minimum calls, its failure ratio or 0.5); no open cap. A report counts while
+//! its bucket is in the window (between ¾ of the staleness bound and all of it after the
+//! pod's last round); rings expire cutout-fleet's default retention (60 s) after their last
+//! write. A read costs the same whatever the number of pods, as it does on Redis.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use cutout::{Breaker, Settings, Snapshot};
-use cutout_fleet::{FleetRule, FleetView, ResolvedRule, TripGrace};
+use cutout::{Breaker, Settings};
+use cutout_fleet::sim::{Publisher, Reply, Request, Store};
+use cutout_fleet::{FleetRule, ResolvedRule, TripGrace};
 use serde::Deserialize;
 
 use crate::duration::{nanos, parse};
@@ -143,35 +153,29 @@ pub fn rule(settings: &Settings) -> Result<ResolvedRule, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A report as the store holds it.
-#[derive(Debug, Clone)]
-struct Stored {
-    snapshot: Snapshot,
-    tripped_lately: bool,
-    at_ms: u64,
-}
+/// How long a ring outlives its last writer: cutout-fleet's default retention.
+const RETENTION: Duration = Duration::from_secs(60);
 
-/// What one round sent: the pod's snapshots (one per breaker, with the grace flag), and
-/// whether its publish and its read got through.
+/// What one round sent: one request per breaker, and whether the call and its answer get
+/// through.
 #[derive(Debug)]
 struct Outbound {
-    locals: Vec<(Snapshot, bool)>,
-    publish: bool,
-    read: bool,
+    requests: Vec<Request>,
+    arrives: bool,
+    answered: bool,
 }
 
 /// The simulated store and every pod's side of the signals, for one run.
 #[derive(Debug)]
 pub struct Signals {
     spec: FleetSignals,
-    rule: ResolvedRule,
-    names: Vec<String>,
-    /// `[breaker][pod]`: each pod's last report for the breaker of that index.
-    store: Vec<Vec<Option<Stored>>>,
-    /// `[pod][breaker]`.
-    seen: Vec<Vec<TripGrace>>,
+    /// Each breaker's key (by its index in a pod's breakers).
+    keys: Vec<String>,
+    store: Store,
+    /// `[pod][breaker]`: what the pod holds and its grace.
+    pods: Vec<Vec<(Publisher, TripGrace)>>,
     outbound: Vec<VecDeque<Outbound>>,
-    replies: Vec<VecDeque<Vec<bool>>>,
+    replies: Vec<VecDeque<Vec<(Request, Reply)>>>,
     loss: fastrand::Rng,
     /// Trips `trip_on_signal()` made.
     pub trips: u64,
@@ -187,12 +191,14 @@ impl Signals {
         seed: u64,
     ) -> Signals {
         let pods = pods as usize;
+        let publisher = Publisher::new(spec.staleness, RETENTION, rule);
         Signals {
             spec,
-            rule,
-            names: (0..pods).map(|pod| format!("pod-{pod}")).collect(),
-            store: vec![vec![None; pods]; breakers],
-            seen: vec![vec![TripGrace::default(); breakers]; pods],
+            keys: (0..breakers)
+                .map(|b| cutout_fleet::sim::key("cutout-lab", &format!("breaker-{b}")))
+                .collect(),
+            store: Store::new(),
+            pods: vec![vec![(publisher, TripGrace::default()); breakers]; pods],
             outbound: (0..pods).map(|_| VecDeque::new()).collect(),
             replies: (0..pods).map(|_| VecDeque::new()).collect(),
             loss: fastrand::Rng::with_seed(mix(seed, u64::MAX - 2)),
@@ -205,7 +211,7 @@ impl Signals {
     pub fn phases(&self, seed: u64) -> Vec<u64> {
         let mut rng = fastrand::Rng::with_seed(mix(seed, u64::MAX - 3));
         let interval = nanos(self.spec.interval);
-        self.names.iter().map(|_| rng.u64(0..interval)).collect()
+        self.pods.iter().map(|_| rng.u64(0..interval)).collect()
     }
 
     /// The interval, in nanoseconds.
@@ -218,89 +224,73 @@ impl Signals {
         nanos(self.spec.store_latency)
     }
 
-    /// A round of `pod` at `now`: snapshots its breakers and sends the publish and the read
-    /// (they reach the store after the latency: call [`Signals::at_store`] then).
+    /// A round of `pod` at `now`: snapshots its breakers and sends the requests (they reach
+    /// the store after the latency: call [`Signals::at_store`] then). Skipped while the
+    /// pod's last round is still out.
     pub fn round(&mut self, pod: usize, now: u64, breakers: &[Breaker]) {
+        let arrives = self.loss.f64() >= self.spec.loss;
+        let answered = self.loss.f64() >= self.spec.loss;
+        if !self.outbound[pod].is_empty() || !self.replies[pod].is_empty() {
+            return;
+        }
         let grace = nanos(self.spec.staleness);
-        let locals = breakers
+        let requests = breakers
             .iter()
-            .zip(&mut self.seen[pod])
-            .map(|(breaker, seen)| {
+            .zip(&mut self.pods[pod])
+            .map(|(breaker, (publisher, seen))| {
                 let snapshot = breaker.snapshot();
                 let tripped_lately = seen.observe(snapshot.state, now, grace);
-                (snapshot, tripped_lately)
+                publisher.request(&snapshot, tripped_lately)
             })
             .collect();
-        let publish = self.loss.f64() >= self.spec.loss;
-        let read = self.loss.f64() >= self.spec.loss;
         self.outbound[pod].push_back(Outbound {
-            locals,
-            publish,
-            read,
+            requests,
+            arrives,
+            answered,
         });
     }
 
-    /// `pod`'s oldest round reaches the store at `now`; returns whether a reply goes back
-    /// (the read got through: call [`Signals::reply`] after the latency).
+    /// `pod`'s oldest round reaches the store at `now`; returns whether an answer goes back
+    /// (call [`Signals::reply`] after the latency).
     pub fn at_store(&mut self, pod: usize, now: u64) -> bool {
         let Some(out) = self.outbound[pod].pop_front() else {
             return false;
         };
-        let now_ms = now / 1_000_000;
-        if out.publish {
-            for (b, (snapshot, tripped_lately)) in out.locals.iter().enumerate() {
-                self.store[b][pod] = Some(Stored {
-                    snapshot: snapshot.clone(),
-                    tripped_lately: *tripped_lately,
-                    at_ms: now_ms,
-                });
+        let at = Duration::from_nanos(now);
+        let replies: Vec<(Request, Reply)> = if out.arrives {
+            out.requests
+                .into_iter()
+                .zip(&self.keys)
+                .map(|(request, key)| {
+                    let reply = self.store.round(key, &request, at);
+                    (request, reply)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !(out.arrives && out.answered) {
+            // The pod cannot tell a lost call from a lost answer: it forgets what it holds.
+            for (publisher, _) in &mut self.pods[pod] {
+                publisher.forget();
             }
-        }
-        if !out.read {
             return false;
         }
-        let fires = out
-            .locals
-            .iter()
-            .enumerate()
-            .map(|(b, (snapshot, tripped_lately))| {
-                let others: Vec<(&str, &Snapshot, bool, u64)> = self.store[b]
-                    .iter()
-                    .enumerate()
-                    .filter(|&(other, _)| other != pod)
-                    .filter_map(|(other, stored)| {
-                        stored.as_ref().map(|s| {
-                            (
-                                self.names[other].as_str(),
-                                &s.snapshot,
-                                s.tripped_lately,
-                                s.at_ms,
-                            )
-                        })
-                    })
-                    .collect();
-                FleetView::simulate(
-                    &self.names[pod],
-                    snapshot,
-                    *tripped_lately,
-                    &others,
-                    now_ms,
-                    self.spec.staleness,
-                    &self.rule,
-                )
-                .1
-            })
-            .collect();
-        self.replies[pod].push_back(fires);
+        self.replies[pod].push_back(replies);
         true
     }
 
-    /// `pod`'s oldest reply arrives: trips each of its breakers the fleet rule fired for.
+    /// `pod`'s oldest answer arrives: trips each of its breakers the fleet rule fired for.
     pub fn reply(&mut self, pod: usize, breakers: &[Breaker]) {
-        let Some(fires) = self.replies[pod].pop_front() else {
+        let Some(replies) = self.replies[pod].pop_front() else {
             return;
         };
-        for (breaker, fires) in breakers.iter().zip(fires) {
+        for ((breaker, (publisher, _)), (request, reply)) in
+            breakers.iter().zip(&mut self.pods[pod]).zip(replies)
+        {
+            let fires = publisher
+                .absorb(&request, &reply)
+                .is_some_and(|(_, fires)| fires);
             if fires && breaker.trip_on_signal() {
                 self.trips += 1;
             }
