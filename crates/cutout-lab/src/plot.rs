@@ -1003,6 +1003,7 @@ mod tests {
             latencies: Default::default(),
             ok_latencies: Default::default(),
             window_reach: Default::default(),
+            oracle: false,
         }
     }
 
