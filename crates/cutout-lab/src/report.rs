@@ -248,9 +248,26 @@ pub enum Unit {
     Rate,
 }
 
+/// `text`, a number as formatted, without the sign of a value that rounds to zero
+/// (`-0.0` → `0.0`): a regret of -0.0004 req/s reads as none, not as a loss.
+pub fn unsigned_zero(text: String) -> String {
+    match text.strip_prefix('-') {
+        Some(rest)
+            if rest.starts_with('0') && rest.chars().all(|c| matches!(c, '0' | '.' | '%')) =>
+        {
+            rest.to_owned()
+        }
+        _ => text,
+    }
+}
+
 impl Unit {
-    /// `value` as the table shows it.
+    /// `value` as the table shows it (a value that rounds to zero without its sign).
     pub fn show(self, value: f64) -> String {
+        unsigned_zero(self.show_signed(value))
+    }
+
+    fn show_signed(self, value: f64) -> String {
         match self {
             Unit::Count if value.fract() == 0.0 => format!("{value:.0}"),
             Unit::Count => format!("{value:.1}"),
