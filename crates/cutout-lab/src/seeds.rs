@@ -442,7 +442,7 @@ pub(crate) mod tests {
         assert_eq!(format_cell(&small, Unit::Count), "0.25");
         // A negative range reads apart from its dash; a value that rounds to zero loses its
         // sign.
-        let below = cell(&[Some(-3.14), Some(2.0)]);
+        let below = cell(&[Some(-3.12), Some(2.0)]);
         assert_eq!(format_cell(&below, Unit::PerSecond), "-0.6 (-3.1 to 2.0)");
         let noise = cell(&[Some(-0.0004), Some(0.0002)]);
         assert_eq!(format_cell(&noise, Unit::PerSecond), "0.0");
