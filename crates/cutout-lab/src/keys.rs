@@ -1,6 +1,8 @@
 //! The lab's own checked keys: the caller-side sections (`[saturation]`, `[connections]`,
 //! `[[phases]]`) read key by key, each mistake refused with a stable `LAB-CFG` code, the key,
-//! its line and column, and a did-you-mean for an unknown key.
+//! its line and column, and a did-you-mean for an unknown key. One more code, `LAB-CFG-005`,
+//! refuses a compared setting that takes a reference column's label (checked after the file
+//! is read, with no place: the name is in the message).
 //!
 //! | code | what is wrong | example |
 //! |---|---|---|
