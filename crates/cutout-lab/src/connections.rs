@@ -171,6 +171,23 @@ impl Connections {
         Checkout::Opened(self.spec.setup.draw(&mut self.setups[pod as usize]).max(1))
     }
 
+    /// What [`Connections::checkout`] would give an attempt of pod `pod` to `replica` at
+    /// `now`, without taking it: the pool and the setup stream are left as they are, so a
+    /// checkout that follows gives the same (this is how the oracle and the judgement of a
+    /// refused attempt see the setup an attempt would pay; see [`crate::oracle`]).
+    pub fn checkout_if_taken(&self, pod: u32, replica: u32, now: u64) -> Checkout {
+        let young = self.idle[pod as usize]
+            .get(&replica)
+            .and_then(|stack| stack.last())
+            .is_some_and(|&since| now.saturating_sub(since) < self.idle_timeout);
+        if young {
+            Checkout::Reused
+        } else {
+            let mut setups = self.setups[pod as usize].clone();
+            Checkout::Opened(self.spec.setup.draw(&mut setups).max(1))
+        }
+    }
+
     /// An attempt that ended with an answer at `now` gives its connection back, idle.
     pub fn checkin(&mut self, pod: u32, replica: u32, now: u64) {
         self.idle[pod as usize]

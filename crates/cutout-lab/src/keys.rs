@@ -1,6 +1,8 @@
 //! The lab's own checked keys: the caller-side sections (`[saturation]`, `[connections]`,
 //! `[[phases]]`) read key by key, each mistake refused with a stable `LAB-CFG` code, the key,
-//! its line and column, and a did-you-mean for an unknown key.
+//! its line and column, and a did-you-mean for an unknown key. One more code, `LAB-CFG-005`,
+//! refuses a compared setting that takes a reference column's label (checked after the file
+//! is read, with no place: the name is in the message).
 //!
 //! | code | what is wrong | example |
 //! |---|---|---|
@@ -8,6 +10,7 @@
 //! | `LAB-CFG-002` | a value of the wrong type, or one that cannot be read (a duration) | `LAB-CFG-002: connections.setup-median = "3 soon": invalid duration: ...` |
 //! | `LAB-CFG-003` | a value out of its range, or two values that contradict each other | `LAB-CFG-003: saturation.delay-p99 = "5ms" is below saturation.delay-median = "10ms"` |
 //! | `LAB-CFG-004` | a required key is missing | `LAB-CFG-004: [[phases]] 2 has no duration` |
+//! | `LAB-CFG-005` | a compared setting takes the label of a reference column (`no breaker`, `oracle`) | `LAB-CFG-005: [breakers.instances."oracle"]: "oracle" is the label of the oracle, ...` |
 //!
 //! The error is raised while the TOML is read, so the file's line and column come with it:
 //! the key's for an unknown key; the value's for a value of the wrong type, a duration that
@@ -31,6 +34,9 @@ pub const BAD_VALUE: &str = "LAB-CFG-002";
 pub const OUT_OF_RANGE: &str = "LAB-CFG-003";
 /// `LAB-CFG-004`: a required key is missing.
 pub const MISSING_KEY: &str = "LAB-CFG-004";
+/// `LAB-CFG-005`: a compared setting is named after a reference column: `no breaker` (the
+/// fleet without breakers) or `oracle` ([`crate::oracle`]).
+pub const RESERVED_NAME: &str = "LAB-CFG-005";
 
 /// The edit distance between `a` and `b` (characters; `_` and `-` count as the same, as a
 /// key written with underscores is the commonest slip).

@@ -13,8 +13,10 @@
 //!
 //! The pieces: [`dependency`] (latency, errors, capacity), [`incident`] (the script),
 //! [`fleet`] (pods and their breakers), [`sim`] (the event loop), [`report`] (the numbers),
-//! [`plot`] (the SVG), [`scenario`] (the file format) and [`signals`] (fleet signals through a
-//! simulated store, with cutout-fleet's aggregation); on the caller's side, [`saturation`] (a
+//! [`plot`] (the SVG), [`scenario`] (the file format), [`oracle`] (the column that refuses
+//! exactly the attempts that would fail, and every setting's figures against it) and
+//! [`signals`] (fleet signals through a simulated store, with cutout-fleet's aggregation); on
+//! the caller's side, [`saturation`] (a
 //! pod's CPU saturation delaying all its calls), [`connections`] (pools whose new
 //! connections pay setup) and [`phases`] (traffic that changes shape), whose keys
 //! [`keys`] checks.
@@ -29,6 +31,7 @@ pub mod fleet;
 pub mod incident;
 pub mod keys;
 pub mod latency;
+pub mod oracle;
 pub mod phases;
 pub mod plot;
 pub mod report;
@@ -47,6 +50,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::caller::RetryPolicy;
 use crate::fleet::BreakerPer;
+pub use crate::oracle::ORACLE;
 pub use crate::sim::Subject;
 
 /// The label of the fleet without breakers, the first column of every report.
@@ -57,7 +61,7 @@ pub const NO_BREAKER: &str = "no breaker";
 pub struct Lab<'a> {
     /// The scenario.
     pub scenario: &'a Scenario,
-    /// One run per subject, in [`Lab::subjects`]'s order: no breaker first.
+    /// One run per subject, in [`Lab::subjects`]'s order: no breaker first, the oracle last.
     pub runs: Vec<Run>,
     /// The metrics of each run.
     pub metrics: Vec<Metrics>,
@@ -79,10 +83,13 @@ impl<'a> Lab<'a> {
     }
 
     /// What a scenario's report compares, in column order: the fleet with no breaker first,
-    /// then every setting under every breaker layout the scenario names; with
-    /// `[fleet-signals]`, each setting's column is followed by `<setting> + fleet signals`.
+    /// then every setting under every breaker layout the scenario names (with
+    /// `[fleet-signals]`, each setting's column is followed by `<setting> + fleet signals`),
+    /// and the [`ORACLE`] last ([`crate::oracle`]), routing as a breaker per replica does
+    /// when a layout of the scenario is one.
     ///
-    /// Without a breaker both retry policies are the same one: that column runs once.
+    /// Without a breaker both retry policies are the same one: the no-breaker column and the
+    /// oracle run once, with the first.
     pub fn subjects(scenario: &Scenario) -> Vec<Subject<'_>> {
         let layouts = &scenario.traffic.breaker_per;
         let policies = &scenario.traffic.retry_policy;
@@ -92,6 +99,7 @@ impl<'a> Lab<'a> {
             per: BreakerPer::Dependency,
             retry: policies[0],
             fleet_signals: false,
+            oracle: false,
         }];
         let signals: &[bool] = if scenario.fleet_signals.is_some() {
             &[false, true]
@@ -125,11 +133,24 @@ impl<'a> Lab<'a> {
                             per,
                             retry,
                             fleet_signals,
+                            oracle: false,
                         });
                     }
                 }
             }
         }
+        subjects.push(Subject {
+            label: ORACLE.to_owned(),
+            settings: None,
+            per: if layouts.contains(&BreakerPer::Host) {
+                BreakerPer::Host
+            } else {
+                BreakerPer::Dependency
+            },
+            retry: policies[0],
+            fleet_signals: false,
+            oracle: true,
+        });
         subjects
     }
 
@@ -174,7 +195,15 @@ impl<'a> Lab<'a> {
         });
         runs.sort_by_key(|(i, _)| *i);
         let runs: Vec<Run> = runs.into_iter().map(|(_, run)| run).collect();
-        let metrics = runs.iter().map(|r| Metrics::of(scenario, r)).collect();
+        let mut metrics: Vec<Metrics> = runs.iter().map(|r| Metrics::of(scenario, r)).collect();
+        if let Some(o) = runs.iter().position(|r| r.oracle) {
+            let oracle_goodput = metrics[o].goodput;
+            for (m, run) in metrics.iter_mut().zip(&runs) {
+                if !run.oracle {
+                    m.read_against_oracle(scenario, run, &runs[o], oracle_goodput);
+                }
+            }
+        }
         Lab {
             scenario,
             runs,

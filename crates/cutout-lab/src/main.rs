@@ -28,7 +28,9 @@ const HELP: &str = "\
 Runs a scenario: a fleet of pods calling a dependency through cutout breakers while the
 dependency fails as the scenario's incidents say, once per breaker setting the scenario
 compares, all on the same seed. Prints a table with one row per figure and one column per
-setting, and writes an SVG timeline.
+setting, between a column with no breaker and one for the oracle (an admission that refuses
+exactly the attempts that would fail: each setting's regret is read against it), and writes
+an SVG timeline.
 
 arguments:
   SCENARIO.toml          the scenario file; a relative path not found from here is also

@@ -3,7 +3,8 @@
 //!
 //! The rows, top to bottom: the dependency's health (the share of finished calls that
 //! succeeded); the load (offered and admitted attempts, goodput and the dependency's
-//! capacity, per second); the caller-side latency (p50 and p99, log scale); the probes per
+//! capacity, per second; in every column but the oracle's, the oracle's admitted attempts
+//! too, so that how far a setting's admitted rate stays below the ceiling's reads by eye); the caller-side latency (p50 and p99, log scale); the probes per
 //! second, on an axis of their own; and the fleet's breakers per state. Every panel of a row
 //! shares one y scale across all the runs, so settings compare by eye, and every legend gives
 //! the run's totals for what it draws.
@@ -55,6 +56,8 @@ const AXIS_FONT: f64 = 12.0;
 
 const OFFERED: RGBColor = RGBColor(150, 150, 150);
 const ADMITTED: RGBColor = RGBColor(0, 90, 200);
+/// The oracle's admitted attempts, under a setting's own: a light cyan, drawn first.
+const ORACLE_ADMITTED: RGBColor = RGBColor(80, 200, 230);
 const GOODPUT: RGBColor = RGBColor(0, 150, 60);
 const CAPACITY: RGBColor = RGBColor(30, 30, 30);
 const P50: RGBColor = RGBColor(90, 40, 160);
@@ -344,8 +347,18 @@ fn line(color: RGBColor, buckets: &[Bucket], f: impl Fn(&Bucket) -> f64) -> Line
     (color, buckets.iter().map(f).collect())
 }
 
-/// The five panels of one run, in [`ROWS`] order.
-fn panels(buckets: &[Bucket], t: &Totals, scales: &Scales, bucketed: bool) -> Vec<Panel> {
+/// The oracle's admitted attempts, drawn in the other columns: its buckets and its total.
+type OracleLine<'a> = Option<(&'a [Bucket], u64)>;
+
+/// The five panels of one run, in [`ROWS`] order; `oracle` adds the oracle's admitted
+/// attempts to the load panel.
+fn panels(
+    buckets: &[Bucket],
+    t: &Totals,
+    scales: &Scales,
+    bucketed: bool,
+    oracle: OracleLine<'_>,
+) -> Vec<Panel> {
     let health = Panel {
         lines: vec![line(CLOSED, buckets, |b| b.health)],
         legend: vec![if t.finished == 0 {
@@ -363,15 +376,20 @@ fn panels(buckets: &[Bucket], t: &Totals, scales: &Scales, bucketed: bool) -> Ve
     };
 
     let mut load = Panel {
-        lines: vec![
-            line(OFFERED, buckets, |b| b.offered),
-            line(ADMITTED, buckets, |b| b.admitted),
-        ],
-        legend: vec![
-            key(OFFERED, format!("offered ({})", grouped(t.offered))),
-            key(ADMITTED, format!("admitted ({})", grouped(t.admitted))),
-        ],
+        lines: vec![line(OFFERED, buckets, |b| b.offered)],
+        legend: vec![key(OFFERED, format!("offered ({})", grouped(t.offered)))],
     };
+    if let Some((oracle, admitted)) = oracle {
+        load.lines
+            .push(line(ORACLE_ADMITTED, oracle, |b| b.admitted));
+        load.legend.push(key(
+            ORACLE_ADMITTED,
+            format!("oracle admitted ({})", grouped(admitted)),
+        ));
+    }
+    load.lines.push(line(ADMITTED, buckets, |b| b.admitted));
+    load.legend
+        .push(key(ADMITTED, format!("admitted ({})", grouped(t.admitted))));
     if t.ended > 0 {
         load.lines.push(line(GOODPUT, buckets, |b| b.goodput));
         load.legend
@@ -588,13 +606,23 @@ pub fn svgs(scenario: &Scenario, runs: &[Run]) -> Result<Vec<(String, String)>, 
         .map(|t| t.chunks(bucket_seconds).map(bucket).collect())
         .collect();
     let scales = scales(scenario, &buckets);
+    let oracle = runs.iter().position(|r| r.oracle).map(|o| {
+        let admitted = timelines[o].iter().map(|s| u64::from(s.admitted)).sum();
+        (&buckets[o][..], admitted)
+    });
     let columns: Vec<Column> = runs
         .iter()
         .zip(&timelines)
         .zip(&buckets)
         .map(|((run, timeline), b)| Column {
             setting: run.setting.clone(),
-            panels: panels(b, &totals(run, timeline), &scales, bucket_seconds > 1),
+            panels: panels(
+                b,
+                &totals(run, timeline),
+                &scales,
+                bucket_seconds > 1,
+                oracle.filter(|_| !run.oracle),
+            ),
         })
         .collect();
 
@@ -1003,6 +1031,7 @@ mod tests {
             latencies: Default::default(),
             ok_latencies: Default::default(),
             window_reach: Default::default(),
+            oracle: false,
         }
     }
 
@@ -1051,6 +1080,29 @@ mod tests {
             svg(&s, &runs(9, 300)).unwrap(),
             svgs(&s, &runs(9, 300)).unwrap()[0].1
         );
+    }
+
+    /// With an oracle among the runs, every other column draws the oracle's admitted
+    /// attempts under its own, with the oracle's total; the oracle's column does not draw
+    /// itself twice, and without an oracle no column has the line.
+    #[test]
+    fn other_columns_draw_the_oracles_admitted_rate() {
+        let s = scenario("5m");
+        let mut oracle = run("the-oracle", 300, 7);
+        oracle.oracle = true;
+        for second in &mut oracle.timeline[60..90] {
+            second.admitted = 0;
+        }
+        let admitted: u64 = oracle.timeline.iter().map(|s| u64::from(s.admitted)).sum();
+        let legend = format!("oracle admitted ({})", grouped(admitted));
+        let svg = svg(&s, &[run("a", 300, 0), run("b", 300, 1), oracle.clone()]).unwrap();
+        assert_eq!(svg.matches(&legend).count(), 2, "in a and b only");
+        let cyan = "#50C8E6";
+        assert!(svg.matches(cyan).count() >= 4, "two keys and two lines");
+        let alone = self::svg(&s, &[run("a", 300, 0), run("b", 300, 1)]).unwrap();
+        assert!(!alone.contains("oracle admitted") && !alone.contains(cyan));
+        let only = self::svg(&s, &[oracle]).unwrap();
+        assert!(!only.contains("oracle admitted"));
     }
 
     #[test]

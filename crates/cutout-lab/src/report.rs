@@ -1,5 +1,9 @@
 //! The report: the numbers that tell breaker settings apart, computed from a run and printed as
 //! a table with one column per setting.
+//!
+//! Most figures come from one run alone; the decision-quality figures read a run against the
+//! oracle's run of the same seed (goodput regret, time to give traffic back: see
+//! [`crate::oracle`]), and are filled in by [`Metrics::read_against_oracle`] once both ran.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,6 +13,7 @@ use cutout::{State, Transition};
 
 use crate::incident::Incident;
 use crate::latency::Histogram;
+use crate::oracle::AgainstOracle;
 use crate::scenario::Scenario;
 use crate::sim::{Counts, Run};
 
@@ -29,8 +34,11 @@ pub struct Metrics {
     pub pods_tripped: u32,
     /// Attempts admitted while a failing incident was in force.
     pub reached_failing: u64,
-    /// Refused attempts that would have succeeded.
+    /// Refused attempts that would have succeeded (the what-if copy's judgement).
     pub refused_would_succeed: u64,
+    /// Refused attempts that would have succeeded had they alone been sent (the oracle's
+    /// judgement, [`Counts::refused_would_succeed_alone`]).
+    pub refused_would_succeed_alone: u64,
     /// The largest number of probes admitted fleet-wide within any 1 s.
     pub max_probes_per_second: u32,
     /// From the dependency's recovery to full traffic: the end of the last second, before
@@ -79,6 +87,11 @@ pub struct Metrics {
     pub counts: Counts,
     /// Whether the caller-side models were on: (`[saturation]`, `[connections]`).
     pub caller_models: (bool, bool),
+    /// Whether this is the oracle's column ([`crate::oracle`]).
+    pub oracle: bool,
+    /// This run read against the oracle of its seed; `None` for the oracle itself, and until
+    /// [`Metrics::read_against_oracle`] fills it in.
+    pub against_oracle: Option<AgainstOracle>,
 }
 
 impl Metrics {
@@ -98,6 +111,7 @@ impl Metrics {
             pods_tripped: 0,
             reached_failing: run.counts.reached_failing,
             refused_would_succeed: run.counts.refused_would_succeed,
+            refused_would_succeed_alone: run.counts.refused_would_succeed_alone,
             max_probes_per_second: max_in_window(&run.probe_times, SECOND),
             recovery_to_full: None,
             trips: 0,
@@ -119,6 +133,8 @@ impl Metrics {
                 .map(|r| return_step(run, r.as_secs() as usize)),
             counts: run.counts,
             caller_models: (false, false),
+            oracle: run.oracle,
+            against_oracle: None,
         };
         for t in &run.transitions {
             let Transition::Opened { from, reason, .. } = t.transition else {
@@ -177,6 +193,26 @@ impl Metrics {
             .and_then(|r| recovery_to_full(run, r, scenario.duration));
         m
     }
+
+    /// Reads `run` (the run these metrics are of) against `oracle`, the oracle's run of the
+    /// same scenario and seed, whose goodput is `oracle_goodput`: the goodput regret and the
+    /// time to give traffic back ([`AgainstOracle`]).
+    pub fn read_against_oracle(
+        &mut self,
+        scenario: &Scenario,
+        run: &Run,
+        oracle: &Run,
+        oracle_goodput: f64,
+    ) {
+        self.against_oracle = Some(AgainstOracle::of(
+            run,
+            self.goodput,
+            oracle,
+            oracle_goodput,
+            scenario.script.recovery(),
+            scenario.duration,
+        ));
+    }
 }
 
 /// One figure of a report, as a number: what [`Metrics::figures`] lists.
@@ -212,9 +248,26 @@ pub enum Unit {
     Rate,
 }
 
+/// `text`, a number as formatted, without the sign of a value that rounds to zero
+/// (`-0.0` → `0.0`): a regret of -0.0004 req/s reads as none, not as a loss.
+pub fn unsigned_zero(text: String) -> String {
+    match text.strip_prefix('-') {
+        Some(rest)
+            if rest.starts_with('0') && rest.chars().all(|c| matches!(c, '0' | '.' | '%')) =>
+        {
+            rest.to_owned()
+        }
+        _ => text,
+    }
+}
+
 impl Unit {
-    /// `value` as the table shows it.
+    /// `value` as the table shows it (a value that rounds to zero without its sign).
     pub fn show(self, value: f64) -> String {
+        unsigned_zero(self.show_signed(value))
+    }
+
+    fn show_signed(self, value: f64) -> String {
         match self {
             Unit::Count if value.fract() == 0.0 => format!("{value:.0}"),
             Unit::Count => format!("{value:.1}"),
@@ -249,6 +302,13 @@ impl Metrics {
         use Unit::{Count, Millis, PerSecond, Rate, Seconds, Share};
         let (saturation, connections) = self.caller_models;
         let (up, down) = (Some(true), Some(false));
+        let against = self.against_oracle;
+        // The oracle's column has no figure against itself, and opens nothing.
+        let reference = if self.oracle { "-" } else { "never" };
+        let give_back_none = match against {
+            Some(a) if a.recovers => "not within run",
+            _ => "-",
+        };
         vec![
             f(
                 "goodput (successful requests/s)",
@@ -263,6 +323,20 @@ impl Metrics {
                 up,
                 PerSecond,
                 "no incident",
+            ),
+            f(
+                "goodput regret against the oracle (requests/s)",
+                against.map(|a| a.goodput_regret),
+                down,
+                PerSecond,
+                "-",
+            ),
+            f(
+                "goodput regret against the oracle (share of its goodput)",
+                against.and_then(|a| a.goodput_regret_share),
+                down,
+                Share,
+                "-",
             ),
             f(
                 "requests that succeeded",
@@ -297,7 +371,7 @@ impl Metrics {
                 secs(self.time_to_trip),
                 None,
                 Seconds,
-                "never",
+                reference,
             ),
             f(
                 "pods tripped after incident start",
@@ -321,6 +395,13 @@ impl Metrics {
                 "-",
             ),
             f(
+                "refused calls that would have succeeded alone (the oracle's judgement)",
+                count(self.refused_would_succeed_alone),
+                down,
+                Count,
+                "-",
+            ),
+            f(
                 "most probes reaching it in any 1 s",
                 count(self.max_probes_per_second.into()),
                 down,
@@ -333,6 +414,13 @@ impl Metrics {
                 down,
                 Seconds,
                 "not within run",
+            ),
+            f(
+                "time to give traffic back (95% of the oracle's admitted, 10 s) (s)",
+                secs(against.and_then(|a| a.give_back)),
+                down,
+                Seconds,
+                give_back_none,
             ),
             f(
                 "largest 1 s rise in admitted calls after recovery",
@@ -399,6 +487,13 @@ impl Metrics {
             f(
                 "attempts timed out",
                 count(c.attempts_timed_out),
+                down,
+                Count,
+                "-",
+            ),
+            f(
+                "admitted attempts that failed or timed out",
+                count(c.attempts_failed + c.attempts_timed_out),
                 down,
                 Count,
                 "-",

@@ -44,7 +44,7 @@
 //! key (see [`crate::keys`]).
 //!
 //! Settings run in the order of `compare = ["a", "b"]` when given, else sorted by name; a name
-//! given twice, or the baseline's label [`NO_BREAKER`], is refused.
+//! given twice, or the label of a reference column ([`NO_BREAKER`], [`ORACLE`]), is refused.
 //!
 //! Every key is checked and bounded, so that a run's memory and time stay bounded; an error
 //! names the key (`fleet.timeout = "soon": invalid duration: ...`). `duration` is at most
@@ -61,15 +61,16 @@ use cutout::Settings;
 use cutout::config::Config;
 use serde::Deserialize;
 
-use crate::NO_BREAKER;
 use crate::connections::ConnectionsSpec;
 use crate::dependency::{Dependency, DependencySpec};
 use crate::duration::parse_at_most;
 use crate::fleet::{BreakerPer, FleetSpec, Traffic};
 use crate::incident::{IncidentSpec, Script};
+use crate::oracle::ORACLE;
 use crate::phases::{PhaseSpec, Phases};
 use crate::saturation::SaturationSpec;
 use crate::signals::{FleetSignals, FleetSignalsSpec};
+use crate::{NO_BREAKER, keys};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -166,11 +167,19 @@ impl Scenario {
                     "compare names {name:?} twice: each setting is one column"
                 ));
             }
+            if name == ORACLE {
+                return Err(format!(
+                    "{}: [breakers.instances.{name:?}]: {ORACLE:?} is the label of the oracle, \
+                     the last column of every report: name the setting otherwise",
+                    keys::RESERVED_NAME
+                ));
+            }
             if name == NO_BREAKER {
                 return Err(format!(
-                    "[breakers.instances.{name:?}]: {NO_BREAKER:?} is the label of the fleet \
+                    "{}: [breakers.instances.{name:?}]: {NO_BREAKER:?} is the label of the fleet \
                      without breakers, the first column of every report: name the setting \
-                     otherwise"
+                     otherwise",
+                    keys::RESERVED_NAME
                 ));
             }
         }

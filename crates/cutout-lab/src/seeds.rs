@@ -22,7 +22,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::report::{Metrics, Unit};
+use crate::report::{Metrics, Unit, unsigned_zero};
 use crate::scenario::Scenario;
 use crate::{Lab, Progress};
 
@@ -262,12 +262,15 @@ pub fn format_cell(cell: &Cell, unit: Unit) -> String {
     };
     let (mean, range) = decimals(&s, unit);
     let (min, max) = (
-        format!("{:.range$}", scale * s.min),
-        format!("{:.range$}", scale * s.max),
+        unsigned_zero(format!("{:.range$}", scale * s.min)),
+        unsigned_zero(format!("{:.range$}", scale * s.max)),
     );
-    let mut out = format!("{:.mean$}{percent}", scale * s.mean);
+    let mut out = unsigned_zero(format!("{:.mean$}{percent}", scale * s.mean));
     if min != max {
-        let _ = write!(out, " ({min}-{max}{percent})");
+        // A range that starts below 0 (a regret a setting beat the oracle by) reads
+        // `(-3.1 to 2.0)`: `-3.1-2.0` would not.
+        let to = if min.starts_with('-') { " to " } else { "-" };
+        let _ = write!(out, " ({min}{to}{max}{percent})");
     }
     if cell.had < cell.of {
         let _ = write!(out, ", {} of {}", cell.had, cell.of);
@@ -437,6 +440,15 @@ pub(crate) mod tests {
         assert_eq!(format_cell(&shares, Unit::Share), "99.25% (99.00-99.50%)");
         let small = cell(&[Some(0.25)]);
         assert_eq!(format_cell(&small, Unit::Count), "0.25");
+        // A negative range reads apart from its dash; a value that rounds to zero loses its
+        // sign.
+        let below = cell(&[Some(-3.12), Some(2.0)]);
+        assert_eq!(format_cell(&below, Unit::PerSecond), "-0.6 (-3.1 to 2.0)");
+        let noise = cell(&[Some(-0.0004), Some(0.0002)]);
+        assert_eq!(format_cell(&noise, Unit::PerSecond), "0.0");
+        assert_eq!(format_cell(&cell(&[Some(-0.00001)]), Unit::Share), "0.00%");
+        assert_eq!(Unit::PerSecond.show(-0.04), "0.0");
+        assert_eq!(Unit::PerSecond.show(-0.06), "-0.1");
     }
 
     #[test]

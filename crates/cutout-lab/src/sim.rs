@@ -20,11 +20,19 @@
 //! Randomness comes from seeded streams: each pod's arrivals and routes and each breaker's
 //! jitter derive from the scenario seed and the pod's index, the dependency's answers from a
 //! stream of their own, so a setting never changes the requests the fleet makes, only what
-//! happens to them.
+//! happens to them. The what-if copy and the judgement of refused attempts draw from
+//! streams of their own too, so neither moves any other figure.
 //!
 //! A refused attempt is asked of a second copy of the dependency (the *what-if* copy), which
 //! every attempt reaches, admitted or refused: whether it would have succeeded is judged at
-//! the load the refused calls would have added.
+//! the load the refused calls would have added. It is also judged as the oracle judges
+//! ([`crate::oracle`]): the answer it alone would have got from the run's own dependency,
+//! with the random numbers it would have drawn.
+//!
+//! The oracle's run ([`Subject::oracle`]) has no breakers: each attempt draws its random
+//! numbers at its start, and the attempt is sent only when the answer it would get now, with
+//! those numbers, succeeds within its cut; see [`crate::oracle`] for the rule, why it is the
+//! ceiling and what it leaves out.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -35,7 +43,7 @@ use cutout::{Outcome, OwnedPermit, Settings, State, TripWindow};
 
 use crate::caller::{Arrival, RetryPolicy};
 use crate::connections::{Checkout, Connections};
-use crate::dependency::Dependency;
+use crate::dependency::{Answer, Dependency, Draws};
 use crate::duration::nanos;
 use crate::fleet::{BreakerPer, Fleet, PodTransition, mix};
 use crate::latency::{Histogram, exact_quantile};
@@ -87,6 +95,11 @@ pub struct Counts {
     /// Refused attempts that would have succeeded within the timeout (asked of the what-if
     /// copy of the dependency, at the load the refused calls add to it).
     pub refused_would_succeed: u64,
+    /// Refused attempts that would have succeeded within their cut had they alone been sent:
+    /// the answer of the run's own dependency as it stood, with the random numbers the
+    /// attempt would have drawn, its pod's delay and the setup of the connection it would
+    /// have opened ([`crate::oracle`]'s judgement; 0 for the oracle by construction).
+    pub refused_would_succeed_alone: u64,
     /// Admitted attempts that were half-open probes.
     pub probes: u64,
     /// The caller-side latencies of every ended request, summed, in microseconds.
@@ -167,6 +180,8 @@ pub struct Run {
     /// time n + 4√n + 4 calls take at the rate its breaker sees, a pod's or one replica's
     /// share of it, which Poisson arrivals rarely exceed). Zero without a breaker.
     pub window_reach: Duration,
+    /// Whether this is the oracle's run ([`Subject::oracle`]).
+    pub oracle: bool,
 }
 
 /// What one run is: a label, the breakers' settings (`None`: no breaker at all), their
@@ -184,6 +199,11 @@ pub struct Subject<'a> {
     /// Whether the pods share fleet signals (the scenario's `[fleet-signals]`, which must be
     /// in force; ignored without a breaker).
     pub fleet_signals: bool,
+    /// Whether this is the oracle ([`crate::oracle`]): no breakers (`settings` is ignored),
+    /// an attempt is sent only when it would succeed; with `per` = [`BreakerPer::Host`] it
+    /// goes to the first replica, in the random order a breaker per replica tries them, on
+    /// which it would.
+    pub oracle: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -243,6 +263,8 @@ struct Request {
     delay: u64,
     /// Whether the attempt in flight holds a connection of its pod's pool.
     connection: bool,
+    /// The oracle's run: the random numbers of the attempt in flight, drawn at its start.
+    draws: Option<Draws>,
 }
 
 /// How a request ended.
@@ -279,11 +301,19 @@ struct World<'a> {
     clock: ManualClock,
     fleet: Fleet,
     per_host: bool,
+    /// The oracle's run ([`Subject::oracle`]).
+    oracle: bool,
+    /// The oracle's run tries the replicas as a breaker per replica would.
+    oracle_per_host: bool,
     retry: RetryPolicy,
     dependency: Dependency,
     what_if: Dependency,
     answers: fastrand::Rng,
     what_if_answers: fastrand::Rng,
+    /// The numbers a refused attempt of a breaker's run is judged with, as if it alone had
+    /// been sent ([`Counts::refused_would_succeed_alone`]): a stream of their own, one draw
+    /// per refused attempt, so that no other figure moves.
+    alone_answers: fastrand::Rng,
     queue: Queue,
     requests: Vec<Option<Request>>,
     free: Vec<usize>,
@@ -323,9 +353,15 @@ pub fn run(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) +
 fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) + Sync)) -> Run {
     let clock = ManualClock::new();
     let replicas = scenario.dependency.replicas();
-    let per_host = subject.per == BreakerPer::Host && subject.settings.is_some();
+    let settings = if subject.oracle {
+        None
+    } else {
+        subject.settings
+    };
+    let per_host = subject.per == BreakerPer::Host && settings.is_some();
     let disabled;
-    let settings = match subject.settings {
+    let settings_in_force = settings;
+    let settings = match settings {
         Some(settings) => settings,
         None => {
             disabled = Settings::builder()
@@ -338,7 +374,7 @@ fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) 
     let breakers = if per_host { replicas } else { 1 };
     let fleet = Fleet::new(&scenario.traffic, settings, breakers, &clock, scenario.seed);
     let end = nanos(scenario.duration);
-    let signals = match (scenario.fleet_signals, subject.settings) {
+    let signals = match (scenario.fleet_signals, settings_in_force) {
         (Some(spec), Some(settings)) if subject.fleet_signals => {
             let rule = crate::signals::rule(settings)
                 .expect("the scenario checked the fleet rule of every setting");
@@ -364,11 +400,14 @@ fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) 
         clock,
         fleet,
         per_host,
+        oracle: subject.oracle,
+        oracle_per_host: subject.oracle && subject.per == BreakerPer::Host,
         retry: subject.retry,
         dependency: scenario.dependency.clone(),
         what_if: scenario.dependency.clone(),
         answers: fastrand::Rng::with_seed(mix(scenario.seed, u64::MAX)),
         what_if_answers: fastrand::Rng::with_seed(mix(scenario.seed, u64::MAX - 1)),
+        alone_answers: fastrand::Rng::with_seed(mix(scenario.seed, u64::MAX - 4)),
         queue: Queue::default(),
         requests: Vec::new(),
         free: Vec::new(),
@@ -407,10 +446,11 @@ fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) 
         timeline: world.timeline,
         latencies: world.latencies,
         ok_latencies: world.ok_latencies,
-        window_reach: subject.settings.map_or(Duration::ZERO, |s| {
+        window_reach: settings_in_force.map_or(Duration::ZERO, |s| {
             let share = if per_host { f64::from(replicas) } else { 1.0 };
             window_reach(s, &scenario.traffic, share)
         }),
+        oracle: subject.oracle,
     }
 }
 
@@ -558,6 +598,7 @@ impl World<'_> {
             cut: 0,
             delay: 0,
             connection: false,
+            draws: None,
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -602,13 +643,24 @@ impl World<'_> {
             self.counts.retries += 1;
         }
         self.second(now).offered += 1;
+        let timeout = self.scenario.traffic.timeout;
+        let cut = now.saturating_add(nanos(timeout)).min(deadline);
+        // The pod's own delay, asked at every attempt's start (in time order).
+        let delay = self
+            .saturation
+            .as_mut()
+            .map_or(0, |s| s.delay_at(pod as u32, now));
+        // The oracle's attempt draws its numbers now, sent or not: they are its own.
+        let draws = self.oracle.then(|| Draws::take(&mut self.answers));
         let route = &mut self.fleet.pods[pod].route;
         let first = route.u32(..replicas);
         // With a breaker per replica the call goes to a random replica whose breaker admits
         // it (the others in a random order after the first: a refused replica's share spreads
-        // evenly over the rest); with one breaker, to a random replica.
+        // evenly over the rest); with one breaker, to a random replica. The oracle admits
+        // where the attempt would succeed, trying the replicas in the same way when it routes
+        // as a breaker per replica does.
         let mut admitted = None;
-        if self.per_host {
+        if self.per_host || self.oracle_per_host {
             let mut order: Vec<u32> = (0..replicas).collect();
             order.swap(0, first as usize);
             for k in 0..replicas as usize {
@@ -617,22 +669,27 @@ impl World<'_> {
                     order.swap(k, pick);
                 }
                 let replica = order[k];
+                if let Some(draws) = draws {
+                    if self.would_succeed(now, pod as u32, replica, delay, cut, draws) {
+                        let breaker = &self.fleet.pods[pod].breakers[0];
+                        if let Ok(permit) = breaker.try_acquire_owned() {
+                            admitted = Some((permit, 0, replica));
+                        }
+                        break;
+                    }
+                    continue;
+                }
                 let breaker = &self.fleet.pods[pod].breakers[replica as usize];
                 if let Ok(permit) = breaker.try_acquire_owned() {
                     admitted = Some((permit, replica as usize, replica));
                     break;
                 }
             }
-        } else if let Ok(permit) = self.fleet.pods[pod].breakers[0].try_acquire_owned() {
+        } else if draws.is_none_or(|d| self.would_succeed(now, pod as u32, first, delay, cut, d))
+            && let Ok(permit) = self.fleet.pods[pod].breakers[0].try_acquire_owned()
+        {
             admitted = Some((permit, 0, first));
         }
-        let timeout = self.scenario.traffic.timeout;
-        let cut = now.saturating_add(nanos(timeout)).min(deadline);
-        // The pod's own delay, asked at every attempt's start (in time order).
-        let delay = self
-            .saturation
-            .as_mut()
-            .map_or(0, |s| s.delay_at(pod as u32, now));
         let Some((permit, breaker, replica)) = admitted else {
             self.counts.refused += 1;
             let condition = self.scenario.script.condition_on(t, first);
@@ -642,7 +699,17 @@ impl World<'_> {
             if answer.ok && answer.at.saturating_add(delay) <= cut {
                 self.counts.refused_would_succeed += 1;
             }
-            self.end_request(now, id, End::Refused);
+            // Judged as the oracle judges: with the numbers this attempt drew (the oracle's),
+            // or numbers drawn for it (a breaker's run: it drew none).
+            let alone = draws.unwrap_or_else(|| Draws::take(&mut self.alone_answers));
+            if self.would_succeed(now, pod as u32, first, delay, cut, alone) {
+                self.counts.refused_would_succeed_alone += 1;
+            }
+            if self.oracle {
+                self.oracle_refused(now, id);
+            } else {
+                self.end_request(now, id, End::Refused);
+            }
             return;
         };
         self.counts.admitted += 1;
@@ -666,6 +733,7 @@ impl World<'_> {
         r.cut = cut;
         r.delay = delay;
         r.connection = checkout.is_some();
+        r.draws = draws;
         match checkout {
             None | Some(Checkout::Reused) => self.send(now, id),
             Some(Checkout::Opened(setup)) => {
@@ -689,17 +757,20 @@ impl World<'_> {
     /// pod's delay, or at its cut (timeout or deadline) when that comes first.
     fn send(&mut self, now: u64, id: usize) {
         let t = Duration::from_nanos(now);
-        let (replica, cut, delay) = {
+        let (replica, cut, delay, draws) = {
             let r = self.request(id);
-            (r.replica, r.cut, r.delay)
+            (r.replica, r.cut, r.delay, r.draws.take())
         };
         if self.scenario.script.is_failing_on(t, replica) {
             self.counts.reached_failing += 1;
         }
         let condition = self.scenario.script.condition_on(t, replica);
-        let answer = self
-            .dependency
-            .call(now, replica, &condition, &mut self.answers);
+        let answer = match draws {
+            Some(draws) => self.dependency.call_drawn(now, replica, &condition, draws),
+            None => self
+                .dependency
+                .call(now, replica, &condition, &mut self.answers),
+        };
         self.what_if
             .call(now, replica, &condition, &mut self.what_if_answers);
         let ends = answer.at.saturating_add(delay);
@@ -715,6 +786,66 @@ impl World<'_> {
         };
         self.request(id).result = result;
         self.queue.push(at, What::End(id));
+    }
+
+    /// Whether an attempt of pod `pod` started at `now`, with the random numbers `draws`, its
+    /// pod's `delay` and its `cut`, would succeed if sent to `replica` now: after the setup
+    /// of the connection it would open (none if its pool holds one), the dependency as it
+    /// stands answers it in time with a success. Changes nothing. The oracle's rule and the
+    /// judgement of refused attempts ([`Counts::refused_would_succeed_alone`]).
+    fn would_succeed(
+        &self,
+        now: u64,
+        pod: u32,
+        replica: u32,
+        delay: u64,
+        cut: u64,
+        draws: Draws,
+    ) -> bool {
+        let sends = match self
+            .connections
+            .as_ref()
+            .map(|c| c.checkout_if_taken(pod, replica, now))
+        {
+            None | Some(Checkout::Reused) => now,
+            Some(Checkout::Opened(setup)) => now.saturating_add(setup),
+        };
+        if sends >= cut {
+            return false;
+        }
+        let condition = self
+            .scenario
+            .script
+            .condition_on(Duration::from_nanos(sends), replica);
+        let answer: Answer = self
+            .dependency
+            .answer_if_called(sends, replica, &condition, draws);
+        answer.ok && answer.at.saturating_add(delay) <= cut
+    }
+
+    /// The oracle refused request `id`'s attempt at `now`: to its caller that is the failure
+    /// it spares, known at once and at no cost, so the caller retries as after a failure
+    /// (its retries, backoff, deadline and policy; the pods' breakers are disabled, so
+    /// breaker-aware retries are naive ones), and the request ends refused when it does not.
+    fn oracle_refused(&mut self, now: u64, id: usize) {
+        let (pod, attempts, deadline) = {
+            let r = self.request(id);
+            (r.pod as usize, r.attempts, r.deadline)
+        };
+        let traffic = &self.scenario.traffic;
+        let retry = attempts <= traffic.retries
+            && self.retry.retries(
+                now,
+                traffic.retry_backoff,
+                deadline,
+                &self.fleet.pods[pod].breakers[0],
+            );
+        if retry {
+            let at = now + nanos(traffic.retry_backoff);
+            self.queue.push(at, What::Attempt(id));
+        } else {
+            self.end_request(now, id, End::Refused);
+        }
     }
 
     fn end_attempt(&mut self, now: u64, id: usize) {

@@ -48,7 +48,10 @@ fn fleet_signals_trip_the_pods_local_rules_cannot() {
     let scenario = scenario("[fleet-signals]");
     let lab = Lab::run(&scenario);
     let labels: Vec<&str> = lab.metrics.iter().map(|m| m.setting.as_str()).collect();
-    assert_eq!(labels, ["no breaker", "ratio", "ratio + fleet signals"]);
+    assert_eq!(
+        labels,
+        ["no breaker", "ratio", "ratio + fleet signals", "oracle"]
+    );
     let (local, fleet) = (&lab.metrics[1], &lab.metrics[2]);
     assert_eq!(local.trips, 0, "local rules alone never trip");
     assert_eq!(local.pods_tripped, 0);
@@ -96,7 +99,11 @@ fn fleet_signals_are_deterministic() {
 fn the_section_is_checked_and_can_be_turned_off() {
     let off = scenario("[fleet-signals]\nenabled = false");
     assert!(off.fleet_signals.is_none());
-    assert_eq!(Lab::subjects(&off).len(), 2, "no fleet-signals column");
+    assert_eq!(
+        Lab::subjects(&off).len(),
+        3,
+        "no breaker, the setting and the oracle: no fleet-signals column"
+    );
     let on = scenario("[fleet-signals]\ninterval = \"1s\"");
     let signals = on.fleet_signals.unwrap();
     assert_eq!(signals.interval, Duration::from_secs(1));

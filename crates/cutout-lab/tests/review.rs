@@ -728,11 +728,20 @@ fn check_laws(scenario: &Scenario, lab: &Lab<'_>) {
             c.attempts_ok + c.attempts_failed + c.attempts_timed_out,
             "{name}"
         );
-        // A request ends refused exactly when its last attempt was refused: never retried.
-        assert_eq!(
-            c.requests_refused, c.refused,
-            "{name}: a refusal is never retried"
-        );
+        if run.oracle {
+            // The oracle's refusal is the failure it spares: its caller retries it as one,
+            // and the oracle sends nothing that fails (no `[connections]` here).
+            assert!(c.requests_refused <= c.refused, "{name}");
+            assert_eq!(c.attempts_failed + c.attempts_timed_out, 0, "{name}: {c:?}");
+            assert_eq!(c.refused_would_succeed_alone, 0, "{name}");
+        } else {
+            // A request ends refused exactly when its last attempt was refused: never retried.
+            assert_eq!(
+                c.requests_refused, c.refused,
+                "{name}: a refusal is never retried"
+            );
+        }
+        assert!(c.refused_would_succeed_alone <= c.refused, "{name}");
         assert_eq!(
             c.requests_ok, c.attempts_ok,
             "{name}: a success ends its request"
@@ -836,7 +845,11 @@ fn every_request_and_attempt_ends_one_way_in_every_layout() {
     "#;
     let scenario = load(text);
     let lab = Lab::run(&scenario);
-    assert_eq!(lab.runs.len(), 1 + 2 * 2 * 2);
+    assert_eq!(
+        lab.runs.len(),
+        1 + 2 * 2 * 2 + 1,
+        "no breaker, 8 settings, the oracle"
+    );
     check_laws(&scenario, &lab);
     let all =
         |f: fn(&cutout_lab::Counts) -> u64| lab.runs.iter().map(|r| f(&r.counts)).sum::<u64>();
@@ -1322,6 +1335,10 @@ fn a_setting_named_twice_is_refused_or_labelled_apart() {
         "[breakers.instances.a]",
         "[breakers.instances.a]\n[breakers.instances.\"no breaker\"]\nadaptive = false",
     );
+    let named_oracle = BASE.replace(
+        "[breakers.instances.a]",
+        "[breakers.instances.a]\n[breakers.instances.oracle]\nadaptive = false",
+    );
     let cases = [
         (
             "breaker-per",
@@ -1333,6 +1350,7 @@ fn a_setting_named_twice_is_refused_or_labelled_apart() {
         ),
         ("compare", edit("", "compare", "[\"a\", \"a\"]")),
         ("an instance named \"no breaker\"", named_no_breaker),
+        ("an instance named \"oracle\"", named_oracle),
     ];
     let mut problems = Vec::new();
     for (what, text) in cases {

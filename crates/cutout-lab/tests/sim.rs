@@ -106,10 +106,15 @@ fn every_request_and_attempt_ends_exactly_one_way() {
         assert_eq!(c.in_flight_at_end, 0, "the loop drains every call");
         if run.setting == cutout_lab::NO_BREAKER {
             assert_eq!((c.refused, c.probes), (0, 0), "{c:?}");
+            assert!(c.attempts_timed_out > 0, "{c:?}");
+        } else if run.oracle {
+            // It refuses what would fail, sends nothing that does, and has no breaker.
+            assert!(c.refused > 0 && c.probes == 0, "{c:?}");
+            assert_eq!(c.attempts_failed + c.attempts_timed_out, 0, "{c:?}");
         } else {
             assert!(c.refused > 0 && c.probes > 0, "{c:?}");
+            assert!(c.attempts_timed_out > 0, "{c:?}");
         }
-        assert!(c.attempts_timed_out > 0, "{c:?}");
         // The timeline adds up to the totals.
         let sum = |f: fn(&cutout_lab::sim::Second) -> u32| -> u64 {
             run.timeline.iter().map(|s| u64::from(f(s))).sum()

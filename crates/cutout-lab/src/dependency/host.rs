@@ -128,6 +128,23 @@ impl Host {
         }
     }
 
+    /// When a call reaching the first `available` workers at `now`, the replica then running
+    /// at `factor` × its healthy service times, would start, had the call come: what
+    /// [`Host::slow_to`] and [`Host::enqueue`] would give it (before `max_wait`), without
+    /// changing anything. The stretch of [`Host::slow_to`] is monotone in a worker's free
+    /// time (a time past `now` maps to a later one past `now`, the others stay), so the worker
+    /// that frees first is the same before and after it, and its stretched time is the start.
+    pub(crate) fn start_if_called(&self, now: u64, available: usize, factor: f64) -> u64 {
+        let (_, free) = self.earliest(available);
+        let free = if factor != self.factor && free > now && free != u64::MAX {
+            let ahead = (free - now) as f64 * (factor / self.factor);
+            now.saturating_add(ahead as u64)
+        } else {
+            free
+        };
+        free.max(now)
+    }
+
     /// How long a call arriving at `now` would wait, given the workers the last call could use.
     pub(crate) fn wait(&self, now: u64) -> u64 {
         self.earliest(self.available).1.saturating_sub(now)
@@ -185,6 +202,28 @@ mod tests {
                 }
                 let wait = (0..available).map(|w| free[w]).min().unwrap();
                 assert_eq!(host.wait(now), wait.saturating_sub(now));
+            }
+        }
+    }
+
+    /// `start_if_called` is what `slow_to` then `enqueue` give, without changing the host,
+    /// over random work, speeds and worker limits.
+    #[test]
+    fn a_call_not_made_starts_where_a_call_made_would() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        for workers in [1, 2, 3, 8] {
+            let mut host = Host::new(workers);
+            let mut now = 0;
+            for _ in 0..2_000 {
+                now += rng.u64(0..80);
+                let available = rng.usize(1..=workers);
+                let factor = [1.0, 1.0, 3.0, 0.5, 30.0][rng.usize(..5)];
+                let service = rng.u64(0..400);
+                let before = host.clone();
+                let asked = host.start_if_called(now, available, factor);
+                assert_eq!(host.tree, before.tree, "asking changes nothing");
+                host.slow_to(now, factor);
+                assert_eq!(host.enqueue(now, available, service, None), Some(asked));
             }
         }
     }

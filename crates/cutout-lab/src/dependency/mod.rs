@@ -60,6 +60,10 @@
 //!
 //! Every call draws the same three random numbers (two for its service time, one for its
 //! error), whatever the condition, so a condition never shifts the draws of later calls.
+//! They can be drawn beforehand ([`Draws`], then [`Dependency::call_drawn`]), and the answer
+//! a call would get asked without making it ([`Dependency::answer_if_called`]: the same
+//! arithmetic on the workload vector, which it leaves as it is). The lab's oracle judges an
+//! attempt that way before it sends it (`crate::oracle`).
 //!
 //! What the model leaves out:
 //! - a call's answer is fixed at arrival, so a condition change does not reach the calls
@@ -244,6 +248,27 @@ impl Answer {
     }
 }
 
+/// The random numbers one call draws, whatever its condition: a standard normal for its
+/// service time (two numbers of the stream, Box–Muller) and one uniform for its error, in
+/// that order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Draws {
+    /// The service time's standard normal.
+    z: f64,
+    /// The error's uniform draw in [0, 1): the call fails when it is at or past its
+    /// condition's success probability.
+    error: f64,
+}
+
+impl Draws {
+    /// Draws a call's numbers from `rng`, as [`Dependency::call`] does.
+    pub fn take(rng: &mut fastrand::Rng) -> Draws {
+        let z = standard_normal(rng);
+        let error = rng.f64();
+        Draws { z, error }
+    }
+}
+
 /// The dependency model: see the module docs for how load acts on it.
 #[derive(Debug, Clone)]
 pub struct Dependency {
@@ -397,36 +422,112 @@ impl Dependency {
         condition: &Condition,
         rng: &mut fastrand::Rng,
     ) -> Answer {
-        let z = standard_normal(rng);
-        let error_draw = rng.f64();
-        let host = &mut self.hosts[replica as usize];
+        self.call_drawn(now, replica, condition, Draws::take(rng))
+    }
+
+    /// [`Dependency::call`] with the call's random numbers drawn beforehand (`call` draws
+    /// them from its stream, then does exactly this).
+    ///
+    /// # Panics
+    /// If `replica >= self.replicas()`.
+    pub fn call_drawn(
+        &mut self,
+        now: u64,
+        replica: u32,
+        condition: &Condition,
+        draws: Draws,
+    ) -> Answer {
+        assert!(
+            replica < self.replicas(),
+            "replica {replica} of {}",
+            self.replicas()
+        );
         if condition.hung {
             return Answer::NEVER;
         }
-        let fast_failure = Answer {
-            at: now.saturating_add(nanos(self.outage_latency)),
-            ok: false,
-        };
+        let fast_failure = self.fast_failure(now);
         if condition.down {
             return fast_failure;
         }
+        let service = self.service(condition, draws);
+        let ok = self.succeeds(condition, draws);
+        let max_wait = self.max_queue_wait.map(nanos);
+        let host = &mut self.hosts[replica as usize];
         host.slow_to(now, condition.latency_factor);
-        let service =
-            self.median.as_nanos() as f64 * (self.sigma * z).exp() * condition.latency_factor;
-        let service = service as u64; // saturating
         let workers = host.workers();
         match host.enqueue(
             now,
             available(workers, condition.capacity_factor),
             service,
-            self.max_queue_wait.map(nanos),
+            max_wait,
         ) {
             None => fast_failure,
             Some(start) => Answer {
                 at: start.saturating_add(service),
-                ok: error_draw < (1.0 - self.error_rate) * (1.0 - condition.extra_error_rate),
+                ok,
             },
         }
+    }
+
+    /// The answer a call reaching `replica` at `now` in `condition`, with the random numbers
+    /// `draws`, would get: what [`Dependency::call_drawn`] would return, without the call
+    /// (the replica is left as it is, and no stream is drawn from). `now` is never earlier
+    /// than the last call that reached the replica. This is how the lab's oracle judges an
+    /// attempt before it decides to send it (see [`crate::oracle`]).
+    ///
+    /// # Panics
+    /// If `replica >= self.replicas()`.
+    pub fn answer_if_called(
+        &self,
+        now: u64,
+        replica: u32,
+        condition: &Condition,
+        draws: Draws,
+    ) -> Answer {
+        let host = &self.hosts[replica as usize];
+        if condition.hung {
+            return Answer::NEVER;
+        }
+        let fast_failure = self.fast_failure(now);
+        if condition.down {
+            return fast_failure;
+        }
+        let service = self.service(condition, draws);
+        let start = host.start_if_called(
+            now,
+            available(host.workers(), condition.capacity_factor),
+            condition.latency_factor,
+        );
+        if self
+            .max_queue_wait
+            .is_some_and(|max| start - now > nanos(max))
+        {
+            return fast_failure;
+        }
+        Answer {
+            at: start.saturating_add(service),
+            ok: self.succeeds(condition, draws),
+        }
+    }
+
+    /// The answer of a call that fails fast at `now` (a down replica, a shed call).
+    fn fast_failure(&self, now: u64) -> Answer {
+        Answer {
+            at: now.saturating_add(nanos(self.outage_latency)),
+            ok: false,
+        }
+    }
+
+    /// A call's service time in `condition`, in nanoseconds (saturating).
+    fn service(&self, condition: &Condition, draws: Draws) -> u64 {
+        let service =
+            self.median.as_nanos() as f64 * (self.sigma * draws.z).exp() * condition.latency_factor;
+        service as u64 // saturating
+    }
+
+    /// Whether a served call succeeds in `condition`.
+    fn succeeds(&self, condition: &Condition, draws: Draws) -> bool {
+        draws.error < (1.0 - self.error_rate) * (1.0 - condition.extra_error_rate)
     }
 
     /// How long a call reaching `replica` at `now` would wait before its service starts,
@@ -870,6 +971,51 @@ mod tests {
         }
         assert_eq!(d.backlog(0, 0), backlog);
         assert_eq!(d.max_queue_wait(), Some(100 * MS));
+    }
+
+    /// `answer_if_called` is the answer `call_drawn` then gives with the same numbers, and
+    /// changes nothing, over every condition (a brownout starting and ending, a capacity
+    /// limit, down, hung) and a bounded queue; `call` is `call_drawn` with numbers drawn from
+    /// its stream.
+    #[test]
+    fn an_answer_asked_for_is_the_answer_a_call_gets() {
+        let conditions = [
+            Condition::HEALTHY,
+            with(|c| c.latency_factor = 30.0),
+            with(|c| c.capacity_factor = 0.25),
+            with(|c| c.extra_error_rate = 0.5),
+            with(|c| c.down = true),
+            with(|c| c.hung = true),
+        ];
+        let mut d = dep().with_max_queue_wait(Some(300 * MS));
+        let mut twin = d.clone();
+        let mut rng = fastrand::Rng::with_seed(19);
+        let mut stream = fastrand::Rng::with_seed(20);
+        let mut now = 0;
+        let (mut shed, mut ok) = (0, 0);
+        for i in 0..20_000u64 {
+            now += rng.u64(0..6_000_000);
+            // Runs of a few hundred calls in each condition, so that queues build and drain.
+            let condition = conditions[(i / 300) as usize % conditions.len()];
+            let draws = Draws::take(&mut rng);
+            let before = format!("{:?}", d.hosts);
+            let asked = d.answer_if_called(now, 0, &condition, draws);
+            assert_eq!(format!("{:?}", d.hosts), before, "asking changes nothing");
+            let answer = d.call_drawn(now, 0, &condition, draws);
+            assert_eq!(asked, answer, "call {i} in {condition:?}");
+            let (mut drawn, mut copy) = (stream.clone(), twin.clone());
+            assert_eq!(
+                twin.call(now, 0, &condition, &mut stream),
+                copy.call_drawn(now, 0, &condition, Draws::take(&mut drawn))
+            );
+            assert_eq!(stream, drawn, "three numbers each");
+            shed += u64::from(!condition.down && answer.at == now + 1_000_000);
+            ok += u64::from(answer.ok);
+        }
+        assert!(
+            shed > 100 && ok > 5_000,
+            "queues built and were shed: {shed}, {ok}"
+        );
     }
 
     /// The same calls with the same seed get the same answers; a clone carries on alike.
