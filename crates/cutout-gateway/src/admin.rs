@@ -350,8 +350,9 @@ fn reason(gateway: &Gateway, breaker: &Breaker) -> Option<String> {
 }
 
 /// A cluster as `/breakers` shows it: its breaker's snapshot, why it is in its state, its
-/// statistics, its slow limit, and its hosts (each with its breaker, when it ejects hosts, and
-/// its statistics).
+/// statistics, its slow limit, whether it is in panic, its retries in flight (`null` when it
+/// does not retry), and its hosts (each with its breaker, when it ejects hosts, and its
+/// statistics).
 pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let breaker = cluster.breaker();
@@ -367,6 +368,8 @@ pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
     out["ejection"] = json!(hosts.is_some());
     out["max_ejected"] = json!(hosts.map_or(0, |h| h.max_ejected()));
     out["ejected"] = json!(hosts.map_or(0, |h| h.ejected()));
+    out["panic"] = json!(hosts.is_some_and(|h| h.panicking()));
+    out["retries_in_flight"] = json!(shared.retry.as_ref().map(|b| b.retrying()));
     out["hosts"] = shared
         .authorities
         .iter()

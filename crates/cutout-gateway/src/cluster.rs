@@ -19,8 +19,9 @@ pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 
 use crate::attempt::{AttemptFuture, DeadlinePassed, Detached, Exchange, find};
 use crate::client_body::BodyWatch;
-use crate::hosts::{Hosts, ServedBy, Target, host_service, pick};
+use crate::hosts::{Hosts, Route, ServedBy, Spread, Target, host_service, pick, spread};
 use crate::metrics::ClusterMetrics;
+use crate::retry::RetryBudget;
 use crate::stats::{SlowLimit, Stats};
 
 pub use crate::classify::GatewayClassifier;
@@ -32,8 +33,8 @@ pub type HttpClient = Client<HttpConnector, Body>;
 /// simple; see cutout-tower's `axum_gateway` example).
 type Stack = BoxCloneSyncService<Request<Body>, Response<Body>, cutout_tower::Error>;
 
-/// One attempt at a host, or the host level above it.
-type Attempt = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
+/// One attempt at a host (to the request's [`Target`]), or the host level above it.
+pub type AttemptService = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
 
 /// A new pooled client: keep-alive connections per upstream, `TCP_NODELAY`, a connect timeout,
 /// and idle pooled connections closed after `pool_idle_timeout` (hyper-util's pool reaps them
@@ -71,6 +72,19 @@ pub struct ClusterShared {
     pub attempt_timeout: Duration,
     /// Whether breakers guard the cluster.
     pub guarded: bool,
+    /// The retry budget (`None`: no retries: `retry = false`, or a single upstream).
+    pub retry: Option<Arc<RetryBudget>>,
+}
+
+/// How a cluster retries (see [`crate::hosts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySettings {
+    /// `retry`.
+    pub enabled: bool,
+    /// `retry-budget-percent`.
+    pub budget_percent: u8,
+    /// `min-concurrent-retries`.
+    pub min_concurrent: usize,
 }
 
 /// How a cluster is built (see [`Cluster::new`]).
@@ -97,6 +111,8 @@ pub struct ClusterParts {
     /// Whether breakers guard the cluster (`false`: neither the cluster breaker nor the host
     /// breakers are in the stack).
     pub guarded: bool,
+    /// How it retries on another host.
+    pub retry: RetrySettings,
 }
 
 /// A cluster of upstreams behind one breaker, each host behind its own.
@@ -106,7 +122,8 @@ pub struct ClusterParts {
 ///   cluster is open, and records the outcome at the end of the response's body;
 /// - with host breakers ([`crate::hosts`]), round-robin over the hosts whose breaker admits
 ///   (each a keyed whole-response breaker, at most `max-ejection-percent` of them open), 503
-///   when every host refuses; without, plain round-robin;
+///   when every host refuses (or, in a panic, around their breakers); without, plain
+///   round-robin; either way a connect failure or a reset retried once on another host;
 /// - the attempt ([`crate::attempt`]): the attempt timeout over the head and the whole body,
 ///   the gateway's deadline, and *blame*: a failure the client's body caused
 ///   ([`ClientFault`](crate::error::ClientFault)),
@@ -145,6 +162,7 @@ impl Cluster {
             client,
             classifier,
             guarded,
+            retry,
         } = parts;
         let upstreams: Arc<[Uri]> = upstreams.into();
         let authorities: Vec<String> = upstreams
@@ -164,6 +182,9 @@ impl Cluster {
             attempt_timeout,
         ));
         let metrics = ClusterMetrics::new(&name, &authorities);
+        // A retry needs another host.
+        let budget = (retry.enabled && upstreams.len() >= 2)
+            .then(|| RetryBudget::new(retry.budget_percent, retry.min_concurrent));
         let detached = Detached::new(
             max_detached_attempts,
             max_detached_body,
@@ -179,19 +200,34 @@ impl Cluster {
             slow,
             attempt_timeout,
             guarded,
+            retry: budget.clone(),
         });
         let attempt = attempt_service(client, Arc::clone(&upstreams), attempt_timeout);
         let hosts = hosts.filter(|_| guarded);
-        let inner: Attempt = match &hosts {
-            Some(hosts) => {
-                let service =
-                    host_service(attempt, hosts, GatewayClassifier::new(classifier.clone()));
-                let hosts = Arc::clone(hosts);
+        let inner: AttemptService = match (&hosts, budget) {
+            (Some(hosts), budget) => {
+                let service = host_service(
+                    attempt.clone(),
+                    hosts,
+                    GatewayClassifier::new(classifier.clone()),
+                );
+                let route = Arc::new(Route::new(
+                    Arc::clone(hosts),
+                    Arc::clone(&shared),
+                    budget,
+                    attempt,
+                ));
                 BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
-                    pick(Arc::clone(&hosts), service.clone(), request)
+                    pick(Arc::clone(&route), service.clone(), request)
                 }))
             }
-            None => attempt,
+            (None, Some(budget)) => {
+                let route = Arc::new(Spread::new(Arc::clone(&shared), budget));
+                BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
+                    spread(Arc::clone(&route), attempt.clone(), request)
+                }))
+            }
+            (None, None) => attempt,
         };
         let stack = if guarded {
             let cluster_classifier = match &hosts {
@@ -266,7 +302,7 @@ impl Cluster {
 
 /// The attempt service: to the request's [`Target`] host (else round-robin), under the
 /// attempt timeout and the gateway's deadline, with the client's faults blamed on the client.
-fn attempt_service(client: HttpClient, upstreams: Arc<[Uri]>, timeout: Duration) -> Attempt {
+fn attempt_service(client: HttpClient, upstreams: Arc<[Uri]>, timeout: Duration) -> AttemptService {
     let next = Arc::new(AtomicUsize::new(0));
     BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
         // A cluster always has an upstream (the configuration says so); without one, the

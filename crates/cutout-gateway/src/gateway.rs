@@ -10,7 +10,7 @@ use cutout::clock::{Clock, SystemClock};
 use cutout::{Breaker, Event, Registry, Transition};
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::cluster::{Cluster, ClusterParts, http_client};
+use crate::cluster::{Cluster, ClusterParts, RetrySettings, http_client};
 use crate::config::{GatewayConfig, Route};
 use crate::hosts::Hosts;
 
@@ -156,6 +156,7 @@ impl Gateway {
                     name,
                     &cluster.upstreams,
                     max_ejected,
+                    cluster.panic_threshold,
                     move |id| {
                         per_host
                             .get(id)
@@ -181,6 +182,11 @@ impl Gateway {
                     client,
                     classifier: cluster.classifier(),
                     guarded: config.breakers_enabled,
+                    retry: RetrySettings {
+                        enabled: cluster.retry,
+                        budget_percent: cluster.retry_budget_percent,
+                        min_concurrent: cluster.min_concurrent_retries,
+                    },
                 }),
             );
         }
@@ -321,12 +327,12 @@ fn record(
 ) {
     let t = &event.transition;
     let reason = match t {
-        Transition::Opened { reason, .. } => Some(reason.as_str()),
+        Transition::Opened { reason, .. } => {
+            lock(reasons).insert(event.breaker.as_str().to_owned(), reason.as_str());
+            Some(reason.as_str())
+        }
         _ => None,
     };
-    if let Some(reason) = reason {
-        lock(reasons).insert(event.breaker.as_str().to_owned(), reason);
-    }
     let at_unix_ms = now_unix_ms();
     let mut log = lock(log);
     if log.len() == TRANSITIONS_KEPT {

@@ -15,6 +15,7 @@
 //! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended (a detached request's, until its attempt ends) |
 //! | `cutout_gateway_ejected_hosts` | gauge | `cluster` | hosts ejected now (open, half-open, recovering) |
 //! | `cutout_gateway_max_ejected_hosts` | gauge | `cluster` | the ejection cap |
+//! | `cutout_gateway_retries_total` | counter | `cluster`, `decision` (`retried`: sent again to another host; `over_budget`: a retry the retry budget refused) | attempts failed by a connect failure or a reset that could be retried (see [`crate::hosts`]) |
 //!
 //! Requests that reach no cluster (400, 404, 405) are counted with `cluster="(none)"`.
 //! Histograms have buckets ([`DURATION_BUCKETS`], seconds), for the gateway's and for cutout's
@@ -44,9 +45,11 @@ pub const IN_FLIGHT: &str = "cutout_gateway_in_flight_requests";
 pub const EJECTED: &str = "cutout_gateway_ejected_hosts";
 /// The ejection cap, by cluster.
 pub const MAX_EJECTED: &str = "cutout_gateway_max_ejected_hosts";
+/// Retries on another host, and those the budget refused, by cluster.
+pub const RETRIES: &str = "cutout_gateway_retries_total";
 
 /// The gateway's series, as (name, type, HELP text).
-pub const ALL: [(&str, &str, &str); 8] = [
+pub const ALL: [(&str, &str, &str); 9] = [
     (
         REQUESTS,
         "counter",
@@ -82,6 +85,12 @@ pub const ALL: [(&str, &str, &str); 8] = [
         MAX_EJECTED,
         "gauge",
         "The most hosts of the cluster that may be ejected at once.",
+    ),
+    (
+        RETRIES,
+        "counter",
+        "Attempts failed by a connect failure or a reset, retried on another host or refused \
+         by the retry budget.",
     ),
 ];
 
@@ -156,6 +165,9 @@ pub fn code_index(status: Option<u16>) -> usize {
 /// The breaker decisions, as the `decision` label writes them.
 pub const DECISIONS: [&str; 5] = ["admitted", "refused", "ejected", "unguarded", "none"];
 
+/// What became of a retriable failure, as the `decision` label of [`RETRIES`] writes it.
+pub const RETRY_DECISIONS: [&str; 2] = ["retried", "over_budget"];
+
 /// What became of a give-up's attempt, as the `counted` label writes it (in
 /// [`GiveUpCount::index`](crate::attempt::GiveUpCount::index) order).
 pub const COUNTED: [&str; 3] = ["detached", "dropped", "deadline"];
@@ -168,6 +180,7 @@ pub struct ClusterMetrics {
     requests: [[OnceLock<Counter>; DECISIONS.len()]; CODES.len()],
     upstream: Vec<[OnceLock<Counter>; CODES.len()]>,
     give_ups: [OnceLock<Counter>; COUNTED.len()],
+    retries: [OnceLock<Counter>; RETRY_DECISIONS.len()],
     duration: Histogram,
     in_flight: Gauge,
     detached: Gauge,
@@ -200,6 +213,7 @@ impl ClusterMetrics {
             requests: Default::default(),
             upstream: hosts.iter().map(|_| Default::default()).collect(),
             give_ups: Default::default(),
+            retries: Default::default(),
             duration: metrics::histogram!(REQUEST_DURATION, "cluster" => label.clone()),
             in_flight: metrics::gauge!(IN_FLIGHT, "cluster" => label.clone()),
             detached: metrics::gauge!(DETACHED, "cluster" => label.clone()),
@@ -239,6 +253,20 @@ impl ClusterMetrics {
                     "cluster" => self.cluster.clone(),
                     "host" => self.hosts[host].clone(),
                     "code" => CODES[code],
+                )
+            })
+            .increment(1);
+    }
+
+    /// A failed attempt was retried on another host (`true`), or the budget refused its retry.
+    pub fn retry(&self, retried: bool) {
+        let decision = usize::from(!retried);
+        self.retries[decision]
+            .get_or_init(|| {
+                metrics::counter!(
+                    RETRIES,
+                    "cluster" => self.cluster.clone(),
+                    "decision" => RETRY_DECISIONS[decision],
                 )
             })
             .increment(1);
