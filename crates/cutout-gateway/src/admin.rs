@@ -351,8 +351,9 @@ fn reason(gateway: &Gateway, breaker: &Breaker) -> Option<String> {
 
 /// A cluster as `/breakers` shows it: its breaker's snapshot, why it is in its state, its
 /// statistics, its slow limit, whether it is in panic, its retries in flight (`null` when it
-/// does not retry), and its hosts (each with its breaker, when it ejects hosts, and its
-/// statistics).
+/// does not retry), its health check (`path`, `interval_ms`, or `null`), and its hosts (each
+/// with its breaker, when it ejects hosts, its statistics, and its last health check:
+/// `result` `pass` / `fail`, `detail`, `at_unix_ms`, `took_ms`, `in_a_row`, or `null`).
 pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let breaker = cluster.breaker();
@@ -370,6 +371,10 @@ pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
     out["ejected"] = json!(hosts.map_or(0, |h| h.ejected()));
     out["panic"] = json!(hosts.is_some_and(|h| h.panicking()));
     out["retries_in_flight"] = json!(shared.retry.as_ref().map(|b| b.retrying()));
+    out["health_check"] = cluster.health_check().map_or(
+        Value::Null,
+        |c| json!({ "path": c.path.as_str(), "interval_ms": ms(c.interval) }),
+    );
     out["hosts"] = shared
         .authorities
         .iter()
@@ -385,6 +390,7 @@ pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
             };
             entry["host"] = json!(host);
             entry["stats"] = shared.host_stats.get(n).map_or(Value::Null, |s| s.json());
+            entry["health_check"] = shared.health.get(n).map_or(Value::Null, |h| h.json());
             if let Some(obj) = entry.as_object_mut() {
                 obj.remove("upstreams");
             }

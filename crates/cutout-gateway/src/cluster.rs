@@ -19,6 +19,7 @@ pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 
 use crate::attempt::{AttemptFuture, DeadlinePassed, Detached, Exchange, find};
 use crate::client_body::BodyWatch;
+use crate::health::{CheckTarget, HealthCheckConfig, HostHealth};
 use crate::hosts::{Hosts, Route, ServedBy, Spread, Target, host_service, pick, spread};
 use crate::metrics::ClusterMetrics;
 use crate::retry::RetryBudget;
@@ -72,6 +73,8 @@ pub struct ClusterShared {
     pub attempt_timeout: Duration,
     /// Whether breakers guard the cluster.
     pub guarded: bool,
+    /// Each host's health checks, in order (empty without a `health-check` table).
+    pub health: Vec<Arc<HostHealth>>,
     /// The retry budget (`None`: no retries: `retry = false`, or a single upstream).
     pub retry: Option<Arc<RetryBudget>>,
 }
@@ -113,6 +116,8 @@ pub struct ClusterParts {
     pub guarded: bool,
     /// How it retries on another host.
     pub retry: RetrySettings,
+    /// Its `health-check` table, if any.
+    pub health_check: Option<HealthCheckConfig>,
 }
 
 /// A cluster of upstreams behind one breaker, each host behind its own.
@@ -145,6 +150,7 @@ pub struct Cluster {
     attempt_timeout: Duration,
     hosts: Option<Arc<Hosts>>,
     shared: Arc<ClusterShared>,
+    health_check: Option<HealthCheckConfig>,
     stack: Stack,
 }
 
@@ -163,6 +169,7 @@ impl Cluster {
             classifier,
             guarded,
             retry,
+            health_check,
         } = parts;
         let upstreams: Arc<[Uri]> = upstreams.into();
         let authorities: Vec<String> = upstreams
@@ -182,6 +189,13 @@ impl Cluster {
             attempt_timeout,
         ));
         let metrics = ClusterMetrics::new(&name, &authorities);
+        let health = match &health_check {
+            Some(_) => authorities
+                .iter()
+                .map(|host| HostHealth::new(&name, host))
+                .collect(),
+            None => Vec::new(),
+        };
         // A retry needs another host.
         let budget = (retry.enabled && upstreams.len() >= 2)
             .then(|| RetryBudget::new(retry.budget_percent, retry.min_concurrent));
@@ -200,6 +214,7 @@ impl Cluster {
             slow,
             attempt_timeout,
             guarded,
+            health,
             retry: budget.clone(),
         });
         let attempt = attempt_service(client, Arc::clone(&upstreams), attempt_timeout);
@@ -248,7 +263,41 @@ impl Cluster {
             attempt_timeout,
             hosts,
             shared,
+            health_check,
             stack,
+        }
+    }
+
+    /// Its `health-check` table, if any ([`crate::health`]).
+    pub fn health_check(&self) -> Option<&HealthCheckConfig> {
+        self.health_check.as_ref()
+    }
+
+    /// What host `n`'s health checks act on ([`crate::health`]): its own breaker when the
+    /// cluster ejects hosts; the cluster breaker when it has one upstream (a pass ends its
+    /// break, `unhealthy-threshold` trips it); in a cluster of several upstreams without host
+    /// breakers, a pass ends the cluster breaker's break and nothing trips; nothing without
+    /// breakers.
+    pub fn check_target(&self, n: usize) -> CheckTarget {
+        if !self.shared.guarded {
+            return CheckTarget::default();
+        }
+        match &self.hosts {
+            Some(hosts) => {
+                let host = hosts.breaker(n).cloned();
+                CheckTarget {
+                    ends: host.clone(),
+                    trips: host,
+                }
+            }
+            None if self.upstreams.len() == 1 => CheckTarget {
+                ends: Some(self.breaker.clone()),
+                trips: Some(self.breaker.clone()),
+            },
+            None => CheckTarget {
+                ends: Some(self.breaker.clone()),
+                trips: None,
+            },
         }
     }
 

@@ -40,6 +40,14 @@
 //! max-detached-attempts = 16       # optional: overrides [gateway]
 //! # (and panic-threshold, retry, retry-budget-percent, min-concurrent-retries likewise)
 //!
+//! [clusters.account-service.health-check]   # optional: active checks of each upstream host
+//! path = "/healthz"                # required: GET this path on each host directly
+//! interval = "5s"                  # between the starts of two checks of a host
+//! timeout = "1s"                   # a 2xx head within this passes (at most interval)
+//! healthy-threshold = 1            # passes in a row that end a host's break early
+//! unhealthy-threshold = "off"      # failures in a row that eject a host (off: never)
+//! jitter = "500ms"                 # up to this much added to each wait (default interval / 10)
+//!
 //! # cutout's own format (see `cutout::config`): [breakers.defaults],
 //! # [breakers.configs.<name>], [breakers.instances.<cluster>], and for one host of a
 //! # cluster [breakers.instances."<cluster>/<host>:<port>"] (else the host has the cluster's).
@@ -51,7 +59,9 @@
 //! keys, cutout's `CUT-CFG-…` inside `[breakers]`); see [`ConfigError`].
 //!
 //! What the routing keys do (`retry`, `retry-budget-percent`, `min-concurrent-retries`,
-//! `panic-threshold`, with `max-ejection-percent`) is in [`crate::hosts`].
+//! `panic-threshold`, with `max-ejection-percent`) is in [`crate::hosts`]; what a
+//! `health-check` table does, its defaults and why checks are off unless configured, in
+//! [`crate::health`].
 //!
 //! # The gateway's base breaker settings
 //!
@@ -114,6 +124,7 @@ use cutout::{HumanDuration, Settings};
 use http::Uri;
 
 use crate::error::ConfigError;
+use crate::health::HealthCheckConfig;
 
 /// The default proxy listener.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -451,6 +462,9 @@ pub struct ClusterConfig {
     /// `min-concurrent-retries` (0–1048576): retries in flight the budget always allows. The
     /// cluster's key, else `[gateway]`'s, else [`DEFAULT_MIN_CONCURRENT_RETRIES`].
     pub min_concurrent_retries: usize,
+    /// `[clusters.<name>.health-check]`: active checks of each upstream host (see
+    /// [`crate::health`]); `None` (the default): no checks.
+    pub health_check: Option<HealthCheckConfig>,
 }
 
 impl ClusterConfig {
@@ -828,6 +842,7 @@ fn parse_clusters(
         let mut retry = defaults.retry;
         let mut retry_budget_percent = defaults.retry_budget_percent;
         let mut min_concurrent_retries = defaults.min_concurrent_retries;
+        let mut health_check = None;
         for (key, value) in &entries {
             let path = format!("{section}.{key}");
             match key.as_str() {
@@ -864,13 +879,14 @@ fn parse_clusters(
                 "min-concurrent-retries" => {
                     min_concurrent_retries = count(&path, value, 0, MAX_CONNECTIONS_LIMIT)?;
                 }
+                "health-check" => health_check = Some(parse_health_check(&path, value)?),
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
                         "upstreams, attempt-timeout, honor-retry-after, max-ejection-percent, \
                          max-detached-attempts, panic-threshold, retry, retry-budget-percent, \
-                         min-concurrent-retries",
+                         min-concurrent-retries, health-check",
                     ));
                 }
             }
@@ -895,10 +911,121 @@ fn parse_clusters(
                 retry,
                 retry_budget_percent,
                 min_concurrent_retries,
+                health_check,
             },
         );
     }
     Ok(clusters)
+}
+
+/// A `[clusters.<name>.health-check]` table at `section` (see [`crate::health`] for what each
+/// key does and why the defaults are what they are).
+fn parse_health_check(
+    section: &str,
+    value: &toml::Value,
+) -> Result<HealthCheckConfig, ConfigError> {
+    use crate::health::{
+        DEFAULT_HEALTHY_THRESHOLD, DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MAX_THRESHOLD,
+    };
+    let toml::Value::Table(entries) = value else {
+        return Err(wrong_type(
+            section,
+            value,
+            "a table with path, interval, timeout, \
+            healthy-threshold, unhealthy-threshold, jitter",
+        ));
+    };
+    let mut path = None;
+    let mut interval = DEFAULT_INTERVAL;
+    let mut timeout = None;
+    let mut healthy_threshold = DEFAULT_HEALTHY_THRESHOLD;
+    let mut unhealthy_threshold = None;
+    let mut jitter = None;
+    for (key, value) in entries {
+        let at = format!("{section}.{key}");
+        match key.as_str() {
+            "path" => {
+                let text = string(&at, value)?;
+                let parsed = text
+                    .parse::<http::uri::PathAndQuery>()
+                    .ok()
+                    .filter(|p| text.starts_with('/') && p.as_str() == text);
+                path = Some(parsed.ok_or_else(|| {
+                    ConfigError::new(
+                        "GW-CFG-004",
+                        &at,
+                        &show(value),
+                        "allowed a path starting with /, with an optional query, such as \
+                         \"/healthz\"",
+                    )
+                })?);
+            }
+            "interval" => interval = duration(&at, value)?,
+            "timeout" => timeout = Some(duration(&at, value)?),
+            "jitter" => jitter = Some(duration_or_zero(&at, value)?),
+            "healthy-threshold" => {
+                healthy_threshold = count(&at, value, 1, MAX_THRESHOLD as usize)? as u32;
+            }
+            "unhealthy-threshold" => {
+                unhealthy_threshold = match value {
+                    toml::Value::String(off) if off == "off" => None,
+                    toml::Value::Integer(_) => {
+                        Some(count(&at, value, 1, MAX_THRESHOLD as usize)? as u32)
+                    }
+                    other => {
+                        return Err(wrong_type(
+                            &at,
+                            other,
+                            &format!("an integer in 1-{MAX_THRESHOLD}, or \"off\""),
+                        ));
+                    }
+                };
+            }
+            _ => {
+                return Err(unknown_key(
+                    &at,
+                    value,
+                    "path, interval, timeout, healthy-threshold, unhealthy-threshold, jitter",
+                ));
+            }
+        }
+    }
+    let path = path.ok_or_else(|| {
+        ConfigError::new(
+            "GW-CFG-005",
+            &format!("{section}.path"),
+            "",
+            "missing; a health check needs the path it asks each host for",
+        )
+    })?;
+    let longer = |key: &str, value: Duration| {
+        ConfigError::new(
+            "GW-CFG-010",
+            &format!("{section}.{key}"),
+            &HumanDuration(value).to_string(),
+            &format!(
+                "longer than {section}.interval ({}); allowed at most the interval",
+                HumanDuration(interval)
+            ),
+        )
+    };
+    // Unset, the timeout is the default or the interval, whichever is shorter.
+    let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT.min(interval));
+    if timeout > interval {
+        return Err(longer("timeout", timeout));
+    }
+    let jitter = jitter.unwrap_or(interval / 10);
+    if jitter > interval {
+        return Err(longer("jitter", jitter));
+    }
+    Ok(HealthCheckConfig {
+        path,
+        interval,
+        timeout,
+        healthy_threshold,
+        unhealthy_threshold,
+        jitter,
+    })
 }
 
 fn parse_routes(
@@ -1143,6 +1270,19 @@ fn duration(path: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
             "allowed a positive duration such as \"2s\" or \"500ms\"",
         )),
     }
+}
+
+/// A duration that may be zero (`"0s"`), such as a jitter.
+fn duration_or_zero(path: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
+    let text = string(path, value)?;
+    humantime::parse_duration(text).map_err(|_| {
+        ConfigError::new(
+            "GW-CFG-004",
+            path,
+            &show(value),
+            "allowed a duration such as \"0s\", \"500ms\" or \"1s\"",
+        )
+    })
 }
 
 fn upstream(path: &str, value: &toml::Value) -> Result<Uri, ConfigError> {
@@ -1445,6 +1585,7 @@ mod tests {
             ),
             (50, true, 20, 3)
         );
+        assert!(pool.health_check.is_none(), "no checks unless configured");
         let doc = |gateway: &str, cluster: &str| {
             format!("[gateway]\n{gateway}\n{}\n{cluster}\n", POOL.trim())
         };
@@ -1506,10 +1647,114 @@ mod tests {
                 "GW-CFG-003",
                 "clusters.pool.panic-threshold",
             ),
+            (
+                "health-check = { path = \"/h\" }",
+                "",
+                "GW-CFG-002",
+                "gateway.health-check",
+            ),
         ] {
             let e = err(&doc(gateway, cluster));
             assert_eq!((e.code(), e.key()), (code, key), "{e}");
         }
+    }
+
+    #[test]
+    fn a_health_check_table_has_defaults_and_codes_for_bad_values() {
+        let with = |keys: &str| {
+            GatewayConfig::from_toml(&format!(
+                "{}\n[clusters.pool.health-check]\n{keys}\n",
+                POOL.trim()
+            ))
+        };
+        let check = |keys: &str| with(keys).unwrap().clusters["pool"].health_check.clone();
+        let c = check("path = \"/healthz\"").unwrap();
+        assert_eq!(c.path.as_str(), "/healthz");
+        assert_eq!(
+            (c.interval, c.timeout, c.jitter),
+            (
+                Duration::from_secs(5),
+                Duration::from_secs(1),
+                Duration::from_millis(500)
+            )
+        );
+        assert_eq!((c.healthy_threshold, c.unhealthy_threshold), (1, None));
+        let c = check("path = \"/h?deep=1\"\ninterval = \"200ms\"").unwrap();
+        assert_eq!(c.path.as_str(), "/h?deep=1");
+        assert_eq!(
+            (c.timeout, c.jitter),
+            (Duration::from_millis(200), Duration::from_millis(20)),
+            "an interval shorter than the default timeout is the timeout"
+        );
+        let c = check(
+            "path = \"/h\"\ninterval = \"2s\"\ntimeout = \"500ms\"\nhealthy-threshold = 2\n\
+             unhealthy-threshold = 3\njitter = \"0s\"",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.interval, c.timeout, c.jitter),
+            (
+                Duration::from_secs(2),
+                Duration::from_millis(500),
+                Duration::ZERO
+            )
+        );
+        assert_eq!((c.healthy_threshold, c.unhealthy_threshold), (2, Some(3)));
+        let c = check("path = \"/h\"\nunhealthy-threshold = \"off\"").unwrap();
+        assert_eq!(c.unhealthy_threshold, None);
+        let at = |key: &str| format!("clusters.pool.health-check.{key}");
+        for (keys, code, key) in [
+            ("interval = \"1s\"", "GW-CFG-005", at("path")),
+            ("path = \"healthz\"", "GW-CFG-004", at("path")),
+            ("path = \"/a b\"", "GW-CFG-004", at("path")),
+            ("path = 3", "GW-CFG-003", at("path")),
+            (
+                "path = \"/h\"\ninterval = \"0s\"",
+                "GW-CFG-004",
+                at("interval"),
+            ),
+            (
+                "path = \"/h\"\ntimeout = \"10s\"",
+                "GW-CFG-010",
+                at("timeout"),
+            ),
+            ("path = \"/h\"\njitter = \"6s\"", "GW-CFG-010", at("jitter")),
+            (
+                "path = \"/h\"\njitter = \"soon\"",
+                "GW-CFG-004",
+                at("jitter"),
+            ),
+            (
+                "path = \"/h\"\nhealthy-threshold = 0",
+                "GW-CFG-009",
+                at("healthy-threshold"),
+            ),
+            (
+                "path = \"/h\"\nhealthy-threshold = 1001",
+                "GW-CFG-009",
+                at("healthy-threshold"),
+            ),
+            (
+                "path = \"/h\"\nunhealthy-threshold = \"never\"",
+                "GW-CFG-003",
+                at("unhealthy-threshold"),
+            ),
+            (
+                "path = \"/h\"\nunhealthy-threshold = 0",
+                "GW-CFG-009",
+                at("unhealthy-threshold"),
+            ),
+            ("path = \"/h\"\ncolor = 1", "GW-CFG-002", at("color")),
+        ] {
+            let e = with(keys).unwrap_err();
+            assert_eq!((e.code(), e.key()), (code, key.as_str()), "{keys}: {e}");
+        }
+        let e = err(&format!("{}\nhealth-check = true\n", POOL.trim()));
+        assert_eq!(
+            (e.code(), e.key()),
+            ("GW-CFG-003", "clusters.pool.health-check"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -65,7 +65,8 @@ pub struct TransitionRecord {
     pub from: &'static str,
     /// The state it entered.
     pub to: &'static str,
-    /// Why it opened (`None` for other transitions).
+    /// Why it opened, or what ended its break early (`health_check`, …); `None` for other
+    /// transitions.
     pub reason: Option<&'static str>,
 }
 
@@ -187,6 +188,7 @@ impl Gateway {
                         budget_percent: cluster.retry_budget_percent,
                         min_concurrent: cluster.min_concurrent_retries,
                     },
+                    health_check: cluster.health_check.clone(),
                 }),
             );
         }
@@ -331,6 +333,7 @@ fn record(
             lock(reasons).insert(event.breaker.as_str().to_owned(), reason.as_str());
             Some(reason.as_str())
         }
+        Transition::BreakEnded { reason, .. } => Some(reason.as_str()),
         _ => None,
     };
     let at_unix_ms = now_unix_ms();

@@ -91,7 +91,9 @@
 //! over three hosts: at most 15 s + 2 × 0.15 s + two probes' latency, about 15.3 s. A probe
 //! is a request: with no traffic the host stays ejected until traffic comes (and nobody is
 //! refused meanwhile). A host whose break the operator lets grow waits up to its
-//! `max-break-duration` instead. A probe that fails is retried on another host when its failure is a connect
+//! `max-break-duration` instead. With a `health-check` table ([`crate::health`]) a host that
+//! comes back is found by its next check, which ends its break: readmitted within two check
+//! intervals. A probe that fails is retried on another host when its failure is a connect
 //! failure or a reset, so a dead host's probes cost clients nothing.
 //!
 //! [`GatewayConfig::host_settings`]: crate::config::GatewayConfig::host_settings

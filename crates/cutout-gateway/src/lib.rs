@@ -15,8 +15,9 @@
 //! - [`cluster`]: a cluster's stack; [`hosts`]: routing: per-host breakers, round-robin over
 //!   the hosts that admit, the ejection cap (`max-ejection-percent`), a retry on another host
 //!   after a connect failure or a reset ([`retry`]: which, and the retry budget), the panic
-//!   threshold, and what the cluster breaker still counts; [`attempt`]: the attempt timeout
-//!   over the whole response and the give-up rule (detached attempts and their budget);
+//!   threshold, and what the cluster breaker still counts; [`health`]: active health checks
+//!   per host, which end a break early; [`attempt`]: the attempt timeout over the whole
+//!   response and the give-up rule (detached attempts and their budget);
 //!   [`classify`]: what an outcome means to a breaker.
 //! - [`access`]: request ids and the access log; [`stats`]: per-second statistics and the slow
 //!   mark for the status page; [`metrics`]: the Prometheus recorder and the gateway's series.
@@ -41,6 +42,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod gateway;
+pub mod health;
 pub mod hosts;
 pub mod metrics;
 pub mod proxy;

@@ -16,6 +16,7 @@
 //! | `cutout_gateway_ejected_hosts` | gauge | `cluster` | hosts ejected now (open, half-open, recovering) |
 //! | `cutout_gateway_max_ejected_hosts` | gauge | `cluster` | the ejection cap |
 //! | `cutout_gateway_retries_total` | counter | `cluster`, `decision` (`retried`: sent again to another host; `over_budget`: a retry the retry budget refused) | attempts failed by a connect failure or a reset that could be retried (see [`crate::hosts`]) |
+//! | `cutout_gateway_health_checks_total` | counter | `cluster`, `host`, `result` (`pass`, `fail`) | active health checks (see [`crate::health`]); exported at 0 from the start for every checked host |
 //!
 //! Requests that reach no cluster (400, 404, 405) are counted with `cluster="(none)"`.
 //! Histograms have buckets ([`DURATION_BUCKETS`], seconds), for the gateway's and for cutout's
@@ -47,9 +48,11 @@ pub const EJECTED: &str = "cutout_gateway_ejected_hosts";
 pub const MAX_EJECTED: &str = "cutout_gateway_max_ejected_hosts";
 /// Retries on another host, and those the budget refused, by cluster.
 pub const RETRIES: &str = "cutout_gateway_retries_total";
+/// Active health checks by cluster, host and result.
+pub const HEALTH_CHECKS: &str = "cutout_gateway_health_checks_total";
 
 /// The gateway's series, as (name, type, HELP text).
-pub const ALL: [(&str, &str, &str); 9] = [
+pub const ALL: [(&str, &str, &str); 10] = [
     (
         REQUESTS,
         "counter",
@@ -91,6 +94,11 @@ pub const ALL: [(&str, &str, &str); 9] = [
         "counter",
         "Attempts failed by a connect failure or a reset, retried on another host or refused \
          by the retry budget.",
+    ),
+    (
+        HEALTH_CHECKS,
+        "counter",
+        "Active health checks of the cluster's hosts, by result.",
     ),
 ];
 
