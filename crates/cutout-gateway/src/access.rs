@@ -252,7 +252,7 @@ impl Access {
 
     /// The request goes to `cluster`, its attempt sharing `exchange`.
     pub fn routed(&mut self, cluster: Arc<ClusterShared>, exchange: Arc<Exchange>) {
-        cluster.metrics.in_flight(1.0);
+        cluster.metrics.in_flight(true);
         self.decision = if cluster.guarded {
             Decision::Admitted
         } else {
@@ -292,7 +292,7 @@ impl Access {
         };
         match &self.cluster {
             Some(cluster) => {
-                cluster.metrics.in_flight(-1.0);
+                cluster.metrics.in_flight(false);
                 cluster
                     .metrics
                     .request(self.status, self.decision.index(), duration);

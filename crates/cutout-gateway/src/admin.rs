@@ -279,6 +279,7 @@ async fn metrics(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Res
         breaker.refresh_metrics();
     }
     for cluster in gateway.clusters().values() {
+        cluster.shared().metrics.set_in_flight();
         if let Some(hosts) = cluster.hosts() {
             cluster
                 .shared()

@@ -197,8 +197,13 @@ impl Cluster {
             None => Vec::new(),
         };
         // A retry needs another host.
-        let budget = (retry.enabled && upstreams.len() >= 2)
-            .then(|| RetryBudget::new(retry.budget_percent, retry.min_concurrent));
+        let budget = (retry.enabled && upstreams.len() >= 2).then(|| {
+            RetryBudget::new(
+                retry.budget_percent,
+                retry.min_concurrent,
+                metrics.in_flight_count(),
+            )
+        });
         let detached = Detached::new(
             max_detached_attempts,
             max_detached_body,

@@ -36,9 +36,11 @@
 //! names it (`retried_from=`). The cluster breaker judges the request's outcome, the retry's:
 //! a connect failure that another host answered is nobody's failure at the cluster level.
 //! `cutout_gateway_retries_total{decision}` counts the retries made and those the budget
-//! refused. Costs: a cluster that may retry keeps each request's head (a copy of its headers)
-//! until the answer's head, and each request enters the budget (two atomic increments), on the
-//! healthy path too; a cluster of one upstream does neither.
+//! refused. Cost on the healthy path: a cluster that may retry keeps each request's head (a
+//! copy of its headers, and a non-empty body's place) until its answer's head, about 2,500
+//! instructions per request (callgrind: 1,300 to copy, 1,200 to drop), some 3 % of what the
+//! gateway spends on a proxied request; the budget reads the in-flight count the access
+//! record keeps anyway. `retry = false` saves it; a cluster of one upstream never pays it.
 //!
 //! # The panic threshold
 //! When fewer than `panic-threshold` (50 %, Envoy's `healthy_panic_threshold`) of the hosts
@@ -450,12 +452,13 @@ impl Route {
 fn after_failure(
     shared: &ClusterShared,
     budget: Option<&Arc<RetryBudget>>,
-    again: Option<&Again>,
+    mut again: Option<&mut Again>,
     n: usize,
     error: &BoxError,
     took: Duration,
 ) -> Option<(Request<Body>, RetrySlot)> {
-    let request = cause(&**error).and_then(|cause| again?.retry(cause))?;
+    let cause = cause(&**error)?;
+    let request = again.as_deref_mut()?.retry(cause)?;
     let Some(slot) = budget?.try_retry() else {
         shared.metrics.retry(false);
         return None;
@@ -466,7 +469,7 @@ fn after_failure(
     if let Some(stats) = shared.host_stats.get(n) {
         stats.record(took, Ended::UpstreamError, false);
     }
-    if let Some(exchange) = again.and_then(Again::exchange) {
+    if let Some(exchange) = again.as_deref().and_then(Again::exchange) {
         exchange.set_retried(n);
     }
     Some((request, slot))
@@ -494,8 +497,7 @@ where
             retry_after: None,
         }));
     }
-    let _active = route.retry.as_ref().map(RetryBudget::enter);
-    let (mut request, again) = match route.retry {
+    let (mut request, mut again) = match route.retry {
         Some(_) => {
             let (request, again) = Again::of(request);
             (request, Some(again))
@@ -556,7 +558,7 @@ where
         match after_failure(
             &route.shared,
             route.retry.as_ref(),
-            again.as_ref(),
+            again.as_mut(),
             n,
             &failed.error,
             started.elapsed(),
@@ -612,8 +614,7 @@ pub async fn spread(
     request: Request<Body>,
 ) -> Result<Response<Body>, BoxError> {
     let len = route.shared.authorities.len().max(1);
-    let _active = route.retry.enter();
-    let (mut request, again) = Again::of(request);
+    let (mut request, mut again) = Again::of(request);
     // Relaxed: a ticket counter, it orders nothing.
     let n = route.next.fetch_add(1, Ordering::Relaxed) % len;
     request.extensions_mut().insert(Target(n));
@@ -625,7 +626,7 @@ pub async fn spread(
     match after_failure(
         &route.shared,
         Some(&route.retry),
-        Some(&again),
+        Some(&mut again),
         n,
         &error,
         started.elapsed(),

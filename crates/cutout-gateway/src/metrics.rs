@@ -12,7 +12,7 @@
 //! | `cutout_gateway_upstream_requests_total` | counter | `cluster`, `host`, `code` (`1xx`…`5xx`, `error`: no answer or a broken one) | attempts per host |
 //! | `cutout_gateway_give_ups_total` | counter | `cluster`, `counted` (`detached`: the attempt ran on and its own outcome counted; `dropped`: cancelled past `max-detached-attempts`, counting nothing; `deadline`: the gateway's `request-timeout`) | clients found gone before their answer ended, and what became of their attempt (see [`crate::attempt`]); every series is exported from the start, at 0 |
 //! | `cutout_gateway_detached_attempts` | gauge | `cluster` | attempts running on detached now (at most `max-detached-attempts`) |
-//! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended (a detached request's, until its attempt ends) |
+//! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended (a detached request's, until its attempt ends); counted in [`ClusterMetrics::in_flight_count`] (the retry budget's active requests) and set at each scrape |
 //! | `cutout_gateway_ejected_hosts` | gauge | `cluster` | hosts ejected now (open, half-open, recovering) |
 //! | `cutout_gateway_max_ejected_hosts` | gauge | `cluster` | the ejection cap |
 //! | `cutout_gateway_retries_total` | counter | `cluster`, `decision` (`retried`: sent again to another host; `over_budget`: a retry the retry budget refused) | attempts failed by a connect failure or a reset that could be retried (see [`crate::hosts`]) |
@@ -24,7 +24,8 @@
 //! aggregation. Every breaker's gauges are brought to its `state()` before each rendering
 //! (`Breaker::refresh_metrics`), so that `/metrics` and `/breakers` agree.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram};
@@ -191,6 +192,7 @@ pub struct ClusterMetrics {
     retries: [OnceLock<Counter>; RETRY_DECISIONS.len()],
     duration: Histogram,
     in_flight: Gauge,
+    in_flight_count: Arc<AtomicUsize>,
     detached: Gauge,
     ejected: Gauge,
     max_ejected: Gauge,
@@ -224,6 +226,7 @@ impl ClusterMetrics {
             retries: Default::default(),
             duration: metrics::histogram!(REQUEST_DURATION, "cluster" => label.clone()),
             in_flight: metrics::gauge!(IN_FLIGHT, "cluster" => label.clone()),
+            in_flight_count: Arc::new(AtomicUsize::new(0)),
             detached: metrics::gauge!(DETACHED, "cluster" => label.clone()),
             ejected: metrics::gauge!(EJECTED, "cluster" => label.clone()),
             max_ejected: metrics::gauge!(MAX_EJECTED, "cluster" => label),
@@ -302,9 +305,29 @@ impl ClusterMetrics {
         self.detached.clone()
     }
 
-    /// A request started (`+1`) or ended (`-1`).
-    pub fn in_flight(&self, delta: f64) {
-        self.in_flight.increment(delta);
+    /// A request started (`true`) or ended (`false`).
+    ///
+    /// # Orderings
+    /// `Relaxed`: a count read on its own (by the scrape, by the retry budget); it publishes
+    /// nothing else.
+    pub fn in_flight(&self, started: bool) {
+        if started {
+            self.in_flight_count.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.in_flight_count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The requests in flight now, shared with the cluster's retry budget (its active
+    /// requests, [`crate::retry::RetryBudget`]).
+    pub fn in_flight_count(&self) -> Arc<AtomicUsize> {
+        Arc::clone(&self.in_flight_count)
+    }
+
+    /// Sets the in-flight gauge to the count (at each scrape).
+    pub fn set_in_flight(&self) {
+        self.in_flight
+            .set(self.in_flight_count.load(Ordering::Relaxed) as f64);
     }
 
     /// The ejection gauges, set at each scrape.

@@ -20,8 +20,9 @@
 //!   of the cluster's active requests may be retries in flight, or `min-concurrent-retries`
 //!   (3), whichever is more, so that a cluster under light load can retry at all and a
 //!   cluster under heavy load cannot double its traffic onto its surviving hosts. A request is
-//!   active from the moment it reaches the host pick until its answer's head (or its failure);
-//!   a retry is in flight for as long. A retry the budget refuses is not made: the client gets
+//!   active while it is in flight at the cluster (routed, its answer not ended: the count
+//!   behind `cutout_gateway_in_flight_requests`, so the budget adds no counter of its own to
+//!   the healthy path); a retry is in flight until its answer's head (or its failure). A retry the budget refuses is not made: the client gets
 //!   the first attempt's error, and `cutout_gateway_retries_total{decision="over_budget"}`
 //!   counts it.
 
@@ -86,7 +87,8 @@ pub fn idempotent(method: &Method) -> bool {
 }
 
 /// What a request needs to be sent again: its head (without the extensions the attempts do
-/// not read) and its body, replayable while no attempt has sent any of it.
+/// not read) and its body, replayable while no attempt has sent any of it (an empty body is
+/// left as it is, and a retry gets a new empty one).
 #[derive(Debug)]
 pub struct Again {
     method: Method,
@@ -95,39 +97,47 @@ pub struct Again {
     headers: HeaderMap,
     exchange: Option<Arc<Exchange>>,
     watch: Option<Arc<BodyWatch>>,
-    body: Arc<Replay>,
+    /// `None`: the body is empty.
+    body: Option<Arc<Replay>>,
 }
 
 impl Again {
     /// `request` made replayable: the request to send first, and what sends it again.
     pub fn of(request: Request<Body>) -> (Request<Body>, Again) {
+        let mut again = Again {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            headers: request.headers().clone(),
+            exchange: request.extensions().get::<Arc<Exchange>>().cloned(),
+            watch: request.extensions().get::<Arc<BodyWatch>>().cloned(),
+            body: None,
+        };
+        if http_body::Body::is_end_stream(request.body()) {
+            return (request, again);
+        }
         let (parts, body) = request.into_parts();
         let body = Replay::new(body);
-        let again = Again {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            version: parts.version,
-            headers: parts.headers.clone(),
-            exchange: parts.extensions.get::<Arc<Exchange>>().cloned(),
-            watch: parts.extensions.get::<Arc<BodyWatch>>().cloned(),
-            body: Arc::clone(&body),
-        };
+        again.body = Some(Arc::clone(&body));
         (Request::from_parts(parts, ReplayBody::first(body)), again)
     }
 
     /// The request again, for a retry after an attempt that failed for `cause`; `None` when
     /// it may not be sent again (a reset of a method that is not idempotent, or a body an
-    /// attempt has sent some of).
-    pub fn retry(&self, cause: Cause) -> Option<Request<Body>> {
+    /// attempt has sent some of). There is one retry: its head is moved out.
+    pub fn retry(&mut self, cause: Cause) -> Option<Request<Body>> {
         if cause == Cause::Reset && !idempotent(&self.method) {
             return None;
         }
-        let body = self.body.again()?;
+        let body = match &self.body {
+            None => Body::empty(),
+            Some(replay) => replay.again()?,
+        };
         let mut request = Request::new(body);
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = self.uri.clone();
         *request.version_mut() = self.version;
-        *request.headers_mut() = self.headers.clone();
+        *request.headers_mut() = std::mem::take(&mut self.headers);
         if let Some(exchange) = &self.exchange {
             request.extensions_mut().insert(Arc::clone(exchange));
         }
@@ -143,21 +153,18 @@ impl Again {
     }
 }
 
-/// A request body kept until an attempt starts sending it.
+/// A request body (not empty) kept until an attempt starts sending it.
 #[derive(Debug)]
 struct Replay {
     slot: Mutex<Option<Body>>,
-    empty: bool,
     hint: SizeHint,
 }
 
 impl Replay {
     fn new(body: Body) -> Arc<Replay> {
-        let empty = http_body::Body::is_end_stream(&body);
         let hint = http_body::Body::size_hint(&body);
         Arc::new(Replay {
             slot: Mutex::new(Some(body)),
-            empty,
             hint,
         })
     }
@@ -167,12 +174,9 @@ impl Replay {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The body for another attempt: a new empty one when it was empty, else the original
-    /// while no attempt has taken it (the retry owns it then: there is no third attempt).
+    /// The body for another attempt: the original while no attempt has taken it (the retry
+    /// owns it then: there is no third attempt).
     fn again(&self) -> Option<Body> {
-        if self.empty {
-            return Some(Body::empty());
-        }
         self.lock().take()
     }
 }
@@ -216,9 +220,6 @@ impl http_body::Body for ReplayBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        if self.replay.empty {
-            return Poll::Ready(None);
-        }
         if !self.taken {
             self.taken = true;
             let body = self.replay.lock().take();
@@ -234,10 +235,7 @@ impl http_body::Body for ReplayBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.body {
-            Some(body) => body.is_end_stream(),
-            None => self.replay.empty,
-        }
+        self.body.as_ref().is_some_and(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -253,33 +251,30 @@ impl http_body::Body for ReplayBody {
 /// # Orderings
 /// `retrying` bounds itself: every change is one read-modify-write of it, and the
 /// read-modify-writes of one atomic are totally ordered whatever their ordering, so `Relaxed`
-/// keeps it exact against the limit each retry computed. The limit reads `active` with
-/// `Relaxed` too: it may be a few requests behind (requests entering or leaving on another
-/// core), which moves the limit by at most their share; it publishes nothing else.
+/// keeps it exact against the limit each retry computed. The limit reads the active count
+/// with `Relaxed` too: it may be a few requests behind (requests entering or leaving on
+/// another core), which moves the limit by at most their share; it publishes nothing else.
 #[derive(Debug)]
 pub struct RetryBudget {
     percent: usize,
     min: usize,
-    active: AtomicUsize,
+    active: Arc<AtomicUsize>,
     retrying: AtomicUsize,
 }
 
 impl RetryBudget {
-    /// Retries in flight at most `percent` % of the active requests, or `min`, whichever is
+    /// Retries in flight at most `percent` % of `active` (the cluster's requests in flight,
+    /// which the access record counts: [`ClusterMetrics::in_flight`]), or `min`, whichever is
     /// more.
-    pub fn new(percent: u8, min: usize) -> Arc<RetryBudget> {
+    ///
+    /// [`ClusterMetrics::in_flight`]: crate::metrics::ClusterMetrics::in_flight
+    pub fn new(percent: u8, min: usize, active: Arc<AtomicUsize>) -> Arc<RetryBudget> {
         Arc::new(RetryBudget {
             percent: usize::from(percent.min(100)),
             min,
-            active: AtomicUsize::new(0),
+            active,
             retrying: AtomicUsize::new(0),
         })
-    }
-
-    /// A request became active, until the guard is dropped.
-    pub fn enter(self: &Arc<Self>) -> ActiveRequest {
-        self.active.fetch_add(1, Ordering::Relaxed);
-        ActiveRequest(Arc::clone(self))
     }
 
     /// The most retries in flight now.
@@ -310,16 +305,6 @@ impl RetryBudget {
     }
 }
 
-/// An active request of a [`RetryBudget`] (it leaves when dropped).
-#[derive(Debug)]
-pub struct ActiveRequest(Arc<RetryBudget>);
-
-impl Drop for ActiveRequest {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// A retry in flight in a [`RetryBudget`] (given back when dropped).
 #[derive(Debug)]
 pub struct RetrySlot(Arc<RetryBudget>);
@@ -337,24 +322,23 @@ mod tests {
 
     #[test]
     fn the_budget_is_a_share_of_active_requests_with_a_floor() {
-        let budget = RetryBudget::new(20, 3);
-        let active: Vec<_> = (0..4).map(|_| budget.enter()).collect();
+        let active = Arc::new(AtomicUsize::new(4));
+        let budget = RetryBudget::new(20, 3, Arc::clone(&active));
         assert_eq!(budget.limit(), 3, "20 % of 4 is below the floor of 3");
         let slots: Vec<_> = (0..3).map(|_| budget.try_retry().unwrap()).collect();
         assert!(budget.try_retry().is_none(), "spent");
         drop(slots);
-        let more: Vec<_> = (0..46).map(|_| budget.enter()).collect();
+        active.store(50, Ordering::Relaxed);
         assert_eq!(budget.limit(), 10, "20 % of 50");
-        drop((active, more));
+        active.store(0, Ordering::Relaxed);
         assert_eq!((budget.active(), budget.limit()), (0, 3));
-        let none = RetryBudget::new(0, 0);
-        let _a = none.enter();
+        let none = RetryBudget::new(0, 0, Arc::new(AtomicUsize::new(1)));
         assert!(none.try_retry().is_none(), "0 and 0: no retry at all");
     }
 
     #[test]
     fn the_budget_is_exact_under_contention() {
-        let budget = RetryBudget::new(0, 2);
+        let budget = RetryBudget::new(0, 2, Arc::new(AtomicUsize::new(0)));
         let peak = Arc::new(AtomicUsize::new(0));
         std::thread::scope(|scope| {
             for _ in 0..8 {
@@ -393,7 +377,7 @@ mod tests {
     #[tokio::test]
     async fn a_body_no_attempt_sent_is_replayed_whole_and_one_sent_is_not() {
         let request = Request::post("/x").body(Body::from("payload")).unwrap();
-        let (first, again) = Again::of(request);
+        let (first, mut again) = Again::of(request);
         // The first attempt failed before sending anything: the body is whole for the next.
         drop(first);
         let second = again.retry(Cause::Connect).expect("replayable");
@@ -401,16 +385,16 @@ mod tests {
         let bytes = second.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&bytes[..], b"payload");
         // An attempt that sent (polled) the body leaves nothing to send again.
-        let (first, again) = Again::of(Request::put("/x").body(Body::from("p")).unwrap());
+        let (first, mut again) = Again::of(Request::put("/x").body(Body::from("p")).unwrap());
         let sent = first.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&sent[..], b"p");
         assert!(again.retry(Cause::Connect).is_none());
         // A reset of a POST is never retried, even with its body whole.
-        let (first, again) = Again::of(Request::post("/y").body(Body::from("p")).unwrap());
+        let (first, mut again) = Again::of(Request::post("/y").body(Body::from("p")).unwrap());
         drop(first);
         assert!(again.retry(Cause::Reset).is_none());
         // An empty GET is retried after a reset, with an empty body.
-        let (first, again) = Again::of(Request::get("/z").body(Body::empty()).unwrap());
+        let (first, mut again) = Again::of(Request::get("/z").body(Body::empty()).unwrap());
         let _ = first.into_body().collect().await.unwrap();
         let retry = again.retry(Cause::Reset).expect("an empty GET");
         assert!(http_body::Body::is_end_stream(retry.body()));
