@@ -37,10 +37,11 @@
 //! a connect failure that another host answered is nobody's failure at the cluster level.
 //! `cutout_gateway_retries_total{decision}` counts the retries made and those the budget
 //! refused. Cost on the healthy path: a cluster that may retry keeps each request's head (a
-//! copy of its headers, and a non-empty body's place) until its answer's head, about 2,500
-//! instructions per request (callgrind: 1,300 to copy, 1,200 to drop), some 3 % of what the
-//! gateway spends on a proxied request; the budget reads the in-flight count the access
-//! record keeps anyway. `retry = false` saves it; a cluster of one upstream never pays it.
+//! copy of its headers, and a non-empty body's place) until its answer's head: at most
+//! about 2,500 instructions per request (callgrind: 1,300 to copy, 1,200 to drop), some 3 %
+//! of the roughly 80,000 the gateway spends on a proxied request (BENCHMARKS.md); the budget
+//! reads the in-flight count the access record keeps anyway. `retry = false` saves it; a
+//! cluster of one upstream never pays it.
 //!
 //! # The panic threshold
 //! When fewer than `panic-threshold` (50 %, Envoy's `healthy_panic_threshold`) of the hosts
