@@ -11,6 +11,10 @@
 #      the gateway with its access log on (the default) and off, against a bare axum handler
 #      answering 503, two rounds with the three alternating; RSS and open descriptors of the
 #      gateway before and after.
+#   4. retries on / off: two gateways in front of the same cluster of three healthy hosts (the
+#      upstream and two more), `retry = true` (the default) and `retry = false`, ROUNDS
+#      alternating rounds of ROUND_SECS: what the retry path (a copy of each request's head,
+#      the retry budget's counters) costs a healthy multi-host cluster.
 # Needs wrk (apt-get install -y wrk). Usage: bash crates/cutout-gateway/bench/load.sh
 # Knobs: ROUNDS (10), ROUND_SECS (5), SECS (10: each direct / 503 run), CONNS (50), THREADS (2).
 set -euo pipefail
@@ -29,8 +33,8 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 # Each gateway's admin listener is its port + 1.
-UP=18482 DEAD=18499 BARE=18485
-GW_ON=18480 GW_OFF=18470 GW_DEAD=18460 GW_QUIET=18450
+UP=18482 DEAD=18499 BARE=18485 UP2=18486 UP3=18487
+GW_ON=18480 GW_OFF=18470 GW_DEAD=18460 GW_QUIET=18450 GW_RETRY=18440 GW_NORETRY=18430
 
 config() { # $1 file, $2 listen port, $3 upstream port, $4 breakers true/false, $5 access-log true/false
   cat > "$1" <<TOML
@@ -45,6 +49,20 @@ prefix = "/"
 cluster = "svc"
 [clusters.svc]
 upstreams = ["http://127.0.0.1:$3"]
+TOML
+}
+trio() { # $1 file, $2 listen port, $3 retry true/false: a cluster of the three healthy upstreams
+  cat > "$1" <<TOML
+[gateway]
+listen = "127.0.0.1:$2"
+admin = "127.0.0.1:$(($2 + 1))"
+attempt-timeout = "2s"
+retry = $3
+[[routes]]
+prefix = "/"
+cluster = "svc"
+[clusters.svc]
+upstreams = ["http://127.0.0.1:$UP", "http://127.0.0.1:$UP2", "http://127.0.0.1:$UP3"]
 TOML
 }
 start() { # runs "$@" in the background; fails if it is not running half a second later
@@ -139,3 +157,28 @@ ratio() { awk -v a="$(rps "$TMP/$1-1.txt")" -v b="$(rps "$TMP/$1-2.txt")" -v c="
 echo "gateway / bare: access log on $(ratio dead bare), off $(ratio quiet bare)"
 echo "gateway (access log on) RSS ${RSS0} -> ${RSS1} kB over both rounds, open fds ${FD0} -> ${FD1}; breakers-on gateway RSS $(rss $ON) kB"
 awk -v a="$(rps "$TMP/dead-1.txt")" -v b="$(rps "$TMP/dead-2.txt")" 'BEGIN { m = a < b ? a : b; printf "open-breaker 503s (access log on, slower round): %.0f req/s, target >= 50000: %s\n", m, (m >= 50000 ? "met" : "NOT met") }'
+
+echo
+echo "== 4. retries on / off, a cluster of three healthy hosts, $ROUNDS alternating rounds of ${ROUND_SECS} s"
+start "$BIN" upstream 127.0.0.1:$UP2
+start "$BIN" upstream 127.0.0.1:$UP3
+trio "$TMP/retry.toml" $GW_RETRY true
+trio "$TMP/noretry.toml" $GW_NORETRY false
+start "$BIN" --config "$TMP/retry.toml"
+start "$BIN" --config "$TMP/noretry.toml"
+for port in $GW_RETRY $GW_NORETRY; do run $port 3 /dev/null; done # warm-up
+TRIO_NON2XX=0
+: > "$TMP/trio.txt"
+for r in $(seq 1 "$ROUNDS"); do
+  run $GW_RETRY "$ROUND_SECS" "$TMP/t-on.txt"
+  run $GW_NORETRY "$ROUND_SECS" "$TMP/t-off.txt"
+  TRIO_NON2XX=$((TRIO_NON2XX + $(non2xx "$TMP/t-on.txt") + $(non2xx "$TMP/t-off.txt")))
+  echo "$r $(rps "$TMP/t-on.txt") $(rps "$TMP/t-off.txt") $(p99 "$TMP/t-on.txt") $(p99 "$TMP/t-off.txt")" >> "$TMP/trio.txt"
+done
+printf '| round | retry on req/s | retry off req/s | on/off | on p99 (ms) | off p99 (ms) |\n|---|---|---|---|---|---|\n'
+awk '{ printf "| %s | %s | %s | %.3f | %s | %s |\n", $1, $2, $3, $2 / $3, $4, $5 }' "$TMP/trio.txt"
+awk '{ print $2 / $3 }' "$TMP/trio.txt" | sort -n > "$TMP/tratios.txt"
+awk '{ print $4 / $5 }' "$TMP/trio.txt" | sort -n > "$TMP/tp99ratios.txt"
+echo "throughput retry on/off: $(summary "$TMP/tratios.txt")"
+echo "p99 retry on/off: $(summary "$TMP/tp99ratios.txt")"
+echo "three healthy hosts, section 4: $TRIO_NON2XX non-2xx answers through the gateways"

@@ -15,7 +15,8 @@
 //!
 //! | field | |
 //! |---|---|
-//! | `cluster`, `host` | `-` when none (no route; refused before any host was picked) |
+//! | `cluster`, `host` | `-` when none (no route; refused before any host was picked); `host` is the host that answered (the retry's, after a retry) |
+//! | `retried_from` | only when the request was retried on another host ([`crate::hosts`]): the host whose attempt failed (a connect failure or a reset) |
 //! | `status` | the status sent; `499` when the client left before any was (nginx's convention) |
 //! | `duration` | from the request's head to the end of its answer (of a detached attempt: to the attempt's end), as people write it (`850µs`, `1.2s`) |
 //! | `decision` | the cluster breaker's: `admitted`, `refused` (with `reason` = `open`, `half_open_full`, `ramp`, `isolated`), `ejected` (every host refused), `unguarded` (`breakers = false`), `none` (no cluster) |
@@ -251,7 +252,7 @@ impl Access {
 
     /// The request goes to `cluster`, its attempt sharing `exchange`.
     pub fn routed(&mut self, cluster: Arc<ClusterShared>, exchange: Arc<Exchange>) {
-        cluster.metrics.in_flight(1.0);
+        cluster.metrics.in_flight(true);
         self.decision = if cluster.guarded {
             Decision::Admitted
         } else {
@@ -291,7 +292,7 @@ impl Access {
         };
         match &self.cluster {
             Some(cluster) => {
-                cluster.metrics.in_flight(-1.0);
+                cluster.metrics.in_flight(false);
                 cluster
                     .metrics
                     .request(self.status, self.decision.index(), duration);
@@ -337,6 +338,13 @@ impl Access {
         };
         let counted = gave_up.map(GiveUpCount::as_str);
         let upstream = self.upstream.map(|(outcome, _)| outcome.as_str());
+        let retried_from = match (&self.cluster, self.exchange.as_ref()) {
+            (Some(cluster), Some(exchange)) => exchange
+                .retried_from()
+                .and_then(|n| cluster.authorities.get(n))
+                .map(String::as_str),
+            _ => None,
+        };
         tracing::info!(
             target: "cutout_gateway::access",
             request_id = %id,
@@ -344,6 +352,7 @@ impl Access {
             path = %self.path,
             cluster = %cluster,
             host = %host,
+            retried_from = retried_from.map(tracing::field::display),
             status,
             duration = %HumanDuration(duration),
             decision = %self.decision.as_str(),

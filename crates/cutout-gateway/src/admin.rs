@@ -279,6 +279,7 @@ async fn metrics(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Res
         breaker.refresh_metrics();
     }
     for cluster in gateway.clusters().values() {
+        cluster.shared().metrics.set_in_flight();
         if let Some(hosts) = cluster.hosts() {
             cluster
                 .shared()
@@ -350,8 +351,10 @@ fn reason(gateway: &Gateway, breaker: &Breaker) -> Option<String> {
 }
 
 /// A cluster as `/breakers` shows it: its breaker's snapshot, why it is in its state, its
-/// statistics, its slow limit, and its hosts (each with its breaker, when it ejects hosts, and
-/// its statistics).
+/// statistics, its slow limit, whether it is in panic, its retries in flight (`null` when it
+/// does not retry), its health check (`path`, `interval_ms`, or `null`), and its hosts (each
+/// with its breaker, when it ejects hosts, its statistics, and its last health check:
+/// `result` `pass` / `fail`, `detail`, `at_unix_ms`, `took_ms`, `in_a_row`, or `null`).
 pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let breaker = cluster.breaker();
@@ -367,6 +370,12 @@ pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
     out["ejection"] = json!(hosts.is_some());
     out["max_ejected"] = json!(hosts.map_or(0, |h| h.max_ejected()));
     out["ejected"] = json!(hosts.map_or(0, |h| h.ejected()));
+    out["panic"] = json!(hosts.is_some_and(|h| h.panicking()));
+    out["retries_in_flight"] = json!(shared.retry.as_ref().map(|b| b.retrying()));
+    out["health_check"] = cluster.health_check().map_or(
+        Value::Null,
+        |c| json!({ "path": c.path.as_str(), "interval_ms": ms(c.interval) }),
+    );
     out["hosts"] = shared
         .authorities
         .iter()
@@ -382,6 +391,7 @@ pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
             };
             entry["host"] = json!(host);
             entry["stats"] = shared.host_stats.get(n).map_or(Value::Null, |s| s.json());
+            entry["health_check"] = shared.health.get(n).map_or(Value::Null, |h| h.json());
             if let Some(obj) = entry.as_object_mut() {
                 obj.remove("upstreams");
             }

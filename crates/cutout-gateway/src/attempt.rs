@@ -98,12 +98,13 @@ use crate::client_body::BodyWatch;
 /// # Orderings
 /// `deadline` is set by the task that polls the request (the proxy's handler) just before it
 /// polls the attempt one last time on the same thread, so the attempt reads it in program
-/// order; `Release` / `Acquire` keep that true if another thread polls. `host` and `gave_up`
-/// are statistics for the log, read after the attempt ended; `Relaxed`.
+/// order; `Release` / `Acquire` keep that true if another thread polls. `host`, `retried` and
+/// `gave_up` are statistics for the log, read after the attempt ended; `Relaxed`.
 #[derive(Debug, Default)]
 pub struct Exchange {
     deadline: AtomicBool,
     host: AtomicUsize,
+    retried: AtomicUsize,
     gave_up: AtomicU8,
     body: OnceLock<Arc<BodyWatch>>,
 }
@@ -182,6 +183,20 @@ impl Exchange {
     /// The host the last attempt went to.
     pub fn host(&self) -> Option<usize> {
         match self.host.load(Ordering::Relaxed) {
+            NO_HOST => None,
+            n => Some(n - 1),
+        }
+    }
+
+    /// Records that the attempt at `host` failed and the request was retried on another
+    /// ([`crate::hosts`]).
+    pub fn set_retried(&self, host: usize) {
+        self.retried.store(host.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// The host whose failed attempt was retried on another, if one was.
+    pub fn retried_from(&self) -> Option<usize> {
+        match self.retried.load(Ordering::Relaxed) {
             NO_HOST => None,
             n => Some(n - 1),
         }
@@ -580,9 +595,13 @@ mod tests {
     #[test]
     fn an_exchange_tells_what_became_of_its_attempt() {
         let e = Exchange::new();
-        assert_eq!((e.gave_up(), e.host()), (None, None));
+        assert_eq!(
+            (e.gave_up(), e.host(), e.retried_from()),
+            (None, None, None)
+        );
         e.set_host(0);
-        assert_eq!(e.host(), Some(0));
+        e.set_retried(2);
+        assert_eq!((e.host(), e.retried_from()), (Some(0), Some(2)));
         for count in GiveUpCount::ALL {
             e.set_gave_up(count);
             assert_eq!(e.gave_up(), Some(count));

@@ -16,7 +16,10 @@
 //! (see [`crate::attempt`]).
 //!
 //! At the cluster level of a cluster with host breakers, a failure (or an open-for) of a host
-//! that ejection absorbs ([`Hosts::absorbs`]) is ignored: it is the host breaker's to judge.
+//! that [`Hosts::absorbs`] (ejection deals with it, or another host is serving) is ignored: it
+//! is the host breaker's to judge. The cluster level sees a request's final attempt only: a
+//! connect failure or a reset retried on another host is judged by the retry's outcome
+//! ([`crate::hosts`]).
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -29,7 +32,7 @@ use http_body::Body;
 
 use crate::attempt::{DeadlinePassed, find};
 use crate::error::ClientFault;
-use crate::hosts::{AllEjected, HostError, Hosts, ServedBy};
+use crate::hosts::{AllEjected, HostError, Hosts, Panicked, ServedBy};
 
 /// A breaker's classifier in the gateway (see the [module docs](self)).
 #[derive(Debug, Clone)]
@@ -51,16 +54,23 @@ impl GatewayClassifier {
         self
     }
 
-    /// `verdict` of an attempt at host `host`, as this level counts it.
-    fn at_host(&self, verdict: Verdict, host: Option<usize>) -> Verdict {
+    /// `verdict` of an attempt at host `host` (its index, and whether it went around the
+    /// host's breaker in a panic), as this level counts it.
+    fn at_host(&self, verdict: Verdict, host: Option<(usize, bool)>) -> Verdict {
         match (verdict, &self.absorb, host) {
-            (Verdict::Failure | Verdict::OpenFor(_), Some(hosts), Some(host))
-                if hosts.absorbs(host) =>
+            (Verdict::Failure | Verdict::OpenFor(_), Some(hosts), Some((host, panic)))
+                if hosts.absorbs(host, panic) =>
             {
                 Verdict::Ignored
             }
             _ => verdict,
         }
+    }
+
+    /// The host that answered `response`, and whether in a panic.
+    fn served_by<B>(response: &Response<B>) -> Option<(usize, bool)> {
+        let host = response.extensions().get::<ServedBy>()?.0;
+        Some((host, response.extensions().get::<Panicked>().is_some()))
     }
 
     /// Whether `error` says nothing about the upstream.
@@ -75,7 +85,7 @@ impl GatewayClassifier {
             return Verdict::Ignored;
         }
         let verdict = Classify::<Response<()>, ()>::verdict(&self.http, &Err(()));
-        self.at_host(verdict, find::<HostError>(error).map(|e| e.host))
+        self.at_host(verdict, find::<HostError>(error).map(|e| (e.host, e.panic)))
     }
 }
 
@@ -89,7 +99,7 @@ impl<B> Classify<Response<B>, BoxError> for GatewayClassifier {
             Err(error) => self.error_verdict(&**error),
             Ok(response) => self.at_host(
                 self.http.verdict_of(response.status(), response.headers()),
-                response.extensions().get::<ServedBy>().map(|s| s.0),
+                GatewayClassifier::served_by(response),
             ),
         }
     }
@@ -101,7 +111,7 @@ impl<B> Classify<Response<B>, BoxError> for GatewayClassifier {
 pub struct GatewayEnd {
     http: HttpBodyEnd,
     classifier: GatewayClassifier,
-    host: Option<usize>,
+    host: Option<(usize, bool)>,
 }
 
 impl<E: StdError + 'static> ClassifyEnd<E> for GatewayEnd {
@@ -129,7 +139,7 @@ where
         match result {
             Err(error) => Classified::Now(self.error_verdict(&**error)),
             Ok(response) => {
-                let host = response.extensions().get::<ServedBy>().map(|s| s.0);
+                let host = GatewayClassifier::served_by(response);
                 match ClassifyResponse::<B, BoxError>::classify_response(&self.http, result) {
                     Classified::Now(verdict) => Classified::Now(self.at_host(verdict, host)),
                     Classified::AtEnd(http) => Classified::AtEnd(GatewayEnd {

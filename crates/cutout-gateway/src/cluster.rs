@@ -19,8 +19,10 @@ pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 
 use crate::attempt::{AttemptFuture, DeadlinePassed, Detached, Exchange, find};
 use crate::client_body::BodyWatch;
-use crate::hosts::{Hosts, ServedBy, Target, host_service, pick};
+use crate::health::{CheckTarget, HealthCheckConfig, HostHealth};
+use crate::hosts::{Hosts, Route, ServedBy, Spread, Target, host_service, pick, spread};
 use crate::metrics::ClusterMetrics;
+use crate::retry::RetryBudget;
 use crate::stats::{SlowLimit, Stats};
 
 pub use crate::classify::GatewayClassifier;
@@ -32,8 +34,8 @@ pub type HttpClient = Client<HttpConnector, Body>;
 /// simple; see cutout-tower's `axum_gateway` example).
 type Stack = BoxCloneSyncService<Request<Body>, Response<Body>, cutout_tower::Error>;
 
-/// One attempt at a host, or the host level above it.
-type Attempt = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
+/// One attempt at a host (to the request's [`Target`]), or the host level above it.
+pub type AttemptService = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
 
 /// A new pooled client: keep-alive connections per upstream, `TCP_NODELAY`, a connect timeout,
 /// and idle pooled connections closed after `pool_idle_timeout` (hyper-util's pool reaps them
@@ -71,6 +73,21 @@ pub struct ClusterShared {
     pub attempt_timeout: Duration,
     /// Whether breakers guard the cluster.
     pub guarded: bool,
+    /// Each host's health checks, in order (empty without a `health-check` table).
+    pub health: Vec<Arc<HostHealth>>,
+    /// The retry budget (`None`: no retries: `retry = false`, or a single upstream).
+    pub retry: Option<Arc<RetryBudget>>,
+}
+
+/// How a cluster retries (see [`crate::hosts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySettings {
+    /// `retry`.
+    pub enabled: bool,
+    /// `retry-budget-percent`.
+    pub budget_percent: u8,
+    /// `min-concurrent-retries`.
+    pub min_concurrent: usize,
 }
 
 /// How a cluster is built (see [`Cluster::new`]).
@@ -97,6 +114,10 @@ pub struct ClusterParts {
     /// Whether breakers guard the cluster (`false`: neither the cluster breaker nor the host
     /// breakers are in the stack).
     pub guarded: bool,
+    /// How it retries on another host.
+    pub retry: RetrySettings,
+    /// Its `health-check` table, if any.
+    pub health_check: Option<HealthCheckConfig>,
 }
 
 /// A cluster of upstreams behind one breaker, each host behind its own.
@@ -106,7 +127,8 @@ pub struct ClusterParts {
 ///   cluster is open, and records the outcome at the end of the response's body;
 /// - with host breakers ([`crate::hosts`]), round-robin over the hosts whose breaker admits
 ///   (each a keyed whole-response breaker, at most `max-ejection-percent` of them open), 503
-///   when every host refuses; without, plain round-robin;
+///   when every host refuses (or, in a panic, around their breakers); without, plain
+///   round-robin; either way a connect failure or a reset retried once on another host;
 /// - the attempt ([`crate::attempt`]): the attempt timeout over the head and the whole body,
 ///   the gateway's deadline, and *blame*: a failure the client's body caused
 ///   ([`ClientFault`](crate::error::ClientFault)),
@@ -128,6 +150,7 @@ pub struct Cluster {
     attempt_timeout: Duration,
     hosts: Option<Arc<Hosts>>,
     shared: Arc<ClusterShared>,
+    health_check: Option<HealthCheckConfig>,
     stack: Stack,
 }
 
@@ -145,6 +168,8 @@ impl Cluster {
             client,
             classifier,
             guarded,
+            retry,
+            health_check,
         } = parts;
         let upstreams: Arc<[Uri]> = upstreams.into();
         let authorities: Vec<String> = upstreams
@@ -164,6 +189,21 @@ impl Cluster {
             attempt_timeout,
         ));
         let metrics = ClusterMetrics::new(&name, &authorities);
+        let health = match &health_check {
+            Some(_) => authorities
+                .iter()
+                .map(|host| HostHealth::new(&name, host))
+                .collect(),
+            None => Vec::new(),
+        };
+        // A retry needs another host.
+        let budget = (retry.enabled && upstreams.len() >= 2).then(|| {
+            RetryBudget::new(
+                retry.budget_percent,
+                retry.min_concurrent,
+                metrics.in_flight_count(),
+            )
+        });
         let detached = Detached::new(
             max_detached_attempts,
             max_detached_body,
@@ -179,19 +219,35 @@ impl Cluster {
             slow,
             attempt_timeout,
             guarded,
+            health,
+            retry: budget.clone(),
         });
         let attempt = attempt_service(client, Arc::clone(&upstreams), attempt_timeout);
         let hosts = hosts.filter(|_| guarded);
-        let inner: Attempt = match &hosts {
-            Some(hosts) => {
-                let service =
-                    host_service(attempt, hosts, GatewayClassifier::new(classifier.clone()));
-                let hosts = Arc::clone(hosts);
+        let inner: AttemptService = match (&hosts, budget) {
+            (Some(hosts), budget) => {
+                let service = host_service(
+                    attempt.clone(),
+                    hosts,
+                    GatewayClassifier::new(classifier.clone()),
+                );
+                let route = Arc::new(Route::new(
+                    Arc::clone(hosts),
+                    Arc::clone(&shared),
+                    budget,
+                    attempt,
+                ));
                 BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
-                    pick(Arc::clone(&hosts), service.clone(), request)
+                    pick(Arc::clone(&route), service.clone(), request)
                 }))
             }
-            None => attempt,
+            (None, Some(budget)) => {
+                let route = Arc::new(Spread::new(Arc::clone(&shared), budget));
+                BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
+                    spread(Arc::clone(&route), attempt.clone(), request)
+                }))
+            }
+            (None, None) => attempt,
         };
         let stack = if guarded {
             let cluster_classifier = match &hosts {
@@ -212,7 +268,41 @@ impl Cluster {
             attempt_timeout,
             hosts,
             shared,
+            health_check,
             stack,
+        }
+    }
+
+    /// Its `health-check` table, if any ([`crate::health`]).
+    pub fn health_check(&self) -> Option<&HealthCheckConfig> {
+        self.health_check.as_ref()
+    }
+
+    /// What host `n`'s health checks act on ([`crate::health`]): its own breaker when the
+    /// cluster ejects hosts; the cluster breaker when it has one upstream (a pass ends its
+    /// break, `unhealthy-threshold` trips it); in a cluster of several upstreams without host
+    /// breakers, a pass ends the cluster breaker's break and nothing trips; nothing without
+    /// breakers.
+    pub fn check_target(&self, n: usize) -> CheckTarget {
+        if !self.shared.guarded {
+            return CheckTarget::default();
+        }
+        match &self.hosts {
+            Some(hosts) => {
+                let host = hosts.breaker(n).cloned();
+                CheckTarget {
+                    ends: host.clone(),
+                    trips: host,
+                }
+            }
+            None if self.upstreams.len() == 1 => CheckTarget {
+                ends: Some(self.breaker.clone()),
+                trips: Some(self.breaker.clone()),
+            },
+            None => CheckTarget {
+                ends: Some(self.breaker.clone()),
+                trips: None,
+            },
         }
     }
 
@@ -266,7 +356,7 @@ impl Cluster {
 
 /// The attempt service: to the request's [`Target`] host (else round-robin), under the
 /// attempt timeout and the gateway's deadline, with the client's faults blamed on the client.
-fn attempt_service(client: HttpClient, upstreams: Arc<[Uri]>, timeout: Duration) -> Attempt {
+fn attempt_service(client: HttpClient, upstreams: Arc<[Uri]>, timeout: Duration) -> AttemptService {
     let next = Arc::new(AtomicUsize::new(0));
     BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
         // A cluster always has an upstream (the configuration says so); without one, the

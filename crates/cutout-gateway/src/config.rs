@@ -10,6 +10,10 @@
 //! honor-retry-after = false        # true: a 429 / 503 `Retry-After` opens the breaker
 //! healthz-strict = false           # true: /healthz answers 503 while a cluster is open
 //! max-ejection-percent = 50        # at most this share of a cluster's hosts ejected at once
+//! panic-threshold = 50             # below this share of healthy hosts, spread over all of them
+//! retry = true                     # a connect failure or reset: once more on another host
+//! retry-budget-percent = 20        # retries in flight at most this share of active requests...
+//! min-concurrent-retries = 3       # ...or this many, whichever is more
 //! max-detached-attempts = 64       # per cluster: attempts whose client left, run on to be judged
 //! max-detached-body = "1MiB"       # what a detached attempt may drain of its response body
 //! access-log = true                # one `tracing` line per request (target cutout_gateway::access)
@@ -34,6 +38,15 @@
 //! honor-retry-after = true         # optional: overrides [gateway]
 //! max-ejection-percent = 100       # optional: overrides [gateway]
 //! max-detached-attempts = 16       # optional: overrides [gateway]
+//! # (and panic-threshold, retry, retry-budget-percent, min-concurrent-retries likewise)
+//!
+//! [clusters.account-service.health-check]   # optional: active checks of each upstream host
+//! path = "/healthz"                # required: GET this path on each host directly
+//! interval = "5s"                  # between the starts of two checks of a host
+//! timeout = "1s"                   # a 2xx head within this passes (at most interval)
+//! healthy-threshold = 1            # passes in a row that end a host's break early
+//! unhealthy-threshold = "off"      # failures in a row that eject a host (off: never)
+//! jitter = "500ms"                 # up to this much added to each wait (default interval / 10)
 //!
 //! # cutout's own format (see `cutout::config`): [breakers.defaults],
 //! # [breakers.configs.<name>], [breakers.instances.<cluster>], and for one host of a
@@ -44,6 +57,11 @@
 //!
 //! Every error names the key, the value and a stable code (`GW-CFG-…` for the gateway's own
 //! keys, cutout's `CUT-CFG-…` inside `[breakers]`); see [`ConfigError`].
+//!
+//! What the routing keys do (`retry`, `retry-budget-percent`, `min-concurrent-retries`,
+//! `panic-threshold`, with `max-ejection-percent`) is in [`crate::hosts`]; what a
+//! `health-check` table does, its defaults and why checks are off unless configured, in
+//! [`crate::health`].
 //!
 //! # The gateway's base breaker settings
 //!
@@ -106,6 +124,7 @@ use cutout::{HumanDuration, Settings};
 use http::Uri;
 
 use crate::error::ConfigError;
+use crate::health::HealthCheckConfig;
 
 /// The default proxy listener.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -139,6 +158,21 @@ pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
 /// it means: half of the cluster may be ejected, the other half keeps serving, and failures
 /// beyond that are the cluster breaker's to judge.
 pub const DEFAULT_MAX_EJECTION_PERCENT: u8 = 50;
+/// The default `panic-threshold`: Envoy's `healthy_panic_threshold` (50 %). When fewer than
+/// this share of a cluster's hosts (those an operator has not isolated) are healthy (closed,
+/// half-open or recovering), the cluster spreads its requests over every such host rather than
+/// refuse them (see [`crate::hosts`]). With the default `max-ejection-percent` (50) at least
+/// half of the hosts always stay closed, so a panic is reached only with a higher cap.
+pub const DEFAULT_PANIC_THRESHOLD: u8 = 50;
+/// Whether a request is retried once on another host after a connect failure or a reset, by
+/// default: on, as nginx's `proxy_next_upstream error` is (see [`crate::hosts`]).
+pub const DEFAULT_RETRY: bool = true;
+/// The default `retry-budget-percent`: Envoy's retry budget, retries in flight at most 20 % of
+/// the cluster's active requests.
+pub const DEFAULT_RETRY_BUDGET_PERCENT: u8 = 20;
+/// The default `min-concurrent-retries`: Envoy's `min_retry_concurrency` (3), so that a
+/// lightly loaded cluster can retry at all (20 % of 4 active requests is less than one).
+pub const DEFAULT_MIN_CONCURRENT_RETRIES: usize = 3;
 /// The default `max-detached-attempts`: at most 64 attempts per cluster run on detached after
 /// their client left (see [`crate::attempt`]).
 ///
@@ -412,6 +446,25 @@ pub struct ClusterConfig {
     /// attempt is cancelled and counts nothing (see [`crate::attempt`]). The cluster's key,
     /// else `[gateway]`'s, else [`DEFAULT_MAX_DETACHED_ATTEMPTS`].
     pub max_detached_attempts: usize,
+    /// `panic-threshold` (0–100 %; 0 turns the panic off): below this share of healthy hosts
+    /// the cluster spreads over every host rather than refuse (see [`crate::hosts`]). The
+    /// cluster's key, else `[gateway]`'s, else [`DEFAULT_PANIC_THRESHOLD`].
+    pub panic_threshold: u8,
+    /// `retry`: whether a request is retried once on another host of the cluster after a
+    /// connect failure (any method) or a connection reset before any byte of answer (an
+    /// idempotent method), within the retry budget (see [`crate::hosts`]). The cluster's key,
+    /// else `[gateway]`'s, else [`DEFAULT_RETRY`].
+    pub retry: bool,
+    /// `retry-budget-percent` (0–100): retries in flight at most this share of the cluster's
+    /// active requests, or `min-concurrent-retries`, whichever is more. The cluster's key,
+    /// else `[gateway]`'s, else [`DEFAULT_RETRY_BUDGET_PERCENT`].
+    pub retry_budget_percent: u8,
+    /// `min-concurrent-retries` (0–1048576): retries in flight the budget always allows. The
+    /// cluster's key, else `[gateway]`'s, else [`DEFAULT_MIN_CONCURRENT_RETRIES`].
+    pub min_concurrent_retries: usize,
+    /// `[clusters.<name>.health-check]`: active checks of each upstream host (see
+    /// [`crate::health`]); `None` (the default): no checks.
+    pub health_check: Option<HealthCheckConfig>,
 }
 
 impl ClusterConfig {
@@ -498,6 +551,10 @@ impl GatewayConfig {
         let mut max_detached_attempts = DEFAULT_MAX_DETACHED_ATTEMPTS;
         let mut max_detached_body = DEFAULT_MAX_DETACHED_BODY;
         let mut access_log = true;
+        let mut panic_threshold = DEFAULT_PANIC_THRESHOLD;
+        let mut retry = DEFAULT_RETRY;
+        let mut retry_budget_percent = DEFAULT_RETRY_BUDGET_PERCENT;
+        let mut min_concurrent_retries = DEFAULT_MIN_CONCURRENT_RETRIES;
         for (key, value) in &gateway {
             let path = format!("gateway.{key}");
             match key.as_str() {
@@ -538,6 +595,12 @@ impl GatewayConfig {
                 }
                 "max-detached-body" => max_detached_body = size(&path, value)?,
                 "access-log" => access_log = boolean(&path, value)?,
+                "panic-threshold" => panic_threshold = percent(&path, value)?,
+                "retry" => retry = boolean(&path, value)?,
+                "retry-budget-percent" => retry_budget_percent = percent(&path, value)?,
+                "min-concurrent-retries" => {
+                    min_concurrent_retries = count(&path, value, 0, MAX_CONNECTIONS_LIMIT)?;
+                }
                 _ => {
                     return Err(unknown_key(
                         &path,
@@ -547,7 +610,8 @@ impl GatewayConfig {
                          request-timeout, max-connections, admin-max-connections, \
                          max-request-body, pool-idle-timeout, shutdown-timeout, \
                          max-ejection-percent, max-detached-attempts, max-detached-body, \
-                         access-log (give-up-floor is deprecated)",
+                         access-log, panic-threshold, retry, retry-budget-percent, \
+                         min-concurrent-retries (give-up-floor is deprecated)",
                     ));
                 }
             }
@@ -570,6 +634,10 @@ impl GatewayConfig {
             honor_retry_after,
             max_ejection_percent,
             max_detached_attempts,
+            panic_threshold,
+            retry,
+            retry_budget_percent,
+            min_concurrent_retries,
         };
         let clusters = parse_clusters(table.remove("clusters"), defaults)?;
         let routes = parse_routes(table.remove("routes"), &clusters)?;
@@ -737,6 +805,10 @@ struct ClusterDefaults {
     honor_retry_after: bool,
     max_ejection_percent: u8,
     max_detached_attempts: usize,
+    panic_threshold: u8,
+    retry: bool,
+    retry_budget_percent: u8,
+    min_concurrent_retries: usize,
 }
 
 fn parse_clusters(
@@ -766,6 +838,11 @@ fn parse_clusters(
         let mut honor_retry_after = defaults.honor_retry_after;
         let mut max_ejection_percent = defaults.max_ejection_percent;
         let mut max_detached_attempts = defaults.max_detached_attempts;
+        let mut panic_threshold = defaults.panic_threshold;
+        let mut retry = defaults.retry;
+        let mut retry_budget_percent = defaults.retry_budget_percent;
+        let mut min_concurrent_retries = defaults.min_concurrent_retries;
+        let mut health_check = None;
         for (key, value) in &entries {
             let path = format!("{section}.{key}");
             match key.as_str() {
@@ -796,12 +873,20 @@ fn parse_clusters(
                 "max-detached-attempts" => {
                     max_detached_attempts = count(&path, value, 0, MAX_CONNECTIONS_LIMIT)?;
                 }
+                "panic-threshold" => panic_threshold = percent(&path, value)?,
+                "retry" => retry = boolean(&path, value)?,
+                "retry-budget-percent" => retry_budget_percent = percent(&path, value)?,
+                "min-concurrent-retries" => {
+                    min_concurrent_retries = count(&path, value, 0, MAX_CONNECTIONS_LIMIT)?;
+                }
+                "health-check" => health_check = Some(parse_health_check(&path, value)?),
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
                         "upstreams, attempt-timeout, honor-retry-after, max-ejection-percent, \
-                         max-detached-attempts",
+                         max-detached-attempts, panic-threshold, retry, retry-budget-percent, \
+                         min-concurrent-retries, health-check",
                     ));
                 }
             }
@@ -822,10 +907,125 @@ fn parse_clusters(
                 honor_retry_after,
                 max_ejection_percent,
                 max_detached_attempts,
+                panic_threshold,
+                retry,
+                retry_budget_percent,
+                min_concurrent_retries,
+                health_check,
             },
         );
     }
     Ok(clusters)
+}
+
+/// A `[clusters.<name>.health-check]` table at `section` (see [`crate::health`] for what each
+/// key does and why the defaults are what they are).
+fn parse_health_check(
+    section: &str,
+    value: &toml::Value,
+) -> Result<HealthCheckConfig, ConfigError> {
+    use crate::health::{
+        DEFAULT_HEALTHY_THRESHOLD, DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MAX_THRESHOLD,
+    };
+    let toml::Value::Table(entries) = value else {
+        return Err(wrong_type(
+            section,
+            value,
+            "a table with path, interval, timeout, \
+            healthy-threshold, unhealthy-threshold, jitter",
+        ));
+    };
+    let mut path = None;
+    let mut interval = DEFAULT_INTERVAL;
+    let mut timeout = None;
+    let mut healthy_threshold = DEFAULT_HEALTHY_THRESHOLD;
+    let mut unhealthy_threshold = None;
+    let mut jitter = None;
+    for (key, value) in entries {
+        let at = format!("{section}.{key}");
+        match key.as_str() {
+            "path" => {
+                let text = string(&at, value)?;
+                let parsed = text
+                    .parse::<http::uri::PathAndQuery>()
+                    .ok()
+                    .filter(|p| text.starts_with('/') && p.as_str() == text);
+                path = Some(parsed.ok_or_else(|| {
+                    ConfigError::new(
+                        "GW-CFG-004",
+                        &at,
+                        &show(value),
+                        "allowed a path starting with /, with an optional query, such as \
+                         \"/healthz\"",
+                    )
+                })?);
+            }
+            "interval" => interval = duration(&at, value)?,
+            "timeout" => timeout = Some(duration(&at, value)?),
+            "jitter" => jitter = Some(duration_or_zero(&at, value)?),
+            "healthy-threshold" => {
+                healthy_threshold = count(&at, value, 1, MAX_THRESHOLD as usize)? as u32;
+            }
+            "unhealthy-threshold" => {
+                unhealthy_threshold = match value {
+                    toml::Value::String(off) if off == "off" => None,
+                    toml::Value::Integer(_) => {
+                        Some(count(&at, value, 1, MAX_THRESHOLD as usize)? as u32)
+                    }
+                    other => {
+                        return Err(wrong_type(
+                            &at,
+                            other,
+                            &format!("an integer in 1-{MAX_THRESHOLD}, or \"off\""),
+                        ));
+                    }
+                };
+            }
+            _ => {
+                return Err(unknown_key(
+                    &at,
+                    value,
+                    "path, interval, timeout, healthy-threshold, unhealthy-threshold, jitter",
+                ));
+            }
+        }
+    }
+    let path = path.ok_or_else(|| {
+        ConfigError::new(
+            "GW-CFG-005",
+            &format!("{section}.path"),
+            "",
+            "missing; a health check needs the path it asks each host for",
+        )
+    })?;
+    let longer = |key: &str, value: Duration| {
+        ConfigError::new(
+            "GW-CFG-010",
+            &format!("{section}.{key}"),
+            &HumanDuration(value).to_string(),
+            &format!(
+                "longer than {section}.interval ({}); allowed at most the interval",
+                HumanDuration(interval)
+            ),
+        )
+    };
+    // Unset, the timeout is the default or the interval, whichever is shorter.
+    let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT.min(interval));
+    if timeout > interval {
+        return Err(longer("timeout", timeout));
+    }
+    let jitter = jitter.unwrap_or(interval / 10);
+    if jitter > interval {
+        return Err(longer("jitter", jitter));
+    }
+    Ok(HealthCheckConfig {
+        path,
+        interval,
+        timeout,
+        healthy_threshold,
+        unhealthy_threshold,
+        jitter,
+    })
 }
 
 fn parse_routes(
@@ -1070,6 +1270,19 @@ fn duration(path: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
             "allowed a positive duration such as \"2s\" or \"500ms\"",
         )),
     }
+}
+
+/// A duration that may be zero (`"0s"`), such as a jitter.
+fn duration_or_zero(path: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
+    let text = string(path, value)?;
+    humantime::parse_duration(text).map_err(|_| {
+        ConfigError::new(
+            "GW-CFG-004",
+            path,
+            &show(value),
+            "allowed a duration such as \"0s\", \"500ms\" or \"1s\"",
+        )
+    })
 }
 
 fn upstream(path: &str, value: &toml::Value) -> Result<Uri, ConfigError> {
@@ -1355,6 +1568,191 @@ mod tests {
         assert_eq!(
             (e.code(), e.key()),
             ("GW-CFG-011", "clusters.a.upstreams"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn routing_keys_have_defaults_and_codes() {
+        let c = GatewayConfig::from_toml(POOL).unwrap();
+        let pool = &c.clusters["pool"];
+        assert_eq!(
+            (
+                pool.panic_threshold,
+                pool.retry,
+                pool.retry_budget_percent,
+                pool.min_concurrent_retries
+            ),
+            (50, true, 20, 3)
+        );
+        assert!(pool.health_check.is_none(), "no checks unless configured");
+        let doc = |gateway: &str, cluster: &str| {
+            format!("[gateway]\n{gateway}\n{}\n{cluster}\n", POOL.trim())
+        };
+        let c = GatewayConfig::from_toml(&doc(
+            "panic-threshold = 0\nretry = false\nretry-budget-percent = 50\n\
+             min-concurrent-retries = 0",
+            "",
+        ))
+        .unwrap();
+        let pool = &c.clusters["pool"];
+        assert_eq!(
+            (
+                pool.panic_threshold,
+                pool.retry,
+                pool.retry_budget_percent,
+                pool.min_concurrent_retries
+            ),
+            (0, false, 50, 0),
+            "[gateway] sets them for every cluster"
+        );
+        let c = GatewayConfig::from_toml(&doc(
+            "retry = false\npanic-threshold = 10",
+            "retry = true\npanic-threshold = 70\nmin-concurrent-retries = 9",
+        ))
+        .unwrap();
+        let pool = &c.clusters["pool"];
+        assert_eq!(
+            (
+                pool.retry,
+                pool.panic_threshold,
+                pool.min_concurrent_retries
+            ),
+            (true, 70, 9),
+            "the cluster's own"
+        );
+        for (gateway, cluster, code, key) in [
+            (
+                "panic-threshold = 101",
+                "",
+                "GW-CFG-009",
+                "gateway.panic-threshold",
+            ),
+            ("retry = \"yes\"", "", "GW-CFG-003", "gateway.retry"),
+            (
+                "retry-budget-percent = -1",
+                "",
+                "GW-CFG-009",
+                "gateway.retry-budget-percent",
+            ),
+            (
+                "",
+                "min-concurrent-retries = \"x\"",
+                "GW-CFG-003",
+                "clusters.pool.min-concurrent-retries",
+            ),
+            (
+                "",
+                "panic-threshold = 0.5",
+                "GW-CFG-003",
+                "clusters.pool.panic-threshold",
+            ),
+            (
+                "health-check = { path = \"/h\" }",
+                "",
+                "GW-CFG-002",
+                "gateway.health-check",
+            ),
+        ] {
+            let e = err(&doc(gateway, cluster));
+            assert_eq!((e.code(), e.key()), (code, key), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_health_check_table_has_defaults_and_codes_for_bad_values() {
+        let with = |keys: &str| {
+            GatewayConfig::from_toml(&format!(
+                "{}\n[clusters.pool.health-check]\n{keys}\n",
+                POOL.trim()
+            ))
+        };
+        let check = |keys: &str| with(keys).unwrap().clusters["pool"].health_check.clone();
+        let c = check("path = \"/healthz\"").unwrap();
+        assert_eq!(c.path.as_str(), "/healthz");
+        assert_eq!(
+            (c.interval, c.timeout, c.jitter),
+            (
+                Duration::from_secs(5),
+                Duration::from_secs(1),
+                Duration::from_millis(500)
+            )
+        );
+        assert_eq!((c.healthy_threshold, c.unhealthy_threshold), (1, None));
+        let c = check("path = \"/h?deep=1\"\ninterval = \"200ms\"").unwrap();
+        assert_eq!(c.path.as_str(), "/h?deep=1");
+        assert_eq!(
+            (c.timeout, c.jitter),
+            (Duration::from_millis(200), Duration::from_millis(20)),
+            "an interval shorter than the default timeout is the timeout"
+        );
+        let c = check(
+            "path = \"/h\"\ninterval = \"2s\"\ntimeout = \"500ms\"\nhealthy-threshold = 2\n\
+             unhealthy-threshold = 3\njitter = \"0s\"",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.interval, c.timeout, c.jitter),
+            (
+                Duration::from_secs(2),
+                Duration::from_millis(500),
+                Duration::ZERO
+            )
+        );
+        assert_eq!((c.healthy_threshold, c.unhealthy_threshold), (2, Some(3)));
+        let c = check("path = \"/h\"\nunhealthy-threshold = \"off\"").unwrap();
+        assert_eq!(c.unhealthy_threshold, None);
+        let at = |key: &str| format!("clusters.pool.health-check.{key}");
+        for (keys, code, key) in [
+            ("interval = \"1s\"", "GW-CFG-005", at("path")),
+            ("path = \"healthz\"", "GW-CFG-004", at("path")),
+            ("path = \"/a b\"", "GW-CFG-004", at("path")),
+            ("path = 3", "GW-CFG-003", at("path")),
+            (
+                "path = \"/h\"\ninterval = \"0s\"",
+                "GW-CFG-004",
+                at("interval"),
+            ),
+            (
+                "path = \"/h\"\ntimeout = \"10s\"",
+                "GW-CFG-010",
+                at("timeout"),
+            ),
+            ("path = \"/h\"\njitter = \"6s\"", "GW-CFG-010", at("jitter")),
+            (
+                "path = \"/h\"\njitter = \"soon\"",
+                "GW-CFG-004",
+                at("jitter"),
+            ),
+            (
+                "path = \"/h\"\nhealthy-threshold = 0",
+                "GW-CFG-009",
+                at("healthy-threshold"),
+            ),
+            (
+                "path = \"/h\"\nhealthy-threshold = 1001",
+                "GW-CFG-009",
+                at("healthy-threshold"),
+            ),
+            (
+                "path = \"/h\"\nunhealthy-threshold = \"never\"",
+                "GW-CFG-003",
+                at("unhealthy-threshold"),
+            ),
+            (
+                "path = \"/h\"\nunhealthy-threshold = 0",
+                "GW-CFG-009",
+                at("unhealthy-threshold"),
+            ),
+            ("path = \"/h\"\ncolor = 1", "GW-CFG-002", at("color")),
+        ] {
+            let e = with(keys).unwrap_err();
+            assert_eq!((e.code(), e.key()), (code, key.as_str()), "{keys}: {e}");
+        }
+        let e = err(&format!("{}\nhealth-check = true\n", POOL.trim()));
+        assert_eq!(
+            (e.code(), e.key()),
+            ("GW-CFG-003", "clusters.pool.health-check"),
             "{e}"
         );
     }

@@ -5,13 +5,13 @@
 //! | `GW-CFG-001` | the file is not valid TOML |
 //! | `GW-CFG-002` | unknown key or section |
 //! | `GW-CFG-003` | a value of the wrong type |
-//! | `GW-CFG-004` | a value that cannot be read (address, duration, URL, prefix, token) |
-//! | `GW-CFG-005` | a required key or section is missing |
+//! | `GW-CFG-004` | a value that cannot be read (address, duration, URL, prefix, token, a health check's path) |
+//! | `GW-CFG-005` | a required key or section is missing (at least one cluster, its upstreams, a route's prefix and cluster, a health check's path) |
 //! | `GW-CFG-006` | a duplicate route prefix |
 //! | `GW-CFG-007` | a name that refers to no cluster |
 //! | `GW-CFG-008` | the admin and proxy listeners are the same address |
-//! | `GW-CFG-009` | a number out of its allowed range: a port (listeners 0–65535, upstreams 1–65535), a connection count, a size |
-//! | `GW-CFG-010` | two values that contradict each other (`idle-timeout` shorter than `request-timeout`) |
+//! | `GW-CFG-009` | a number out of its allowed range: a port (listeners 0–65535, upstreams 1–65535), a connection count, a size, a percentage (`max-ejection-percent`, `panic-threshold`, `retry-budget-percent`: 0–100), a count (`min-concurrent-retries`, `max-detached-attempts`: 0–1048576), a health check's threshold (1–1000) |
+//! | `GW-CFG-010` | two values that contradict each other (`idle-timeout` shorter than `request-timeout`; a health check's `timeout` or `jitter` longer than its `interval`) |
 //! | `GW-CFG-011` | a duplicate upstream in a cluster (each host has its own breaker) |
 //! | `CUT-CFG-…` | cutout's breaker settings codes, inside `[breakers]` (see `cutout::config`) |
 //! | `GW-RUN-001` | the configuration file cannot be read |
@@ -35,7 +35,7 @@
 //! | every host of the cluster is ejected or isolated | 503 Service Unavailable with `Retry-After` (the soonest host) | no (the hosts' refusals) |
 //! | the attempt timed out before the response head | 504 Gateway Timeout | yes, a failure (the host's and, unless ejection absorbs it, the cluster's) |
 //! | the whole-request deadline (`request-timeout`) passed | 504 Gateway Timeout | no (the gateway gave up) |
-//! | the upstream cannot be reached / the connection failed | 502 Bad Gateway | yes, a failure |
+//! | the upstream cannot be reached / the connection failed | 502 Bad Gateway (after a retry on another host that failed too, or when none could be made) | yes, a failure (the host's; the cluster's only when no other host is serving, see [`crate::hosts`]) |
 //! | the body broke or stalled past the attempt timeout, after the head was sent | (the connection is closed mid-body) | yes, a failure |
 //! | the client went away | (nothing: nobody to answer) | never as such: its attempt runs on detached and counts its own outcome (a success, a 5xx, a timeout…), or, past `max-detached-attempts`, is cancelled and counts nothing |
 //!

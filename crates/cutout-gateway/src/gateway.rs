@@ -10,7 +10,7 @@ use cutout::clock::{Clock, SystemClock};
 use cutout::{Breaker, Event, Registry, Transition};
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::cluster::{Cluster, ClusterParts, http_client};
+use crate::cluster::{Cluster, ClusterParts, RetrySettings, http_client};
 use crate::config::{GatewayConfig, Route};
 use crate::hosts::Hosts;
 
@@ -65,7 +65,8 @@ pub struct TransitionRecord {
     pub from: &'static str,
     /// The state it entered.
     pub to: &'static str,
-    /// Why it opened (`None` for other transitions).
+    /// Why it opened, or what ended its break early (`health_check`, …); `None` for other
+    /// transitions.
     pub reason: Option<&'static str>,
 }
 
@@ -156,6 +157,7 @@ impl Gateway {
                     name,
                     &cluster.upstreams,
                     max_ejected,
+                    cluster.panic_threshold,
                     move |id| {
                         per_host
                             .get(id)
@@ -181,6 +183,12 @@ impl Gateway {
                     client,
                     classifier: cluster.classifier(),
                     guarded: config.breakers_enabled,
+                    retry: RetrySettings {
+                        enabled: cluster.retry,
+                        budget_percent: cluster.retry_budget_percent,
+                        min_concurrent: cluster.min_concurrent_retries,
+                    },
+                    health_check: cluster.health_check.clone(),
                 }),
             );
         }
@@ -321,12 +329,13 @@ fn record(
 ) {
     let t = &event.transition;
     let reason = match t {
-        Transition::Opened { reason, .. } => Some(reason.as_str()),
+        Transition::Opened { reason, .. } => {
+            lock(reasons).insert(event.breaker.as_str().to_owned(), reason.as_str());
+            Some(reason.as_str())
+        }
+        Transition::BreakEnded { reason, .. } => Some(reason.as_str()),
         _ => None,
     };
-    if let Some(reason) = reason {
-        lock(reasons).insert(event.breaker.as_str().to_owned(), reason);
-    }
     let at_unix_ms = now_unix_ms();
     let mut log = lock(log);
     if log.len() == TRANSITIONS_KEPT {

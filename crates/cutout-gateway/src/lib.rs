@@ -12,10 +12,12 @@
 //! - [`config`]: the TOML file (`[gateway]`, `[[routes]]`, `[clusters.*]`, `[breakers]` in
 //!   cutout's format).
 //! - [`proxy::app`] and [`admin::app`]: the two listeners' routers, testable without a socket.
-//! - [`cluster`]: a cluster's stack; [`hosts`]: per-host breakers, round-robin over the hosts
-//!   that admit, the ejection cap (`max-ejection-percent`) and what the cluster breaker still
-//!   counts; [`attempt`]: the attempt timeout over the whole response and the give-up rule
-//!   (detached attempts and their budget);
+//! - [`cluster`]: a cluster's stack; [`hosts`]: routing: per-host breakers, round-robin over
+//!   the hosts that admit, the ejection cap (`max-ejection-percent`), a retry on another host
+//!   after a connect failure or a reset ([`retry`]: which, and the retry budget), the panic
+//!   threshold, and what the cluster breaker still counts; [`health`]: active health checks
+//!   per host, which end a break early; [`attempt`]: the attempt timeout over the whole
+//!   response and the give-up rule (detached attempts and their budget);
 //!   [`classify`]: what an outcome means to a breaker.
 //! - [`access`]: request ids and the access log; [`stats`]: per-second statistics and the slow
 //!   mark for the status page; [`metrics`]: the Prometheus recorder and the gateway's series.
@@ -40,10 +42,12 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod gateway;
+pub mod health;
 pub mod hosts;
 pub mod metrics;
 pub mod proxy;
 pub mod refusal;
+pub mod retry;
 pub mod server;
 pub mod stats;
 pub mod status_page;

@@ -12,9 +12,11 @@
 //! | `cutout_gateway_upstream_requests_total` | counter | `cluster`, `host`, `code` (`1xx`…`5xx`, `error`: no answer or a broken one) | attempts per host |
 //! | `cutout_gateway_give_ups_total` | counter | `cluster`, `counted` (`detached`: the attempt ran on and its own outcome counted; `dropped`: cancelled past `max-detached-attempts`, counting nothing; `deadline`: the gateway's `request-timeout`) | clients found gone before their answer ended, and what became of their attempt (see [`crate::attempt`]); every series is exported from the start, at 0 |
 //! | `cutout_gateway_detached_attempts` | gauge | `cluster` | attempts running on detached now (at most `max-detached-attempts`) |
-//! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended (a detached request's, until its attempt ends) |
+//! | `cutout_gateway_in_flight_requests` | gauge | `cluster` | requests whose answer has not ended (a detached request's, until its attempt ends); counted in [`ClusterMetrics::in_flight_count`] (the retry budget's active requests) and set at each scrape |
 //! | `cutout_gateway_ejected_hosts` | gauge | `cluster` | hosts ejected now (open, half-open, recovering) |
 //! | `cutout_gateway_max_ejected_hosts` | gauge | `cluster` | the ejection cap |
+//! | `cutout_gateway_retries_total` | counter | `cluster`, `decision` (`retried`: sent again to another host; `over_budget`: a retry the retry budget refused) | attempts failed by a connect failure or a reset that could be retried (see [`crate::hosts`]) |
+//! | `cutout_gateway_health_checks_total` | counter | `cluster`, `host`, `result` (`pass`, `fail`) | active health checks (see [`crate::health`]); exported at 0 from the start for every checked host |
 //!
 //! Requests that reach no cluster (400, 404, 405) are counted with `cluster="(none)"`.
 //! Histograms have buckets ([`DURATION_BUCKETS`], seconds), for the gateway's and for cutout's
@@ -22,7 +24,8 @@
 //! aggregation. Every breaker's gauges are brought to its `state()` before each rendering
 //! (`Breaker::refresh_metrics`), so that `/metrics` and `/breakers` agree.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram};
@@ -44,9 +47,13 @@ pub const IN_FLIGHT: &str = "cutout_gateway_in_flight_requests";
 pub const EJECTED: &str = "cutout_gateway_ejected_hosts";
 /// The ejection cap, by cluster.
 pub const MAX_EJECTED: &str = "cutout_gateway_max_ejected_hosts";
+/// Retries on another host, and those the budget refused, by cluster.
+pub const RETRIES: &str = "cutout_gateway_retries_total";
+/// Active health checks by cluster, host and result.
+pub const HEALTH_CHECKS: &str = "cutout_gateway_health_checks_total";
 
 /// The gateway's series, as (name, type, HELP text).
-pub const ALL: [(&str, &str, &str); 8] = [
+pub const ALL: [(&str, &str, &str); 10] = [
     (
         REQUESTS,
         "counter",
@@ -82,6 +89,17 @@ pub const ALL: [(&str, &str, &str); 8] = [
         MAX_EJECTED,
         "gauge",
         "The most hosts of the cluster that may be ejected at once.",
+    ),
+    (
+        RETRIES,
+        "counter",
+        "Attempts failed by a connect failure or a reset, retried on another host or refused \
+         by the retry budget.",
+    ),
+    (
+        HEALTH_CHECKS,
+        "counter",
+        "Active health checks of the cluster's hosts, by result.",
     ),
 ];
 
@@ -156,6 +174,9 @@ pub fn code_index(status: Option<u16>) -> usize {
 /// The breaker decisions, as the `decision` label writes them.
 pub const DECISIONS: [&str; 5] = ["admitted", "refused", "ejected", "unguarded", "none"];
 
+/// What became of a retriable failure, as the `decision` label of [`RETRIES`] writes it.
+pub const RETRY_DECISIONS: [&str; 2] = ["retried", "over_budget"];
+
 /// What became of a give-up's attempt, as the `counted` label writes it (in
 /// [`GiveUpCount::index`](crate::attempt::GiveUpCount::index) order).
 pub const COUNTED: [&str; 3] = ["detached", "dropped", "deadline"];
@@ -168,8 +189,10 @@ pub struct ClusterMetrics {
     requests: [[OnceLock<Counter>; DECISIONS.len()]; CODES.len()],
     upstream: Vec<[OnceLock<Counter>; CODES.len()]>,
     give_ups: [OnceLock<Counter>; COUNTED.len()],
+    retries: [OnceLock<Counter>; RETRY_DECISIONS.len()],
     duration: Histogram,
     in_flight: Gauge,
+    in_flight_count: Arc<AtomicUsize>,
     detached: Gauge,
     ejected: Gauge,
     max_ejected: Gauge,
@@ -200,8 +223,10 @@ impl ClusterMetrics {
             requests: Default::default(),
             upstream: hosts.iter().map(|_| Default::default()).collect(),
             give_ups: Default::default(),
+            retries: Default::default(),
             duration: metrics::histogram!(REQUEST_DURATION, "cluster" => label.clone()),
             in_flight: metrics::gauge!(IN_FLIGHT, "cluster" => label.clone()),
+            in_flight_count: Arc::new(AtomicUsize::new(0)),
             detached: metrics::gauge!(DETACHED, "cluster" => label.clone()),
             ejected: metrics::gauge!(EJECTED, "cluster" => label.clone()),
             max_ejected: metrics::gauge!(MAX_EJECTED, "cluster" => label),
@@ -244,6 +269,20 @@ impl ClusterMetrics {
             .increment(1);
     }
 
+    /// A failed attempt was retried on another host (`true`), or the budget refused its retry.
+    pub fn retry(&self, retried: bool) {
+        let decision = usize::from(!retried);
+        self.retries[decision]
+            .get_or_init(|| {
+                metrics::counter!(
+                    RETRIES,
+                    "cluster" => self.cluster.clone(),
+                    "decision" => RETRY_DECISIONS[decision],
+                )
+            })
+            .increment(1);
+    }
+
     /// A client gave up; `counted` indexes [`COUNTED`].
     pub fn give_up(&self, counted: usize) {
         self.give_up_counter(counted).increment(1);
@@ -266,9 +305,29 @@ impl ClusterMetrics {
         self.detached.clone()
     }
 
-    /// A request started (`+1`) or ended (`-1`).
-    pub fn in_flight(&self, delta: f64) {
-        self.in_flight.increment(delta);
+    /// A request started (`true`) or ended (`false`).
+    ///
+    /// # Orderings
+    /// `Relaxed`: a count read on its own (by the scrape, by the retry budget); it publishes
+    /// nothing else.
+    pub fn in_flight(&self, started: bool) {
+        if started {
+            self.in_flight_count.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.in_flight_count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The requests in flight now, shared with the cluster's retry budget (its active
+    /// requests, [`crate::retry::RetryBudget`]).
+    pub fn in_flight_count(&self) -> Arc<AtomicUsize> {
+        Arc::clone(&self.in_flight_count)
+    }
+
+    /// Sets the in-flight gauge to the count (at each scrape).
+    pub fn set_in_flight(&self) {
+        self.in_flight
+            .set(self.in_flight_count.load(Ordering::Relaxed) as f64);
     }
 
     /// The ejection gauges, set at each scrape.

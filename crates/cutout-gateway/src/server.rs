@@ -436,8 +436,9 @@ fn open_file_limit() -> Option<u64> {
     None
 }
 
-/// Binds both listeners of `gateway` (the configured addresses), then serves them until
-/// `shutdown` resolves, each within its limits. `ready` is called with the bound addresses
+/// Binds both listeners of `gateway` (the configured addresses), starts its health checks
+/// ([`crate::health`]), then serves them until `shutdown` resolves, each within its limits
+/// (the checks stop when shutdown begins). `ready` is called with the bound addresses
 /// (proxy, admin) once both are listening. Configuration warnings ([`GatewayConfig::warnings`],
 /// [`descriptor_warning`]) are logged first.
 pub async fn run(
@@ -475,8 +476,12 @@ pub async fn run(
         admin,
         crate::admin::app(Arc::clone(&gateway)),
         ListenerLimits::admin(&limits),
-        wait(rx),
+        wait(rx.clone()),
     ));
+    let checks = crate::health::start(&gateway, &rx);
+    if !checks.is_empty() {
+        tracing::info!(hosts = checks.len(), "health checks started");
+    }
     shutdown.await;
     gateway.set_draining();
     tracing::info!(
@@ -484,6 +489,8 @@ pub async fn run(
         cutout::HumanDuration(limits.shutdown_timeout)
     );
     let _ = tx.send(true);
+    // The checks stop at the signal; whatever is left is aborted.
+    drop(checks);
     proxy_task.await??;
     admin_task.await??;
     tracing::info!("stopped");

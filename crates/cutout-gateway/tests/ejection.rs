@@ -126,10 +126,12 @@ async fn a_cluster_with_every_host_ejected_answers_503() {
         serve_upstream(&a, &stop).await,
         serve_upstream(&b, &stop).await,
     );
+    // No panic threshold: with it (the default) a cluster with no healthy host spreads over
+    // every host rather than refuse (tests/routing.rs).
     let h = start_config(&config(
         a_addr.port(),
         b_addr.port(),
-        "max-ejection-percent = 100",
+        "max-ejection-percent = 100\npanic-threshold = 0",
     ))
     .await;
     for n in 0..10 {
