@@ -90,6 +90,7 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::client_body::BodyWatch;
+use crate::slots::Slots;
 
 /// What a request's client side and its attempt share: which host served it, whether the
 /// gateway's deadline passed, the client's body as it went, and what became of the attempt
@@ -231,15 +232,13 @@ impl Exchange {
 /// at most how many, and how many bytes each may drain.
 ///
 /// # Orderings
-/// `running` bounds itself: every change is one read-modify-write of it, and the
-/// read-modify-writes of one atomic are totally ordered whatever their ordering, so `Relaxed`
-/// keeps the bound exact. It publishes nothing else (a detached task owns all it touches); a
-/// reader (the metrics, a test) may see it a moment late.
+/// `running` is [`Slots`](crate::slots::Slots): exact against `max` (see its note). It
+/// publishes nothing else (a detached task owns all it touches).
 #[derive(Debug)]
 pub struct Detached {
     max: usize,
     max_body: usize,
-    running: AtomicUsize,
+    running: Slots,
     gauge: Gauge,
 }
 
@@ -250,25 +249,23 @@ impl Detached {
         Arc::new(Detached {
             max,
             max_body,
-            running: AtomicUsize::new(0),
+            running: Slots::default(),
             gauge,
         })
     }
 
     /// A slot for one more detached attempt, held until it is dropped; `None` at the bound.
     pub fn try_start(self: &Arc<Self>) -> Option<DetachedSlot> {
-        self.running
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()?;
+        if !self.running.try_take(self.max) {
+            return None;
+        }
         self.gauge.increment(1.0);
         Some(DetachedSlot(Arc::clone(self)))
     }
 
     /// Detached attempts running now.
     pub fn running(&self) -> usize {
-        self.running.load(Ordering::Relaxed)
+        self.running.taken()
     }
 
     /// `max-detached-attempts`.
@@ -289,7 +286,7 @@ pub struct DetachedSlot(Arc<Detached>);
 
 impl Drop for DetachedSlot {
     fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::Relaxed);
+        self.0.running.give_back();
         self.0.gauge.decrement(1.0);
     }
 }
@@ -569,27 +566,6 @@ mod tests {
         assert_eq!(budget.running(), 0);
         let none = Detached::new(0, 1024, Gauge::noop());
         assert!(none.try_start().is_none(), "0: no detached attempt at all");
-    }
-
-    #[test]
-    fn the_budget_is_exact_under_contention() {
-        let budget = Detached::new(3, 1024, Gauge::noop());
-        let peak = Arc::new(AtomicUsize::new(0));
-        std::thread::scope(|scope| {
-            for _ in 0..8 {
-                let (budget, peak) = (Arc::clone(&budget), Arc::clone(&peak));
-                scope.spawn(move || {
-                    for _ in 0..2_000 {
-                        if let Some(slot) = budget.try_start() {
-                            peak.fetch_max(budget.running(), Ordering::Relaxed);
-                            drop(slot);
-                        }
-                    }
-                });
-            }
-        });
-        assert!(peak.load(Ordering::Relaxed) <= 3);
-        assert_eq!(budget.running(), 0);
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub mod proxy;
 pub mod refusal;
 pub mod retry;
 pub mod server;
+pub mod slots;
 pub mod stats;
 pub mod status_page;
 pub mod upstream;

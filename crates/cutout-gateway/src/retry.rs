@@ -40,6 +40,7 @@ use http_body::{Frame, SizeHint};
 use crate::attempt::{DeadlinePassed, Exchange, find};
 use crate::client_body::BodyWatch;
 use crate::error::ClientFault;
+use crate::slots::Slots;
 
 /// Why a failed attempt may be retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,17 +250,15 @@ impl http_body::Body for ReplayBody {
 /// A cluster's retry budget (see the [module docs](self)).
 ///
 /// # Orderings
-/// `retrying` bounds itself: every change is one read-modify-write of it, and the
-/// read-modify-writes of one atomic are totally ordered whatever their ordering, so `Relaxed`
-/// keeps it exact against the limit each retry computed. The limit reads the active count
-/// with `Relaxed` too: it may be a few requests behind (requests entering or leaving on
+/// `retrying` is [`Slots`] (exact against the limit each retry computed: see its note). The
+/// limit reads the active count with `Relaxed`: it may be a few requests behind (requests entering or leaving on
 /// another core), which moves the limit by at most their share; it publishes nothing else.
 #[derive(Debug)]
 pub struct RetryBudget {
     percent: usize,
     min: usize,
     active: Arc<AtomicUsize>,
-    retrying: AtomicUsize,
+    retrying: Slots,
 }
 
 impl RetryBudget {
@@ -273,7 +272,7 @@ impl RetryBudget {
             percent: usize::from(percent.min(100)),
             min,
             active,
-            retrying: AtomicUsize::new(0),
+            retrying: Slots::default(),
         })
     }
 
@@ -285,13 +284,9 @@ impl RetryBudget {
 
     /// A retry's place in the budget, held until dropped; `None` when the budget is spent.
     pub fn try_retry(self: &Arc<Self>) -> Option<RetrySlot> {
-        let limit = self.limit();
         self.retrying
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < limit).then_some(n + 1)
-            })
-            .ok()?;
-        Some(RetrySlot(Arc::clone(self)))
+            .try_take(self.limit())
+            .then(|| RetrySlot(Arc::clone(self)))
     }
 
     /// Active requests now.
@@ -301,7 +296,7 @@ impl RetryBudget {
 
     /// Retries in flight now.
     pub fn retrying(&self) -> usize {
-        self.retrying.load(Ordering::Relaxed)
+        self.retrying.taken()
     }
 }
 
@@ -311,7 +306,7 @@ pub struct RetrySlot(Arc<RetryBudget>);
 
 impl Drop for RetrySlot {
     fn drop(&mut self) {
-        self.0.retrying.fetch_sub(1, Ordering::Relaxed);
+        self.0.retrying.give_back();
     }
 }
 
@@ -334,27 +329,6 @@ mod tests {
         assert_eq!((budget.active(), budget.limit()), (0, 3));
         let none = RetryBudget::new(0, 0, Arc::new(AtomicUsize::new(1)));
         assert!(none.try_retry().is_none(), "0 and 0: no retry at all");
-    }
-
-    #[test]
-    fn the_budget_is_exact_under_contention() {
-        let budget = RetryBudget::new(0, 2, Arc::new(AtomicUsize::new(0)));
-        let peak = Arc::new(AtomicUsize::new(0));
-        std::thread::scope(|scope| {
-            for _ in 0..8 {
-                let (budget, peak) = (Arc::clone(&budget), Arc::clone(&peak));
-                scope.spawn(move || {
-                    for _ in 0..2_000 {
-                        if let Some(slot) = budget.try_retry() {
-                            peak.fetch_max(budget.retrying(), Ordering::Relaxed);
-                            drop(slot);
-                        }
-                    }
-                });
-            }
-        });
-        assert!(peak.load(Ordering::Relaxed) <= 2);
-        assert_eq!(budget.retrying(), 0);
     }
 
     #[test]
