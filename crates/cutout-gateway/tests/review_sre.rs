@@ -32,7 +32,8 @@
 mod common;
 
 use common::{
-    Proc, Warp, client, opens, shipped, start_gateway, status, upstream_process, wrk_or_skip,
+    Proc, Warp, WrkReport, client, opens, shipped, start_gateway, status, upstream_process,
+    wrk_or_skip,
 };
 
 use std::net::SocketAddr;
@@ -125,38 +126,9 @@ fn non_2xx_in(log: &std::path::Path, path_part: &str) -> std::collections::BTree
     non_2xx
 }
 
-/// What one `wrk` run reported.
-#[derive(Debug)]
-struct WrkRun {
-    requests: u64,
-    non_2xx: u64,
-    report: String,
-}
-
-/// Runs `wrk` with `args` against `url` and reads its request and non-2xx counts.
-fn wrk(args: &[&str], url: &str) -> WrkRun {
-    let out = Command::new("wrk").args(args).arg(url).output().unwrap();
-    let report = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "wrk: {report}");
-    let requests = report
-        .lines()
-        .find_map(|l| l.trim().split_once(" requests in ")?.0.parse().ok())
-        .unwrap_or_else(|| panic!("a request count in {report}"));
-    let non_2xx = report
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("Non-2xx or 3xx responses:")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0);
-    WrkRun {
-        requests,
-        non_2xx,
-        report,
-    }
+/// Runs `wrk` with `args` against `url`.
+fn wrk(args: &[&str], url: &str) -> WrkReport {
+    WrkReport::of(&Command::new("wrk").args(args).arg(url).output().unwrap())
 }
 
 /// Sends `POST path` with a body of `chunks` × 1,000 bytes, one chunk every `every` (the

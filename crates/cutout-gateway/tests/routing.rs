@@ -25,7 +25,9 @@
 
 mod common;
 
-use common::{Proc, client, dead_port, opens, shipped, start_gateway, status, upstream_process};
+use common::{
+    Proc, WrkReport, client, dead_port, opens, shipped, start_gateway, status, upstream_process,
+};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -117,31 +119,7 @@ impl Wrk {
             .await
             .unwrap()
             .unwrap();
-        let report = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "wrk: {report}");
-        let requests = report
-            .lines()
-            .find_map(|l| l.trim().split_once(" requests in ")?.0.parse().ok())
-            .unwrap_or_else(|| panic!("a request count in {report}"));
-        let non_2xx = report
-            .lines()
-            .find_map(|l| {
-                l.trim()
-                    .strip_prefix("Non-2xx or 3xx responses:")?
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0);
-        let rps = report
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("Requests/sec:")?.trim().parse().ok())
-            .unwrap_or(0.0);
-        WrkReport {
-            requests,
-            non_2xx,
-            rps,
-        }
+        WrkReport::of(&out)
     }
 }
 
@@ -152,13 +130,6 @@ impl Drop for Wrk {
             let _ = child.wait();
         }
     }
-}
-
-#[derive(Debug)]
-struct WrkReport {
-    requests: u64,
-    non_2xx: u64,
-    rps: f64,
 }
 
 /// Held by each load test for its whole run: they share two cores with wrk, so one at a time.

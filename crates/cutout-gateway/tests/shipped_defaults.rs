@@ -19,8 +19,8 @@
 mod common;
 
 use common::{
-    BusyLoop, Proc, Warp, client, opens, shipped, start_gateway, status, upstream_process,
-    wrk_or_skip,
+    BusyLoop, Proc, Warp, WrkReport, client, opens, shipped, start_gateway, status,
+    upstream_process, wrk_or_skip,
 };
 
 use std::net::SocketAddr;
@@ -439,23 +439,13 @@ fn shipped_defaults_keep_a_healthy_cluster_closed_through_a_saturating_burst() {
         .output()
         .unwrap();
     drop(loops);
-    let report = String::from_utf8_lossy(&wrk.stdout).into_owned();
+    let WrkReport {
+        requests,
+        non_2xx,
+        report,
+        ..
+    } = WrkReport::of(&wrk);
     eprintln!("{report}");
-    assert!(wrk.status.success(), "wrk: {report}");
-    let requests: u64 = report
-        .lines()
-        .find_map(|l| l.trim().split_once(" requests in ")?.0.parse().ok())
-        .unwrap_or_else(|| panic!("a request count in {report}"));
-    let non_2xx: u64 = report
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("Non-2xx or 3xx responses:")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0);
     let view: serde_json::Value = runtime.block_on(async {
         let body = common::get(&format!("http://127.0.0.1:{admin}/breakers"))
             .await

@@ -58,6 +58,46 @@ pub fn wrk_or_skip(test: &str) -> bool {
     false
 }
 
+/// What one `wrk` run reported: its requests, non-2xx answers, requests per second, and the
+/// report itself.
+#[derive(Debug)]
+pub struct WrkReport {
+    pub requests: u64,
+    pub non_2xx: u64,
+    pub rps: f64,
+    pub report: String,
+}
+
+impl WrkReport {
+    /// Reads a finished `wrk`'s output (panics, naming the report, if it failed or printed no
+    /// request count).
+    pub fn of(out: &std::process::Output) -> WrkReport {
+        let report = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "wrk: {report}");
+        let line = |prefix: &str| -> Option<String> {
+            report
+                .lines()
+                .find_map(|l| Some(l.trim().strip_prefix(prefix)?.trim().to_owned()))
+        };
+        let requests = report
+            .lines()
+            .find_map(|l| l.trim().split_once(" requests in ")?.0.parse().ok())
+            .unwrap_or_else(|| panic!("a request count in {report}"));
+        let non_2xx = line("Non-2xx or 3xx responses:")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let rps = line("Requests/sec:")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0.0);
+        WrkReport {
+            requests,
+            non_2xx,
+            rps,
+            report,
+        }
+    }
+}
+
 /// A shell busy loop of ours under `timeout 60` (so that it ends even if the test is killed),
 /// stopped on drop: SIGTERM to `timeout` (by its id), which passes it on to the loop.
 pub struct BusyLoop(Child);
