@@ -232,7 +232,7 @@ impl Exchange {
 /// at most how many, and how many bytes each may drain.
 ///
 /// # Orderings
-/// `running` is [`Slots`](crate::slots::Slots): exact against `max` (see its note). It
+/// `running` is [`Slots`]: exact against `max` (see its note). It
 /// publishes nothing else (a detached task owns all it touches).
 #[derive(Debug)]
 pub struct Detached {

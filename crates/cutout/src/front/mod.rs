@@ -32,8 +32,8 @@ enum Quick {
     Admit(Ticket),
     /// A [`Ticket::refused`].
     Refuse(Ticket),
-    /// Undecided: [`Breaker::ticket_slow`] decides; `true` for a closed call a draw chose to
-    /// time (it stands for eight, see `machine/sampling.rs`).
+    /// Undecided: [`Breaker::ticket_slow`] decides; [`Pick::Drawn`] for a closed call a draw
+    /// chose to time (it stands for eight, see `machine/sampling.rs`).
     Slow(Pick),
 }
 
@@ -143,9 +143,10 @@ impl Breaker {
     }
 
     /// Every other admission: timed calls, and every state but closed. A refusal comes back
-    /// as a [`Ticket::refused`]. `pick`: `Drawn` when the quick path's draw chose to time this call (a
-    /// call that is then admitted while closed and timed stands for eight, whatever word it
-    /// is admitted under: had the draw gone the other way, it would not have been timed).
+    /// as a [`Ticket::refused`]. `pick`: `Drawn` when the quick path's draw chose to time this
+    /// call (a call that is then admitted while closed and timed stands for eight, whatever
+    /// word it is admitted under: had the draw gone the other way, it would not have been
+    /// timed).
     #[inline(never)]
     fn ticket_slow(&self, pick: Pick) -> Ticket {
         let s = &*self.shared;
