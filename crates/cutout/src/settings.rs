@@ -276,7 +276,7 @@ impl PartialEq for BreakSchedule {
 /// use cutout::{Settings, TripWindow};
 ///
 /// let settings = Settings::builder()
-///     .consecutive_failures(Some(3))
+///     .consecutive_failures(3)
 ///     .failure_ratio(Some(0.5))
 ///     .window(TripWindow::Count(10))
 ///     .minimum_calls(10)
@@ -746,6 +746,24 @@ fn positive(key: &'static str, duration: Duration) -> Result<(), ConfigError> {
 }
 
 /// Builds [`Settings`]; [`SettingsBuilder::build`] validates.
+///
+/// A setter of a rule that can be off takes the value itself or an `Option` (`None` turns the
+/// rule off), so the common case needs no `Some`:
+///
+/// ```
+/// use std::time::Duration;
+/// use cutout::Settings;
+///
+/// let settings = Settings::builder()
+///     .consecutive_failures(10)
+///     .slow_call_threshold(Duration::from_millis(250))
+///     .failure_ratio(None)
+///     .build()
+///     .unwrap();
+/// assert_eq!(settings.consecutive_failures(), Some(10));
+/// assert_eq!(settings.slow_call_threshold(), Some(Duration::from_millis(250)));
+/// assert_eq!(settings.failure_ratio(), None);
+/// ```
 #[derive(Debug, Clone)]
 pub struct SettingsBuilder {
     settings: Settings,
@@ -760,14 +778,16 @@ pub struct SettingsBuilder {
 impl SettingsBuilder {
     /// Consecutive counted failures that open the breaker; `None` turns the rule off.
     /// Default: `Some(5)`.
-    pub fn consecutive_failures(mut self, n: Option<u32>) -> Self {
+    pub fn consecutive_failures(mut self, n: impl Into<Option<u32>>) -> Self {
+        let n = n.into();
         self.settings.consecutive_failures = n;
         self
     }
     /// An absolute failure ratio in (0, 1] over the trip window; `None` turns it off.
     /// Inclusive: 0.5 opens at 5 failures of 10.
     /// Default: `None` (the relative failure rule watches the rate instead).
-    pub fn failure_ratio(mut self, ratio: Option<f64>) -> Self {
+    pub fn failure_ratio(mut self, ratio: impl Into<Option<f64>>) -> Self {
+        let ratio = ratio.into();
         self.settings.failure_ratio = ratio;
         self
     }
@@ -785,7 +805,8 @@ impl SettingsBuilder {
     }
     /// Calls strictly above this duration are slow, whether they succeeded or failed.
     /// Default: `None` (the relative slow-call rule judges against the measured latency instead).
-    pub fn slow_call_threshold(mut self, threshold: Option<Duration>) -> Self {
+    pub fn slow_call_threshold(mut self, threshold: impl Into<Option<Duration>>) -> Self {
+        let threshold = threshold.into();
         self.settings.slow_call_threshold = threshold;
         self
     }
@@ -834,7 +855,8 @@ impl SettingsBuilder {
     /// How long half-open may last before the next call re-opens it (or closes it, see
     /// [`SettingsBuilder::half_open_timeout`]); `None` waits forever.
     /// Default: `Some(60 s)`.
-    pub fn max_wait_in_half_open(mut self, wait: Option<Duration>) -> Self {
+    pub fn max_wait_in_half_open(mut self, wait: impl Into<Option<Duration>>) -> Self {
+        let wait = wait.into();
         self.settings.max_wait_in_half_open = wait;
         self
     }
@@ -952,7 +974,8 @@ impl SettingsBuilder {
     /// assert_eq!(breaker.snapshot().current_break, Some(Duration::from_secs(10)));
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
-    pub fn break_schedule(mut self, schedule: Option<BreakSchedule>) -> Self {
+    pub fn break_schedule(mut self, schedule: impl Into<Option<BreakSchedule>>) -> Self {
+        let schedule = schedule.into();
         self.settings.break_schedule = schedule;
         self
     }
@@ -998,19 +1021,22 @@ impl SettingsBuilder {
     /// Slow calls relative to the measured normal latency; `None` turns the rule off.
     /// Default: `Some(SlowCalls::above(3.0))` (slow above 3 × the median and 50 ms over it,
     /// floor 1 ms).
-    pub fn slow_calls(mut self, slow_calls: Option<SlowCalls>) -> Self {
+    pub fn slow_calls(mut self, slow_calls: impl Into<Option<SlowCalls>>) -> Self {
+        let slow_calls = slow_calls.into();
         self.settings.slow_calls = slow_calls;
         self
     }
     /// Failures relative to the measured normal rate; `None` turns the rule off.
     /// Default: `Some(Failures::above(5.0))` (above 5 × the normal rate, floor 5%).
-    pub fn failures(mut self, failures: Option<Failures>) -> Self {
+    pub fn failures(mut self, failures: impl Into<Option<Failures>>) -> Self {
+        let failures = failures.into();
         self.settings.failures = failures;
         self
     }
     /// Hand traffic back over a ramp after the probes succeed; `None` closes at once.
     /// Default: `None`.
-    pub fn recovery(mut self, recovery: Option<Recovery>) -> Self {
+    pub fn recovery(mut self, recovery: impl Into<Option<Recovery>>) -> Self {
+        let recovery = recovery.into();
         self.settings.recovery = recovery;
         self
     }
@@ -1046,7 +1072,8 @@ impl SettingsBuilder {
     /// assert!(refused > 900, "{refused}");
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
-    pub fn throttle(mut self, multiple: Option<f64>) -> Self {
+    pub fn throttle(mut self, multiple: impl Into<Option<f64>>) -> Self {
+        let multiple = multiple.into();
         self.throttle = multiple;
         self
     }
