@@ -177,6 +177,10 @@ pub struct Event {
     pub at: Duration,
     /// What happened.
     pub transition: Transition,
+    /// For an opening by a rule of the closed state (consecutive failures, failure ratio,
+    /// failures above normal, slow calls): the window and the baselines it read. None for
+    /// every other transition.
+    pub evidence: Option<crate::TripEvidence>,
 }
 
 /// Why the transition happened, in a few words: the open reason, "open duration elapsed", what
@@ -196,6 +200,9 @@ impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.transition;
         write!(f, "{}: {} -> {}: {t}", self.breaker, t.from(), t.to())?;
+        if let Some(evidence) = &self.evidence {
+            write!(f, ": {evidence}")?;
+        }
         if let Transition::Opened { break_for, .. } = t {
             write!(f, " (break {})", crate::HumanDuration(*break_for))?;
         }

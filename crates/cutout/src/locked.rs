@@ -20,6 +20,7 @@
 use std::time::Duration;
 
 use crate::Breaker;
+use crate::TripEvidence;
 use crate::event::{Event, Transition};
 use crate::loom::{Ordering, lock};
 use crate::machine::Machine;
@@ -51,10 +52,20 @@ impl Breaker {
                 None
             };
             let (result, own) = f(machine);
-            (result, [folded, hung, own])
+            let transitions = [folded, hung, own];
+            // Read only when a rule of the closed state tripped: the window still holds what
+            // tripped it (an open breaker's window shows it until half-open).
+            let evidence = transitions
+                .iter()
+                .flatten()
+                .any(crate::evidence::closed_rule)
+                .then(|| machine.trip_evidence(now));
+            (result, (transitions, evidence))
         });
+        let (transitions, evidence) = transitions;
         for transition in transitions.into_iter().flatten() {
-            self.emit(transition, now);
+            let evidence = evidence.filter(|_| crate::evidence::closed_rule(&transition));
+            self.emit(transition, now, evidence);
         }
         result
     }
@@ -151,12 +162,14 @@ impl Breaker {
         s.hot.word.store(published.word.bits(), Ordering::Release);
     }
 
-    /// Raises `transition` to the listeners, with no lock held.
-    fn emit(&self, transition: Transition, now: u64) {
+    /// Raises `transition` to the listeners, with no lock held, with what tripped it if a
+    /// rule of the closed state did.
+    fn emit(&self, transition: Transition, now: u64, evidence: Option<TripEvidence>) {
         let event = Event {
             breaker: self.shared.id.clone(),
             at: Duration::from_nanos(now),
             transition,
+            evidence,
         };
         #[cfg(feature = "tracing")]
         crate::observe::trace(&event);

@@ -16,14 +16,29 @@ pub(crate) fn trace(event: &crate::Event) {
     match t {
         Transition::Opened {
             reason, break_for, ..
-        } => tracing::warn!(
-            breaker = %event.breaker,
-            from = t.from().as_str(),
-            to = t.to().as_str(),
-            reason = reason.as_str(),
-            break_ms = break_for.as_millis() as u64,
-            "circuit breaker opened"
-        ),
+        } => {
+            // What tripped it, when a rule of the closed state did: the window's counts and
+            // the baselines they were read against (absent fields: not known).
+            let evidence = event.evidence;
+            tracing::warn!(
+                breaker = %event.breaker,
+                from = t.from().as_str(),
+                to = t.to().as_str(),
+                reason = reason.as_str(),
+                break_ms = break_for.as_millis() as u64,
+                calls = evidence.map(|e| e.calls),
+                failures = evidence.map(|e| e.failures),
+                slow = evidence.map(|e| e.slow),
+                normal_failure_rate = evidence.and_then(|e| e.normal_failure_rate),
+                normal_latency_ms = evidence
+                    .and_then(|e| e.normal_latency)
+                    .map(|d| d.as_secs_f64() * 1000.0),
+                slow_threshold_ms = evidence
+                    .and_then(|e| e.slow_threshold)
+                    .map(|d| d.as_secs_f64() * 1000.0),
+                "circuit breaker opened"
+            )
+        }
         Transition::BreakEnded { reason, remaining } => tracing::info!(
             breaker = %event.breaker,
             from = t.from().as_str(),

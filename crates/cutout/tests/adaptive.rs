@@ -501,3 +501,88 @@ fn a_slow_probe_grows_the_break_no_more_than_a_failed_one() {
         failed.current_break
     );
 }
+
+/// The evidence on each opening event, in order.
+fn evidence(sim: &Sim) -> Vec<Option<cutout::TripEvidence>> {
+    let events = sim.opened.lock().unwrap();
+    events
+        .iter()
+        .filter(|e| matches!(e.transition, Transition::Opened { .. }))
+        .map(|e| e.evidence)
+        .collect()
+}
+
+#[test]
+fn a_relative_failure_trip_says_what_it_compared_with() {
+    let mut rng = fastrand::Rng::with_seed(2);
+    let sim = Sim::new(adaptive().consecutive_failures(None));
+    assert_eq!(noisy(&sim, &mut rng, 0.0002, 300 * SEC), None);
+    noisy(&sim, &mut rng, 0.05, 120 * SEC).expect("5% trips a 0.02% dependency");
+    let snapshot = sim.breaker.snapshot();
+    let [Some(evidence)] = evidence(&sim)[..] else {
+        panic!("one opening with its evidence: {:?}", evidence(&sim));
+    };
+    // The window the snapshot still shows while open, and the baseline it was read against.
+    assert_eq!(
+        (evidence.calls, evidence.failures),
+        (snapshot.calls, snapshot.failures)
+    );
+    assert!(evidence.failures >= 2);
+    // The baseline as the rule read it (it had taken in the incident's first failures too),
+    // which the open breaker no longer feeds.
+    assert_eq!(evidence.normal_failure_rate, snapshot.normal_failure_rate);
+    assert!(evidence.normal_failure_rate.expect("armed") < 0.05 / 5.0);
+    let event = sim.opened.lock().unwrap()[0].to_string();
+    assert!(
+        event.contains(&format!(
+            "{} of {} calls failed (normal",
+            evidence.failures, evidence.calls
+        )),
+        "{event}"
+    );
+}
+
+#[test]
+fn a_slow_trip_says_its_threshold_and_normal_latency() {
+    let sim = Sim::new(adaptive());
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    brownout(&sim, 600 * MS, 60 * SEC).expect("the brownout trips the breaker");
+    let [Some(evidence)] = evidence(&sim)[..] else {
+        panic!("one opening with its evidence: {:?}", evidence(&sim));
+    };
+    let normal = evidence.normal_latency.expect("normal latency");
+    assert!(normal > 18 * MS && normal < 22 * MS, "{normal:?}");
+    // 3 × normal, raised to normal + the 50 ms margin.
+    let threshold = evidence.slow_threshold.expect("the threshold in force");
+    assert!(
+        threshold >= 60 * MS && threshold <= 75 * MS,
+        "{threshold:?}"
+    );
+    assert!(evidence.slow * 2 >= evidence.calls, "{evidence:?}");
+    let event = sim.opened.lock().unwrap()[0].to_string();
+    assert!(event.contains("slow above"), "{event}");
+}
+
+#[test]
+fn only_an_opening_by_a_closed_rule_carries_evidence() {
+    let sim = Sim::new(adaptive());
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    brownout(&sim, 600 * MS, 60 * SEC).expect("trips");
+    // The break passes; a slow probe re-opens it: no window rule decided that.
+    sim.clock.advance(30 * SEC);
+    assert!(sim.call(600 * MS, Outcome::Success, 600 * MS));
+    let events = sim.opened.lock().unwrap();
+    let reasons: Vec<_> = events
+        .iter()
+        .map(|e| (e.transition.to(), e.evidence.is_some()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (State::Open, true),
+            (State::HalfOpen, false),
+            (State::Open, false)
+        ],
+        "{events:?}"
+    );
+}

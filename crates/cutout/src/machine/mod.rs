@@ -1191,6 +1191,23 @@ impl Machine {
         true
     }
 
+    /// What the closed state's rules read at `now` (the window, the baselines, the slow
+    /// threshold), for the event of the opening they caused.
+    pub(crate) fn trip_evidence(&self, now: u64) -> crate::TripEvidence {
+        let totals = self
+            .window
+            .totals_with_successes(now, self.fast_since, (0, 0));
+        let threshold = self.slow_nanos();
+        crate::TripEvidence {
+            calls: totals.calls,
+            failures: totals.failures,
+            slow: sampling::estimated_slow(totals),
+            normal_failure_rate: self.normal_failure_rate(now, 0),
+            normal_latency: self.normal_latency(),
+            slow_threshold: (threshold != u64::MAX).then(|| Duration::from_nanos(threshold)),
+        }
+    }
+
     /// The state and counts at `now`, with `pending` successes (how many, and how many of
     /// them timed) counted off the lock and not yet folded: what the next locked operation
     /// would fold, read without folding it. Slow calls are those the window's timed calls
