@@ -252,7 +252,7 @@ impl BreakerBuilder {
             fast_until: AtomicU64::new(published.fast_until),
             slow_nanos: AtomicU64::new(published.slow_nanos),
             throttle: AtomicU64::new(published.throttle),
-            cells: Cells::new(machine.generation()),
+            cells: Cells::new(machine.generation(), seed),
             quick_refusals: matches!(self.clock, TimeSource::System(_)) && !settings.shadow,
             clock: self.clock,
             timing,

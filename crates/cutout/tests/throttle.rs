@@ -11,6 +11,10 @@ use cutout::{Breaker, ErrorCode, RejectReason, Settings, State, TripWindow};
 const SEC: Duration = Duration::from_secs(1);
 
 fn throttling(multiple: f64) -> (Breaker, ManualClock) {
+    throttling_seeded(multiple, 3)
+}
+
+fn throttling_seeded(multiple: f64, seed: u64) -> (Breaker, ManualClock) {
     let clock = ManualClock::new();
     let breaker = Breaker::builder("ads")
         .settings(
@@ -22,7 +26,7 @@ fn throttling(multiple: f64) -> (Breaker, ManualClock) {
                 .unwrap(),
         )
         .clock(clock.clone())
-        .seed(3)
+        .seed(seed)
         .build();
     (breaker, clock)
 }
@@ -94,9 +98,13 @@ fn an_eighty_percent_failure_rate_is_throttled_with_k_2_and_not_with_k_10() {
     let p = strict.snapshot().throttle_probability.unwrap();
     assert!(p > 0.99, "{p}");
     assert!(refused > 0.95, "refused {refused:.3}");
+    // K = 10 after a healthy start: requests never exceed 10 × accepts (1,000 + m requests
+    // against 1,000 + 0.2 m accepts). (Started on the failures themselves, the first eight
+    // calls all fail and the window's few calls can throttle: how much depends on which of the
+    // next calls the draw admits, on a clock that does not move.)
     let (lenient, _) = throttling(10.0);
-    // Only while the first eight calls (all failures) make up the window.
-    assert!(run(&lenient, n, 8) < 10);
+    assert_eq!(run(&lenient, 1_000, 0), 0);
+    assert_eq!(run(&lenient, n, 8), 0);
     assert_eq!(lenient.snapshot().throttle_probability, Some(0.0));
 }
 
@@ -231,4 +239,37 @@ fn calls_hung_in_flight_never_open_a_throttling_breaker() {
     }
     assert_eq!(breaker.state(), State::Closed);
     drop(hung);
+}
+
+/// Which of `n` calls (8 in 10 failing) were throttled.
+fn refused_calls(breaker: &Breaker, n: usize) -> Vec<usize> {
+    (0..n)
+        .filter(|i| {
+            let fails = i % 10 < 8;
+            breaker
+                .call(|| if fails { Err(()) } else { Ok(()) })
+                .is_err_and(|e| e.is_rejected())
+        })
+        .collect()
+}
+
+#[test]
+fn two_throttling_breakers_with_different_seeds_refuse_different_calls() {
+    let (first, _) = throttling_seeded(2.0, 1);
+    let (second, _) = throttling_seeded(2.0, 2);
+    let (again, _) = throttling_seeded(2.0, 1);
+    let a = refused_calls(&first, 4_000);
+    let b = refused_calls(&second, 4_000);
+    assert!(
+        a.len() > 400 && b.len() > 400,
+        "{} and {}",
+        a.len(),
+        b.len()
+    );
+    assert!(
+        a != b,
+        "the seed decides which calls are refused: both refused the same {}",
+        a.len()
+    );
+    assert!(a == refused_calls(&again, 4_000), "one seed, one sequence");
 }

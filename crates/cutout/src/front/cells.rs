@@ -73,15 +73,17 @@ struct Line {
 }
 
 impl Line {
-    fn new(generation: u32) -> Line {
+    /// A line whose draws start at `start` (not 0, see [`first_draw`]).
+    fn new(generation: u32, start: u64) -> Line {
         Line {
             successes: AtomicU64::new(join(generation, 0)),
-            // Any state but 0 (xorshift's fixed point). Every line starts at the same one, so
-            // which calls a thread times depends on its own calls only, never on the line its
-            // slot gave it (that depends on which other threads hold slots): one thread's run
-            // of a seeded simulation times the same calls whatever else the process runs. Two
-            // threads on two lines draw the same sequence, each over its own calls.
-            turn: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
+            // Every line of a breaker starts at the same state, so which calls a thread times
+            // depends on its own calls only, never on the line its slot gave it (that depends
+            // on which other threads hold slots): one thread's run of a seeded simulation
+            // times the same calls whatever else the process runs. Two threads on two lines
+            // draw the same sequence, each over its own calls; two breakers with two seeds
+            // draw two sequences.
+            turn: AtomicU64::new(start),
             started: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -89,6 +91,17 @@ impl Line {
             samples: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
+}
+
+/// The state a breaker seeded with `seed` starts its lines' draws at: the seed mixed
+/// (splitmix64's finaliser, so that seeds 1 and 2 start far apart), never 0 (xorshift's fixed
+/// point).
+fn first_draw(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    if z == 0 { 0x9E37_79B9_7F4A_7C15 } else { z }
 }
 
 /// The most successes a line holds between folds (its thread then takes the lock).
@@ -124,13 +137,23 @@ pub(crate) struct Cells {
 }
 
 impl Cells {
-    pub(crate) fn new(generation: u32) -> Cells {
-        Cells::with_lines(line_count(), generation)
+    /// The lines of a breaker seeded with `seed` (its jitter's seed: one seed, one breaker's
+    /// draws).
+    pub(crate) fn new(generation: u32, seed: u64) -> Cells {
+        Cells::seeded(line_count(), generation, seed)
     }
 
+    #[cfg(test)]
     fn with_lines(lines: usize, generation: u32) -> Cells {
+        Cells::seeded(lines, generation, 0)
+    }
+
+    fn seeded(lines: usize, generation: u32, seed: u64) -> Cells {
+        let start = first_draw(seed);
         Cells {
-            lines: (0..lines.max(1)).map(|_| Line::new(generation)).collect(),
+            lines: (0..lines.max(1))
+                .map(|_| Line::new(generation, start))
+                .collect(),
         }
     }
 
