@@ -273,3 +273,19 @@ fn two_throttling_breakers_with_different_seeds_refuse_different_calls() {
     );
     assert!(a == refused_calls(&again, 4_000), "one seed, one sequence");
 }
+
+#[test]
+fn a_forced_opening_starts_its_refused_count_at_zero_after_throttled_refusals() {
+    let (breaker, _) = throttling(2.0);
+    let throttled = run(&breaker, 2_000, 8);
+    assert!(throttled > 100, "{throttled}");
+    assert_eq!(breaker.snapshot().refused_calls as usize, throttled);
+    assert!(breaker.open_for(30 * SEC));
+    assert_eq!(
+        breaker.snapshot().refused_calls,
+        0,
+        "a new state episode counts its own refusals"
+    );
+    assert!(breaker.call(|| Ok::<_, ()>(())).is_err());
+    assert_eq!(breaker.snapshot().refused_calls, 1);
+}

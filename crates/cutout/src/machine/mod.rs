@@ -1072,6 +1072,12 @@ impl Machine {
         let from = self.state;
         let opened_at = self.opened_at.unwrap_or(until);
         self.break_served = until.saturating_sub(opened_at);
+        // Closed refuses nothing, so the count it hands to the opening is zero (resilience4j's
+        // not-permitted calls; a re-opening keeps the half-open's): the calls a throttling
+        // breaker refused while closed are not the open breaker's.
+        if from == State::Closed {
+            self.rebase_refused = true;
+        }
         self.state = State::Open;
         self.ramp = None;
         self.until = until;
