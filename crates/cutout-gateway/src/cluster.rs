@@ -278,9 +278,10 @@ impl Cluster {
         self.health_check.as_ref()
     }
 
-    /// What host `n`'s health checks act on ([`crate::health`]): its own breaker when the
-    /// cluster ejects hosts; the cluster breaker when it has one upstream (a pass ends its
-    /// break, `unhealthy-threshold` trips it); in a cluster of several upstreams without host
+    /// What host `n`'s health checks act on ([`crate::health`]): when the cluster ejects
+    /// hosts, a pass ends the host's break and the cluster breaker's, `unhealthy-threshold`
+    /// trips the host's; the cluster breaker when it has one upstream (a pass ends its break,
+    /// `unhealthy-threshold` trips it); in a cluster of several upstreams without host
     /// breakers, a pass ends the cluster breaker's break and nothing trips; nothing without
     /// breakers.
     pub fn check_target(&self, n: usize) -> CheckTarget {
@@ -291,16 +292,16 @@ impl Cluster {
             Some(hosts) => {
                 let host = hosts.breaker(n).cloned();
                 CheckTarget {
-                    ends: host.clone(),
+                    ends: host.iter().cloned().chain([self.breaker.clone()]).collect(),
                     trips: host,
                 }
             }
             None if self.upstreams.len() == 1 => CheckTarget {
-                ends: Some(self.breaker.clone()),
+                ends: vec![self.breaker.clone()],
                 trips: Some(self.breaker.clone()),
             },
             None => CheckTarget {
-                ends: Some(self.breaker.clone()),
+                ends: vec![self.breaker.clone()],
                 trips: None,
             },
         }

@@ -20,11 +20,16 @@
 //! (`Retry-After` with `honor-retry-after`) or an operator forced (`open-for`) is served whole,
 //! and a closed, isolated or disabled breaker ignores the check (cutout's rules).
 //!
-//! Which breaker is the host's: its own breaker in a cluster that ejects hosts
-//! ([`crate::hosts`]); the cluster breaker in a cluster of one upstream (it is its host's); in a
-//! cluster of several upstreams without host breakers (`max-ejection-percent = 0`), a pass of
-//! any host ends the cluster breaker's break (the cluster's probes decide). With
-//! `breakers = false` the checks run and are shown, and act on nothing.
+//! Which breakers a pass acts on: in a cluster that ejects hosts ([`crate::hosts`]), the host's
+//! own breaker and the cluster breaker (when every host died at once the cluster breaker opened
+//! too, and a host that passes proves the cluster can serve again: without this, checks
+//! readmitted the hosts within a second while the cluster refused for the rest of its break,
+//! 8 s and 360 answers 503 in the review's run); the cluster breaker in a cluster of one
+//! upstream (it is its host's); in a cluster of several upstreams without host breakers
+//! (`max-ejection-percent = 0`), a pass of any host ends the cluster breaker's break. In each
+//! case the probes, which are requests, decide. With `breakers = false` the checks run and are
+//! shown, and act on nothing. A failing check trips only the host's breaker (or the cluster's
+//! in a cluster of one upstream).
 //!
 //! Readmission with checks: a host that comes back is found by its next check, at most
 //! `interval + jitter` later (both at most `interval`), and its break ends then; its probes
@@ -195,8 +200,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// What one host's checks act on (see the [module docs](self)).
 #[derive(Debug, Clone, Default)]
 pub struct CheckTarget {
-    /// The breaker whose break a pass ends.
-    pub ends: Option<Breaker>,
+    /// The breakers whose breaks a pass ends: the host's, and the cluster's when the host is
+    /// one of its upstreams (a whole-cluster outage opens it too, and a host that passes
+    /// proves the cluster can serve again).
+    pub ends: Vec<Breaker>,
     /// The breaker `unhealthy-threshold` trips.
     pub trips: Option<Breaker>,
 }
@@ -362,19 +369,18 @@ impl Checker {
     /// The passes in a row began at `oldest`: evidence that the host is back, if it began
     /// after the host's break did.
     fn end_break(&self, oldest: Instant) {
-        let Some(breaker) = &self.target.ends else {
-            return;
-        };
-        if breaker.peek().0 != State::Open {
-            return;
-        }
-        if breaker.end_break_on_signal(BreakEndReason::HealthCheck, oldest.elapsed()) {
-            tracing::info!(
-                cluster = %self.cluster,
-                host = %self.host,
-                breaker = %breaker.id(),
-                "a health check passed: the break ended early, the probes decide"
-            );
+        for breaker in &self.target.ends {
+            if breaker.peek().0 != State::Open {
+                continue;
+            }
+            if breaker.end_break_on_signal(BreakEndReason::HealthCheck, oldest.elapsed()) {
+                tracing::info!(
+                    cluster = %self.cluster,
+                    host = %self.host,
+                    breaker = %breaker.id(),
+                    "a health check passed: the break ended early, the probes decide"
+                );
+            }
         }
     }
 

@@ -377,18 +377,15 @@ impl Hosts {
     }
 
     /// The order in which request number `ticket` asks the hosts: round-robin's host first,
-    /// then the others, rotated by one more each time round-robin comes back to the same
-    /// host. So the share of a host that refuses is spread evenly over the others (DESIGN §8),
-    /// instead of all going to the host after it in the list (with the first of three
-    /// ejected, the second took two thirds of the traffic).
-    fn order(&self, ticket: usize) -> impl Iterator<Item = usize> {
-        let n = self.ids.len();
-        let first = ticket % n;
-        let turn = ticket / n;
-        std::iter::once(first).chain((0..n - 1).map(move |k| {
-            let other = (turn + k) % (n - 1);
-            (first + 1 + other) % n
-        }))
+    /// then the other hosts whose breaker reads closed, then the rest, each group rotated by
+    /// the ticket's turn (see [`crate::order`]), so the share of the hosts that refuse is
+    /// spread evenly over those that serve (DESIGN §8).
+    fn order(&self, ticket: usize) -> crate::order::Order {
+        crate::order::order(self.ids.len(), ticket, |n| {
+            self.breakers
+                .get(n)
+                .is_some_and(|b| b.peek().0 == State::Closed)
+        })
     }
 
     /// The next request's ticket.

@@ -45,6 +45,7 @@ pub mod gateway;
 pub mod health;
 pub mod hosts;
 pub mod metrics;
+pub mod order;
 pub mod proxy;
 pub mod refusal;
 pub mod retry;

@@ -365,7 +365,9 @@ async fn after_every_host_died_and_came_back_passing_health_checks_give_traffic_
     let back = Instant::now();
     let mut all_passed: Option<Duration> = None;
     // Bounded: at most 20 s.
-    while cluster.state() != State::Closed && back.elapsed() < Duration::from_secs(20) {
+    while (cluster.state() != State::Closed || all_passed.is_none())
+        && back.elapsed() < Duration::from_secs(20)
+    {
         if all_passed.is_none()
             && health.iter().all(|h| {
                 h.last()
