@@ -100,8 +100,8 @@ impl BreakerMiddleware {
     ///
     /// The map's bounds hold (see [`cutout_tower::keyed`]): a request in flight keeps its key
     /// from eviction until it finishes or is dropped, and when the map is full of keys that
-    /// cannot be evicted the request goes through without a breaker (counted in
-    /// [`KeyedStats::unguarded_calls`](cutout_tower::keyed::KeyedStats::unguarded_calls)).
+    /// cannot be evicted a new host still gets its breaker, beyond `max_keys` (counted in
+    /// [`KeyedStats::over_capacity`](cutout_tower::keyed::KeyedStats::over_capacity)).
     ///
     /// ```
     /// use cutout::Settings;

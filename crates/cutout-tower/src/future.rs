@@ -124,7 +124,8 @@ where
                 if let Some(permit) = this.permit.take() {
                     // The verdict: an outcome, or "open for a while" (a `Retry-After` honoured
                     // by the classifier).
-                    permit.record_verdict(this.classifier.verdict(&result));
+                    let verdict = this.classifier.verdict(&result);
+                    crate::keyed::record_verdict(permit, verdict, this.guard.as_ref());
                 }
                 // The call is over: the key may be evicted from now on.
                 drop(this.guard.take());

@@ -91,7 +91,7 @@ fn finish<A>(watch: &mut Option<Watch<A>>, decide: impl FnOnce(A) -> Verdict) {
         guard,
     }) = watch.take()
     {
-        permit.record_verdict(decide(at_end));
+        crate::keyed::record_verdict(permit, decide(at_end), guard.as_ref());
         // The call is over: its key may be evicted from now on.
         drop(guard);
     }

@@ -100,10 +100,7 @@ where
     fn call(&mut self, request: Req) -> Self::Future {
         let classifier = self.classifier.clone();
         let key = self.key_fn.key(&request);
-        let Some(guard) = self.breakers.enter(&key) else {
-            // The map is full of keys that cannot be evicted: go through unguarded (counted).
-            return ResponseFuture::called(self.inner.call(request), classifier, None, None);
-        };
+        let guard = self.breakers.enter(&key);
         match guard.breaker().try_acquire_owned() {
             Ok(permit) => ResponseFuture::called(
                 self.inner.call(request),
@@ -175,8 +172,8 @@ where
     /// untouched and the refusal, the inner service not called, so the caller may try another
     /// key (the readiness driven for this request is still unused: the inner service was
     /// never called). The key function is not used. When the map is full of keys that cannot
-    /// be evicted, the call goes through unguarded (counted in
-    /// [`KeyedStats::unguarded_calls`](super::KeyedStats::unguarded_calls)). No refusal pause:
+    /// be evicted, the key is created beyond `max_keys` (counted in
+    /// [`KeyedStats::over_capacity`](super::KeyedStats::over_capacity)). No refusal pause:
     /// the caller decides what a refusal leads to.
     ///
     /// ```
@@ -216,14 +213,7 @@ where
         C: ClassifyResponse<B, S::Error> + Clone,
     {
         let classifier = self.classifier.clone();
-        let Some(guard) = self.breakers.enter(key) else {
-            return Ok(WholeResponseFuture::called(
-                self.inner.call(request),
-                classifier,
-                None,
-                None,
-            ));
-        };
+        let guard = self.breakers.enter(key);
         match guard.breaker().try_acquire_owned() {
             Ok(permit) => Ok(WholeResponseFuture::called(
                 self.inner.call(request),

@@ -1,0 +1,203 @@
+//! Keyed breakers under review (issue 29): stale tripped keys, eviction that keeps what the
+//! map is for, the open cap and the openings it does not decide.
+
+use std::time::Duration;
+
+use cutout::classify::Verdict;
+use cutout::clock::ManualClock;
+use cutout::{Breaker, Jitter, Settings, State};
+use cutout_tower::keyed::KeyedBreakers;
+
+fn settings() -> Settings {
+    Settings::builder()
+        .consecutive_failures(Some(3))
+        .break_duration(Duration::from_secs(30))
+        .max_break_duration(Duration::from_secs(600))
+        .max_wait_in_half_open(Some(Duration::from_secs(60)))
+        .jitter(Jitter::None)
+        .adaptive(false)
+        .build()
+        .unwrap()
+}
+
+/// A failing call through `breaker`; whether it ran (was not refused).
+fn fail(breaker: &Breaker) -> bool {
+    !breaker
+        .call(|| Err::<(), _>("down"))
+        .is_err_and(|e| e.is_rejected())
+}
+
+/// Opens (or tries to open) a closed `breaker` with three failures.
+fn trip(breaker: &Breaker) {
+    for _ in 0..3 {
+        assert!(fail(breaker), "a closed breaker lets calls through");
+    }
+}
+
+fn open_count(breakers: &[&Breaker]) -> usize {
+    breakers
+        .iter()
+        .filter(|b| matches!(b.peek().0, State::Open | State::HalfOpen))
+        .count()
+}
+
+#[test]
+fn a_tripped_key_never_called_again_gives_its_slot_back_once_its_half_open_wait_lapses() {
+    let clock = ManualClock::new();
+    let hosts = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .max_open(1)
+        .build();
+    let [a, b] = ["a", "b"].map(|k| hosts.breaker(&k.to_owned()).unwrap());
+    trip(&a);
+    assert_eq!(a.state(), State::Open);
+
+    // The break lapses: a reads half-open (its next call would probe) and keeps its slot.
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(a.state(), State::HalfOpen);
+    assert_eq!(hosts.stats().open_slots, 1);
+    trip(&b);
+    assert_eq!(b.state(), State::Closed, "a still holds the one slot");
+
+    // Nobody probes it for the whole half-open wait: the slot comes back, b trips.
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(hosts.stats().open_slots, 0, "a ghost holds no slot");
+    assert!(fail(&b));
+    assert_eq!(b.state(), State::Open);
+
+    // a called again: a key without a slot may not be half-open beyond the cap, so it is
+    // closed (as a capped key stays closed) and its calls go through.
+    assert!(fail(&a));
+    assert_eq!(a.state(), State::Closed);
+    assert!(open_count(&[&a, &b]) <= 1);
+}
+
+#[test]
+fn a_stale_tripped_key_is_evicted_when_idle_and_keeps_its_break_growth() {
+    let clock = ManualClock::new();
+    let hosts = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .idle_after(Duration::from_secs(600))
+        .max_open(1)
+        .build();
+    let name = "a".to_owned();
+    let a = hosts.breaker(&name).unwrap();
+    trip(&a);
+    // Its probe fails: the break grows to 60 s.
+    clock.advance(Duration::from_secs(30));
+    assert!(fail(&a));
+    assert_eq!(a.snapshot().current_break, Some(Duration::from_secs(60)));
+    assert_eq!(a.snapshot().consecutive_opens, 2);
+
+    // A day of silence: the key is a ghost, the sweep takes it, and a day later another
+    // failing host can still trip.
+    clock.advance(Duration::from_secs(86_400));
+    assert_eq!(hosts.evict_idle(), 1, "a stale tripped key can be evicted");
+    assert!(!hosts.contains(&name));
+    let b = hosts.breaker(&"b".to_owned()).unwrap();
+    trip(&b);
+    assert_eq!(b.state(), State::Open, "the cap is not full of ghosts");
+
+    // a comes back failing: its growth was remembered, the next break is the third.
+    b.reset();
+    let a = hosts.breaker(&name).unwrap();
+    trip(&a);
+    assert_eq!(a.state(), State::Open);
+    assert_eq!(a.snapshot().current_break, Some(Duration::from_secs(120)));
+}
+
+#[test]
+fn new_hosts_are_guarded_when_the_map_is_full_of_keys_that_cannot_be_evicted() {
+    let clock = ManualClock::new();
+    let hosts = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .max_keys(2)
+        .build();
+    hosts.isolate(&"a".to_owned());
+    hosts.isolate(&"b".to_owned());
+    let disabled = hosts.breaker(&"b".to_owned()).unwrap();
+    disabled.disable();
+    // Neither an isolated nor a disabled key is evicted, and a new host still gets a breaker.
+    let c = hosts
+        .breaker(&"c".to_owned())
+        .expect("a new host is never left unguarded");
+    trip(&c);
+    assert_eq!(c.state(), State::Open);
+    assert!(hosts.contains(&"a".to_owned()) && hosts.contains(&"b".to_owned()));
+    assert_eq!(hosts.get(&"b".to_owned()).unwrap().state(), State::Disabled);
+    let stats = hosts.stats();
+    assert_eq!(stats.over_capacity, 1);
+    assert_eq!(stats.keys, 3, "over max_keys by the keys that could not go");
+}
+
+#[test]
+fn a_key_opened_by_hand_and_reopened_by_its_failed_probe_holds_a_slot() {
+    let clock = ManualClock::new();
+    let hosts = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .max_open(1)
+        .build();
+    let [a, b] = ["a", "b"].map(|k| hosts.breaker(&k.to_owned()).unwrap());
+    // An operator's open holds no slot: b may trip.
+    assert!(a.open_for(Duration::from_secs(10)));
+    trip(&b);
+    assert_eq!(b.state(), State::Open);
+    // a's own probe fails: that opening is the breaker's, and the cap is full.
+    clock.advance(Duration::from_secs(10));
+    assert!(fail(&a), "a probe");
+    assert_eq!(
+        open_count(&[&a, &b]),
+        1,
+        "never 2 keys open with max_open(1)"
+    );
+    assert_eq!(a.state(), State::Closed, "kept closed, as a capped trip is");
+    assert!(hosts.stats().open_slots <= 1);
+
+    // With the slot free, a probe's failure opens the key within a slot.
+    b.reset();
+    assert!(a.open_for(Duration::from_secs(10)));
+    clock.advance(Duration::from_secs(10));
+    assert!(fail(&a), "a probe");
+    assert_eq!(a.state(), State::Open);
+    assert_eq!(hosts.stats().open_slots, 1);
+    trip(&b);
+    assert_eq!(b.state(), State::Closed, "a holds the slot");
+}
+
+fn open_as_asked(breaker: &Breaker, secs: u64) {
+    breaker
+        .try_acquire_owned()
+        .unwrap()
+        .record_verdict(Verdict::OpenFor(Duration::from_secs(secs)));
+}
+
+#[test]
+fn retry_after_openings_take_no_open_slot_unless_asked() {
+    let clock = ManualClock::new();
+    let hosts = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .max_open(1)
+        .build();
+    let [a, b] = ["a", "b"].map(|k| hosts.breaker(&k.to_owned()).unwrap());
+    open_as_asked(&a, 20);
+    assert_eq!(a.state(), State::Open);
+    assert_eq!(
+        hosts.stats().open_slots,
+        0,
+        "a host defending itself is no outage"
+    );
+    trip(&b);
+    assert_eq!(b.state(), State::Open, "a rate-limiting host fills no slot");
+
+    // Asked for: a Retry-After opening counts like any other.
+    let counted = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .max_open(1)
+        .retry_after_takes_slot(true)
+        .build();
+    let [a, b] = ["a", "b"].map(|k| counted.breaker(&k.to_owned()).unwrap());
+    open_as_asked(&a, 20);
+    assert_eq!(counted.stats().open_slots, 1);
+    trip(&b);
+    assert_eq!(b.state(), State::Closed);
+}
