@@ -201,3 +201,47 @@ fn retry_after_openings_take_no_open_slot_unless_asked() {
     trip(&b);
     assert_eq!(b.state(), State::Closed);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_through_the_service_opens_a_key_even_when_the_cap_is_full() {
+    use cutout_tower::keyed::{HostKey, KeyedLayer};
+    use cutout_tower::{HttpClassifier, TokioClock};
+    use tower::{Layer, Service, ServiceExt};
+
+    let hosts = KeyedBreakers::<HostKey>::builder(settings())
+        .clock(TokioClock::new())
+        .max_open(1)
+        .build();
+    let upstream = tower::service_fn(|request: http::Request<()>| async move {
+        let mut response = http::Response::new(());
+        match request.uri().host() {
+            Some("limited.example") => {
+                *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+                response
+                    .headers_mut()
+                    .insert(http::header::RETRY_AFTER, "5".parse().unwrap());
+            }
+            _ => *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR,
+        }
+        Ok::<_, std::io::Error>(response)
+    });
+    let mut service = KeyedLayer::per_host(hosts.clone())
+        .classifier(HttpClassifier::new().honor_retry_after(true))
+        .layer(upstream);
+    for url in ["http://down.example/"; 3] {
+        let request = http::Request::get(url).body(()).unwrap();
+        let _ = service.ready().await.unwrap().call(request).await;
+    }
+    assert_eq!(hosts.stats().open_slots, 1, "down holds the one slot");
+    let request = http::Request::get("http://limited.example/")
+        .body(())
+        .unwrap();
+    let _ = service.ready().await.unwrap().call(request).await;
+    let limited = HostKey::new("http", "limited.example", None);
+    assert_eq!(
+        hosts.get(&limited).unwrap().state(),
+        State::Open,
+        "the host asked for 5 s: honoured although the cap is full"
+    );
+    assert_eq!(hosts.stats().suppressed_opens, 0);
+}
