@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use cutout::classify::{Classify, DefaultClassifier};
-use cutout::{Breaker, OwnedPermit, Rejected};
+use cutout::{Breaker, OwnedPermit, Rejected, State};
 use tower_service::Service;
 
 use crate::error::{BoxError, Error};
@@ -13,13 +13,23 @@ use crate::future::ResponseFuture;
 
 /// A service guarded by a [`Breaker`].
 ///
-/// `poll_ready` asks the breaker first. When it refuses, `poll_ready` answers `Ready` without
-/// polling the inner service (which may be stuck behind the very outage the breaker saw), and
-/// the next `call` returns a future that fails with the refusal; the inner service is not
-/// called. When it admits, the permit is kept and the inner service is polled; if the inner
-/// service is not ready the permit is dropped unrecorded (a probe slot is given back) and asked
-/// for again on the next poll. The call's duration is measured from the moment the permit was
-/// taken.
+/// `poll_ready` asks the breaker and the inner service once per request, in the order the
+/// breaker's published state calls for:
+/// - **Closed** (or recovering, or disabled): the inner service first, then, once it is
+///   ready, the breaker. A request that waits on backpressure (a full pool, a
+///   `ConcurrencyLimit`, a `Buffer`) draws one admission however often it is polled: with
+///   throttling on, one draw, not one per poll (each refused draw raises the next one's odds,
+///   so drawing per poll refused almost every request under backpressure and never
+///   recovered); with a ramp, one admission. The call's duration runs from the permit, taken
+///   when the request can be sent: the wait for readiness is the caller's, not the
+///   dependency's, and is not timed.
+/// - **Open, half-open or isolated**: the breaker first. When it refuses, `poll_ready` does
+///   not poll the inner service (which may be stuck behind the very outage the breaker saw);
+///   it answers `Ready`,
+///   and the next `call` returns a future that fails with the refusal without calling the
+///   inner service. When it admits (a probe), the permit is kept and the inner service is
+///   polled; if the inner service is not ready the permit is dropped unrecorded (the probe
+///   slot is given back) and asked for again on the next poll.
 ///
 /// Errors of the inner service's `poll_ready` are passed on and recorded as nothing: they say
 /// the service is unusable, not how a call went. Errors and responses of calls are recorded
@@ -69,8 +79,47 @@ impl Admission {
         self.pause = Some(pause);
     }
 
-    /// The breaker first, then `inner` (see [`BreakerService`]'s docs for the contract).
+    /// The breaker and `inner`, each asked once per request (see [`BreakerService`]'s docs
+    /// for the contract).
     pub(crate) fn poll_ready<S, Req>(
+        &mut self,
+        inner: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), Error>>
+    where
+        S: Service<Req>,
+        S::Error: Into<BoxError>,
+    {
+        if matches!(self.ready, Ready::Admitted(_)) || !admits_freely(self.breaker.peek().0) {
+            return self.poll_breaker_first(inner, cx);
+        }
+        // Closed (or recovering, or disabled): the inner service first, and the breaker once
+        // it is ready, so that a request waiting on backpressure draws one admission (one
+        // throttling draw, one ramp admission) however often it is polled, and its duration
+        // runs from the moment it can be sent, not from the start of the wait.
+        match inner.poll_ready(cx) {
+            Poll::Pending => {
+                self.ready = Ready::Unpolled;
+                Poll::Pending
+            }
+            Poll::Ready(Err(error)) => {
+                self.ready = Ready::Unpolled;
+                Poll::Ready(Err(Error::inner(error)))
+            }
+            Poll::Ready(Ok(())) => {
+                self.ready = match self.breaker.try_acquire_owned() {
+                    Ok(permit) => Ready::Admitted(permit),
+                    Err(rejected) => Ready::Refused(rejected),
+                };
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+
+    /// Open, half-open or isolated (or a permit held from an earlier poll): the breaker first,
+    /// so that a refusal never waits on an inner service that may be stuck behind the very
+    /// outage the breaker saw, and a probe is taken only when the inner service can send it.
+    fn poll_breaker_first<S, Req>(
         &mut self,
         inner: &mut S,
         cx: &mut Context<'_>,
@@ -113,6 +162,12 @@ impl Admission {
             Ready::Unpolled => self.breaker.try_acquire_owned(),
         }
     }
+}
+
+/// Whether a breaker in `state` (as last published) lets calls through without a probe slot,
+/// so that its admission can wait until the inner service is ready.
+fn admits_freely(state: State) -> bool {
+    matches!(state, State::Closed | State::Recovering | State::Disabled)
 }
 
 /// A clone shares the breaker and starts unpolled: a permit is never used by two services.
