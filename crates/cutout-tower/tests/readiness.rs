@@ -92,3 +92,106 @@ async fn backpressure_draws_one_throttling_decision_per_request() {
         "{pressed} refused under backpressure against {free} without"
     );
 }
+
+mod composes {
+    use std::time::Duration;
+
+    use cutout::{Breaker, Jitter, RejectReason, Settings, State};
+    use cutout_tower::{BreakerService, Readiness, TokioClock};
+    use tower::buffer::Buffer;
+    use tower::limit::ConcurrencyLimit;
+    use tower::{Service, ServiceExt};
+
+    /// A breaker on tokio's clock, open for five seconds.
+    fn open_breaker() -> Breaker {
+        let settings = Settings::builder()
+            .jitter(Jitter::None)
+            .probe_successes(1)
+            .build()
+            .unwrap();
+        let breaker = Breaker::builder("inventory")
+            .settings(settings)
+            .clock(TokioClock::new())
+            .build();
+        assert!(breaker.open_for(Duration::from_secs(5)));
+        breaker
+    }
+
+    fn answer() -> impl Service<u32, Response = u32, Error = std::io::Error, Future: Send> + Send {
+        tower::service_fn(|n: u32| async move { Ok::<_, std::io::Error>(n) })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_buffer_in_front_of_an_open_breaker_waits_for_the_break_and_then_serves() {
+        let breaker = open_breaker();
+        let service =
+            BreakerService::new(answer(), breaker.clone()).readiness(Readiness::WaitForBreak);
+        let buffer = Buffer::new(service, 8);
+        let started = tokio::time::Instant::now();
+        let calls: Vec<_> = (0..3)
+            .map(|n| tokio::spawn(buffer.clone().oneshot(n)))
+            .collect();
+        // Nothing answers while the break lasts: the buffer's worker waits, nothing spins.
+        tokio::time::sleep(Duration::from_millis(4_900)).await;
+        assert!(calls.iter().all(|call| !call.is_finished()));
+        let mut answers = Vec::new();
+        for call in calls {
+            answers.push(call.await.unwrap().unwrap());
+        }
+        answers.sort_unstable();
+        assert_eq!(
+            answers,
+            vec![0, 1, 2],
+            "woken at the break's end, not wedged"
+        );
+        assert!(started.elapsed() >= Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(6));
+        assert_eq!(breaker.state(), State::Closed, "the first was the probe");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_buffer_in_front_of_a_fail_in_call_breaker_drains_refusals_at_once() {
+        let breaker = open_breaker();
+        let buffer = Buffer::new(BreakerService::new(answer(), breaker), 8);
+        let started = tokio::time::Instant::now();
+        for n in 0..3 {
+            let error = buffer.clone().oneshot(n).await.unwrap_err();
+            let error = error.downcast::<cutout_tower::Error>().unwrap();
+            assert_eq!(error.rejection().unwrap().reason(), RejectReason::Open);
+        }
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_caller_under_a_concurrency_limit_leaves_nothing_behind() {
+        let breaker = open_breaker();
+        let service =
+            BreakerService::new(answer(), breaker.clone()).readiness(Readiness::WaitForBreak);
+        let mut limited = ConcurrencyLimit::new(service, 1);
+        // A caller that gives up after a second of waiting for readiness.
+        let gave_up = tokio::time::timeout(Duration::from_secs(1), limited.ready())
+            .await
+            .is_err();
+        assert!(gave_up);
+        // Its limit permit and the breaker hold nothing: the next caller waits for the break's
+        // end and is served.
+        let answer = limited.ready().await.unwrap().call(7).await.unwrap();
+        assert_eq!(answer, 7);
+        assert_eq!(breaker.snapshot().probes_in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_isolated_breaker_is_asked_again_every_second_and_serves_once_reset() {
+        let breaker = open_breaker();
+        breaker.isolate();
+        let mut service =
+            BreakerService::new(answer(), breaker.clone()).readiness(Readiness::WaitForBreak);
+        let waiting = tokio::spawn(async move { service.ready().await.unwrap().call(3).await });
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(!waiting.is_finished());
+        breaker.reset();
+        tokio::time::sleep(Duration::from_millis(1_001)).await;
+        assert!(waiting.is_finished());
+        assert_eq!(waiting.await.unwrap().unwrap(), 3);
+    }
+}
