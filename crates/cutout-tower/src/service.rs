@@ -403,7 +403,9 @@ where
             Ok(permit) => {
                 ResponseFuture::called(self.inner.call(request), classifier, Some(permit), None)
             }
-            Err(rejected) => ResponseFuture::refused(rejected, self.admission.pause(), classifier),
+            Err(rejected) => {
+                ResponseFuture::refused(rejected, self.admission.pause(), None, classifier)
+            }
         }
     }
 }

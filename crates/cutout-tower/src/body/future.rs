@@ -50,10 +50,15 @@ impl<F, C> WholeResponseFuture<F, C> {
         }
     }
 
-    pub(crate) fn refused(rejection: Rejected, pause: Option<Duration>, classifier: C) -> Self {
+    pub(crate) fn refused(
+        rejection: Rejected,
+        pause: Option<Duration>,
+        label: Option<std::sync::Arc<str>>,
+        classifier: C,
+    ) -> Self {
         WholeResponseFuture {
             state: State::Refused {
-                refusal: Refusal::new(rejection, pause),
+                refusal: Refusal::new(rejection, pause, label),
             },
             classifier,
             permit: None,

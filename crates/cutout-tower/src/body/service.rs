@@ -142,7 +142,7 @@ where
                 None,
             ),
             Err(rejected) => {
-                WholeResponseFuture::refused(rejected, self.admission.pause(), classifier)
+                WholeResponseFuture::refused(rejected, self.admission.pause(), None, classifier)
             }
         }
     }
