@@ -245,3 +245,67 @@ async fn a_retry_after_through_the_service_opens_a_key_even_when_the_cap_is_full
     );
     assert_eq!(hosts.stats().suppressed_opens, 0);
 }
+
+#[cfg(all(feature = "config", feature = "tracing"))]
+#[test]
+fn a_config_instance_no_host_key_can_match_is_warned_about_at_load() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use cutout::config::Config;
+    use cutout_tower::keyed::{HostKey, unmatched_host_instances};
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    let config = Config::from_toml(
+        r#"
+        [instances."https://a.example:443"]
+        consecutive-failures = 1
+        [instances."b.example"]
+        consecutive-failures = 2
+        "#,
+    )
+    .unwrap();
+    assert_eq!(
+        unmatched_host_instances(&config),
+        vec![("b.example".to_owned(), None)]
+    );
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .finish();
+    let hosts = tracing::subscriber::with_default(subscriber, || {
+        KeyedBreakers::<HostKey>::builder_from_config(&config).build()
+    });
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("WARN"), "{log}");
+    assert!(
+        log.contains("matches no host key") && log.contains("b.example"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("a.example"),
+        "a matching instance is not warned about: {log}"
+    );
+    // The document still loads and its matching instance applies.
+    let a = hosts
+        .breaker(&HostKey::new("https", "a.example", None))
+        .unwrap();
+    assert_eq!(a.settings().consecutive_failures(), Some(1));
+}

@@ -81,6 +81,30 @@ impl HostKey {
     }
 }
 
+impl HostKey {
+    /// The key a breaker id names, if it is one: `scheme://host:port` with an explicit port or
+    /// its scheme's default. `None` for anything else (a bare host, a path, an empty host).
+    ///
+    /// ```
+    /// use cutout_tower::keyed::HostKey;
+    ///
+    /// let key = HostKey::parse("HTTPS://B.example").unwrap();
+    /// assert_eq!(key.to_string(), "https://b.example:443");
+    /// assert_eq!(HostKey::parse("b.example"), None);
+    /// assert_eq!(HostKey::parse("https://b.example:443/health"), None);
+    /// ```
+    pub fn parse(id: &str) -> Option<HostKey> {
+        let uri: http::Uri = id.parse().ok()?;
+        let scheme = uri.scheme_str()?;
+        let authority = uri.authority()?;
+        let bare = uri.path().is_empty() || uri.path() == "/";
+        if !bare || uri.query().is_some() || authority.host().is_empty() || id.ends_with('/') {
+            return None;
+        }
+        Some(HostKey::new(scheme, authority.host(), authority.port_u16()))
+    }
+}
+
 /// `host` in lower case, an IPv6 address bracketed in its canonical form, a DNS name without
 /// its one trailing dot.
 fn canonical_host(host: &str) -> String {

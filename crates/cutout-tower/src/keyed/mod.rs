@@ -766,6 +766,48 @@ pub struct KeyedStats {
     pub over_capacity: u64,
 }
 
+/// The `[instances.<id>]` of `config` that no [`HostKey`] can match, each with the id a key
+/// would have when the id names one in another spelling (`HTTPS://B.example` for
+/// `https://b.example:443`), else `None` (`b.example`, `api`: no key). A key's id is its
+/// `Display`, `scheme://host:port` in the normal form of [`HostKey::new`], and a document
+/// matched on the id falls back to `[defaults]` silently for any other spelling: this is the
+/// check [`KeyedBreakers::builder_from_config`] warns with (feature `tracing`), for a caller
+/// that wants to refuse such a document instead.
+///
+/// ```
+/// use cutout::config::Config;
+/// use cutout_tower::keyed::unmatched_host_instances;
+///
+/// let config = Config::from_toml(r#"
+///     [instances."https://a.example:443"]
+///     consecutive-failures = 1
+///     [instances."HTTPS://B.example"]
+///     consecutive-failures = 2
+///     [instances."c.example"]
+///     consecutive-failures = 3
+/// "#)?;
+/// assert_eq!(
+///     unmatched_host_instances(&config),
+///     vec![
+///         ("HTTPS://B.example".to_owned(), Some("https://b.example:443".to_owned())),
+///         ("c.example".to_owned(), None),
+///     ]
+/// );
+/// # Ok::<(), cutout::config::LoadError>(())
+/// ```
+#[cfg(feature = "config")]
+pub fn unmatched_host_instances(config: &Config) -> Vec<(String, Option<String>)> {
+    let mut unmatched: Vec<(String, Option<String>)> = config
+        .instances()
+        .filter_map(|(id, _)| {
+            let key = HostKey::parse(id).map(|key| key.to_string());
+            (key.as_deref() != Some(id)).then(|| (id.to_owned(), key))
+        })
+        .collect();
+    unmatched.sort();
+    unmatched
+}
+
 /// `settings` with a break schedule that adds `carried` to the consecutive opens it is asked
 /// about: a key created again after its eviction as a tripped ghost grows its break from where
 /// its last entry left it, until it closes (its listener then sets `carried` to 0). Settings
@@ -896,8 +938,28 @@ impl<K> KeyedBreakers<K> {
     /// # let _ = (layer, by_host);
     /// # Ok::<(), cutout::config::LoadError>(())
     /// ```
+    ///
+    /// For [`HostKey`] keys, an instance whose id no key can have (see
+    /// [`unmatched_host_instances`]) is warned about here, with the `tracing` feature: once
+    /// per instance, with the id a key would have when there is one (`b.example` names no
+    /// key; `HTTPS://B.example` would be `https://b.example:443`).
     #[cfg(feature = "config")]
-    pub fn builder_from_config(config: &Config) -> KeyedBuilder<K> {
+    pub fn builder_from_config(config: &Config) -> KeyedBuilder<K>
+    where
+        K: 'static,
+    {
+        if std::any::TypeId::of::<K>() == std::any::TypeId::of::<HostKey>() {
+            #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+            for (id, key) in unmatched_host_instances(config) {
+                #[cfg(feature = "tracing")]
+                tracing::warn!(
+                    instance = %id,
+                    did_you_mean = key.as_deref().unwrap_or("(no host key)"),
+                    "breaker instance matches no host key (ids read scheme://host:port); its \
+                     settings are never used"
+                );
+            }
+        }
         KeyedBuilder::new(SettingsSource::Config(Box::new(config.clone())))
     }
 }
