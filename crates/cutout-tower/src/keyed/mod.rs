@@ -331,6 +331,13 @@ impl Entry {
         }
     }
 
+    /// Forgets when the last break ends and when half-open began (a key taking a slot: its
+    /// next transition's listener writes them anew).
+    fn forget_break(&self) {
+        self.break_ends.store(NEVER, Ordering::Relaxed);
+        self.half_open_since.store(NEVER, Ordering::Relaxed);
+    }
+
     /// Whether the key's last failure or opening is recent enough to keep it from the
     /// least-recently-used eviction of a full map.
     fn has_recent_trouble(&self, now: u64, idle: u64) -> bool {
@@ -469,6 +476,7 @@ impl Cap {
             return true;
         }
         if held < self.max_open {
+            // From a listener: the transition's times are written already, and stay.
             let (_, generation) = entry.breaker.peek();
             slots.insert(
                 entry.serial,
@@ -537,7 +545,10 @@ impl Cap {
         }
         if held < self.max_open {
             // Taken before the gate answers, so a concurrent gate counts it; the generation
-            // keeps it from being pruned until the breaker has opened and closed again.
+            // keeps it from being pruned until the breaker has opened and closed again. The
+            // times of an earlier opening (left by a reset, which raises no event) must not
+            // make the new one look like a ghost before its listener writes its own.
+            entry.forget_break();
             let (_, generation) = entry.breaker.peek();
             slots.insert(
                 entry.serial,
