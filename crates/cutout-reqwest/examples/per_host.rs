@@ -71,6 +71,8 @@ pub async fn run() -> Result<Report, Box<dyn Error>> {
         reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(2))
+            // The middleware follows redirects, each hop through its own host's breaker.
+            .redirect(reqwest::redirect::Policy::none())
             .build()?,
     )
     .with(BreakerMiddleware::per_host(hosts.clone()))

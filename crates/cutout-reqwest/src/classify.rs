@@ -1,46 +1,150 @@
-//! What a reqwest response or error means to a breaker: [`HttpClassifier`]'s table.
+//! What a reqwest response or error means to a breaker: [`HttpClassifier`]'s table, or a
+//! function of the caller's in front of it, and the response body's end.
 
-use cutout::classify::{Classify, Outcome, Verdict};
+use std::fmt;
+use std::sync::Arc;
+
+use cutout::classify::{Classify, Verdict};
 use cutout_tower::HttpClassifier;
-use reqwest::Response;
+use cutout_tower::body::{Classified, ClassifyEnd, ClassifyResponse};
 
-/// [`HttpClassifier`] over what reqwest-middleware's next step returns.
+/// A response as a [function classifier](crate::BreakerMiddleware::classifier) sees it: its
+/// status, headers and extensions (the body is not read yet), as an `http::Response`.
+pub type ResponseHead = http::Response<reqwest::Body>;
+
+/// What [`BreakerMiddleware::classifier`](crate::BreakerMiddleware::classifier) takes: an
+/// [`HttpClassifier`] (its status rows, overrides, error class and `honor_retry_after`), or a
+/// function of the response, `Fn(&ResponseHead) -> Option<Verdict>`, whose `None` leaves the
+/// response to the middleware's `HttpClassifier` (the default table unless one was set).
+pub trait IntoClassifier {
+    /// Puts `self` into `classifier`.
+    #[doc(hidden)]
+    fn into_classifier(self, classifier: ReqwestClassifier) -> ReqwestClassifier;
+}
+
+impl IntoClassifier for HttpClassifier {
+    fn into_classifier(self, classifier: ReqwestClassifier) -> ReqwestClassifier {
+        ReqwestClassifier {
+            http: self,
+            ..classifier
+        }
+    }
+}
+
+impl<F> IntoClassifier for F
+where
+    F: Fn(&ResponseHead) -> Option<Verdict> + Send + Sync + 'static,
+{
+    fn into_classifier(self, classifier: ReqwestClassifier) -> ReqwestClassifier {
+        ReqwestClassifier {
+            function: Some(Arc::new(self)),
+            ..classifier
+        }
+    }
+}
+
+type Function = Arc<dyn Fn(&ResponseHead) -> Option<Verdict> + Send + Sync>;
+
+/// [`HttpClassifier`] (and the caller's function, if any) over what reqwest-middleware's next
+/// step returns, with the verdict on a good response waiting for its body's end.
 ///
-/// - A response: [`HttpClassifier::verdict_of`] its status and headers (5xx fail, 429 and 503
-///   with `Retry-After` are throttling, other 4xx the caller's fault, the rest success; with
-///   `honor_retry_after`, a throttled response's delta-seconds open the breaker for that long).
-///   The body is not read: an error while reading it later is not seen by the breaker.
+/// - A response: the function's verdict if it gives one, else [`HttpClassifier::verdict_of`]
+///   its status and headers (5xx fail, 429 and 503 with a readable `Retry-After` are
+///   throttling, other 4xx the caller's fault, the rest success; with `honor_retry_after`, a
+///   throttled response's `Retry-After` opens the breaker for that long). Anything but a
+///   success is recorded at once; so is a redirect (3xx), which the middleware follows or
+///   hands back without its body. A success waits for the body: its end is the success, an
+///   error while it is read (the connection cut, reqwest's total timeout running out during
+///   the body) is classed as [`errors`](HttpClassifier::errors) are (a failure by default),
+///   and a body dropped unread records the success its headers promised (callers often read
+///   the status alone; recording nothing would count their failures and none of their
+///   successes).
 /// - An error the caller caused or the server never saw — a request reqwest would not send
 ///   (`is_builder`: a URL scheme it does not speak), the caller's own request body failing
 ///   while it was sent (a streamed upload whose source went away: a body error in the error's
 ///   chain, which at this point can only be the request's, since the response body is not
-///   read yet), or a refusal by another breaker further down the chain — is ignored: it says
-///   nothing about the server.
-/// - Any other error (cannot connect, timed out, connection reset, too many redirects, an
-///   error from a middleware further down) has the classifier's
-///   [error class](HttpClassifier::errors): a failure by default.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ReqwestClassifier {
+///   read yet), a refusal by another breaker further down the chain, or a redirect the client
+///   followed below the middleware (no breaker judged that hop) — is ignored: it says nothing
+///   about the server.
+/// - Any other error (cannot connect, timed out, connection reset, an error from a middleware
+///   further down) has the classifier's [error class](HttpClassifier::errors): a failure by
+///   default.
+#[derive(Clone, Default)]
+pub struct ReqwestClassifier {
     pub(crate) http: HttpClassifier,
+    function: Option<Function>,
 }
 
-impl Classify<Response, reqwest_middleware::Error> for ReqwestClassifier {
-    fn classify(&self, result: &Result<Response, reqwest_middleware::Error>) -> Outcome {
-        self.verdict(result).outcome()
+impl fmt::Debug for ReqwestClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReqwestClassifier")
+            .field("http", &self.http)
+            .field("function", &self.function.as_ref().map(|_| ".."))
+            .finish()
+    }
+}
+
+/// What [`ReqwestClassifier`] decides at a good response's body end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
+pub struct BodyEnd {
+    body_error: Verdict,
+}
+
+impl<E> ClassifyEnd<E> for BodyEnd {
+    fn end(self, _trailers: Option<&http::HeaderMap>) -> Verdict {
+        Verdict::Success
     }
 
-    fn verdict(&self, result: &Result<Response, reqwest_middleware::Error>) -> Verdict {
+    fn body_error(self, _error: &E) -> Verdict {
+        self.body_error
+    }
+
+    fn dropped(&self) -> Option<Verdict> {
+        Some(Verdict::Success)
+    }
+}
+
+impl ReqwestClassifier {
+    /// The verdict on a response's head: the function's, else the table's.
+    pub(crate) fn head_verdict(&self, response: &ResponseHead) -> Verdict {
+        self.function
+            .as_ref()
+            .and_then(|function| function(response))
+            .unwrap_or_else(|| self.http.verdict_of(response.status(), response.headers()))
+    }
+
+    /// The verdict on an error (no response).
+    pub(crate) fn error_verdict(&self, error: &reqwest_middleware::Error) -> Verdict {
+        if error.is_builder()
+            || crate::rejected(error).is_some()
+            || caller_body_failed(error)
+            || crate::middleware::followed_below(error)
+        {
+            return Verdict::Ignored;
+        }
+        // The configured class of errors, as HttpClassifier decides it for any error.
+        Classify::<http::Response<()>, ()>::verdict(&self.http, &Err(()))
+    }
+}
+
+impl ClassifyResponse<reqwest::Body, reqwest_middleware::Error> for ReqwestClassifier {
+    type AtEnd = BodyEnd;
+
+    fn classify_response(
+        &self,
+        result: &Result<ResponseHead, reqwest_middleware::Error>,
+    ) -> Classified<BodyEnd> {
         match result {
-            Ok(response) => self.http.verdict_of(response.status(), response.headers()),
-            Err(error)
-                if error.is_builder()
-                    || crate::rejected(error).is_some()
-                    || caller_body_failed(error) =>
-            {
-                Verdict::Ignored
-            }
-            // The configured class of errors, as HttpClassifier decides it for any error.
-            Err(_) => Classify::<http::Response<()>, ()>::verdict(&self.http, &Err(())),
+            Ok(response) => match self.head_verdict(response) {
+                Verdict::Success if !response.status().is_redirection() => {
+                    let body_error =
+                        Classify::<http::Response<()>, ()>::verdict(&self.http, &Err(()));
+                    Classified::AtEnd(BodyEnd { body_error })
+                }
+                verdict => Classified::Now(verdict),
+            },
+            Err(error) => Classified::Now(self.error_verdict(error)),
         }
     }
 }
@@ -72,7 +176,7 @@ mod tests {
     use crate::Refused;
 
     fn error_verdict(classifier: &ReqwestClassifier, error: reqwest_middleware::Error) -> Verdict {
-        classifier.verdict(&Err(error))
+        classifier.error_verdict(&error)
     }
 
     fn response_verdict(classifier: &ReqwestClassifier, status: u16, retry_after: &str) -> Verdict {
@@ -80,8 +184,11 @@ mod tests {
         if !retry_after.is_empty() {
             response = response.header(http::header::RETRY_AFTER, retry_after);
         }
-        let response = Response::from(response.body("").unwrap());
-        classifier.verdict(&Ok(response))
+        let response = response.body(reqwest::Body::from("")).unwrap();
+        match classifier.classify_response(&Ok(response)) {
+            Classified::Now(verdict) => verdict,
+            Classified::AtEnd(at_end) => ClassifyEnd::<()>::end(at_end, None),
+        }
     }
 
     #[test]
@@ -106,9 +213,9 @@ mod tests {
                 "{status} {retry_after:?}"
             );
         }
-        let honoring = ReqwestClassifier {
-            http: HttpClassifier::new().honor_retry_after(true),
-        };
+        let honoring = HttpClassifier::new()
+            .honor_retry_after(true)
+            .into_classifier(ReqwestClassifier::default());
         let seven = Verdict::OpenFor(std::time::Duration::from_secs(7));
         assert_eq!(response_verdict(&honoring, 429, "7"), seven);
         assert_eq!(response_verdict(&honoring, 503, "7"), seven);
@@ -125,9 +232,9 @@ mod tests {
         let other = || reqwest_middleware::Error::Middleware(anyhow::anyhow!("downstream"));
         assert_eq!(error_verdict(&default, other()), Verdict::Failure);
 
-        let lenient = ReqwestClassifier {
-            http: HttpClassifier::new().errors(ErrorClass::Permanent),
-        };
+        let lenient = HttpClassifier::new()
+            .errors(ErrorClass::Permanent)
+            .into_classifier(ReqwestClassifier::default());
         assert_eq!(error_verdict(&lenient, other()), Verdict::Ignored);
 
         let breaker = cutout::Breaker::new("inner", cutout::Settings::default());

@@ -12,8 +12,9 @@ use cutout::Rejected;
 /// It carries the refusal's reason, its retry-after where known, and the id of the breaker
 /// that refused (for per-host breakers, `scheme://host:port`).
 ///
-/// Its `Display` is the whole story (`request not sent: call refused by breaker
-/// 'http://127.0.0.1:8080' (open), retry after 15s`), so it has no
+/// Its `Display` is the whole story (`request not sent: breaker 'http://127.0.0.1:8080' is
+/// refusing calls (open); retry after 15s`: the wording of every refusal of cutout-tower and
+/// this crate, with the time in humantime style), so it has no
 /// [`source`](StdError::source): printing the `reqwest_middleware::Error` with `{}` shows the
 /// reason, and `{:#}` does not repeat it.
 ///
@@ -31,7 +32,7 @@ use cutout::Rejected;
 /// let found = rejected(&error).expect("a refusal");
 /// assert_eq!(found.reason(), RejectReason::Open);
 /// assert_eq!(found.breaker().as_str(), "api");
-/// assert!(error.to_string().starts_with("request not sent: call refused by breaker 'api'"));
+/// assert!(error.to_string().starts_with("request not sent: breaker 'api' is refusing calls (open)"));
 ///
 /// let refused = match error {
 ///     reqwest_middleware::Error::Middleware(error) => error.downcast::<Refused>().unwrap(),
@@ -54,7 +55,7 @@ impl Refused {
     /// let breaker = Breaker::new("api", Settings::default());
     /// breaker.isolate();
     /// let refused = Refused::new(breaker.try_acquire().unwrap_err());
-    /// assert_eq!(refused.to_string(), "request not sent: call refused by breaker 'api' (isolated)");
+    /// assert_eq!(refused.to_string(), "request not sent: breaker 'api' is refusing calls (isolated)");
     /// ```
     pub fn new(rejected: Rejected) -> Refused {
         Refused { rejected }
@@ -105,7 +106,12 @@ impl fmt::Debug for Refused {
 
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "request not sent: {}", self.rejected)
+        // The one wording of refusals (cutout-tower's `respond::refusal_message`).
+        write!(
+            f,
+            "request not sent: {}",
+            cutout_tower::respond::refusal_message(&self.rejected, None)
+        )
     }
 }
 
@@ -237,7 +243,9 @@ mod tests {
         let refused = Refused::new(breaker.try_acquire().unwrap_err());
         let text = refused.to_string();
         assert!(
-            text.starts_with("request not sent: call refused by breaker 'api' (open), retry after"),
+            text.starts_with(
+                "request not sent: breaker 'api' is refusing calls (open); retry after"
+            ),
             "{text}"
         );
         assert!(refused.source().is_none());

@@ -5,9 +5,11 @@
 //!   client; [`BreakerMiddleware::per_host`]: one per destination (`scheme://host:port`),
 //!   from cutout-tower's [`KeyedBreakers`] (bounded, idle keys evicted, an optional cap on
 //!   how many hosts may be open at once), so one failing host opens only its own breaker.
-//! - Classification by cutout-tower's [`HttpClassifier`]: 5xx, connection errors and
-//!   timeouts fail; 429 and 503 with `Retry-After` are throttling and other 4xx the caller's
-//!   fault (both ignored); 1xx–3xx succeed. With
+//! - Classification by cutout-tower's [`HttpClassifier`] (or a function of yours first):
+//!   5xx, connection errors and timeouts fail; 429 and 503 with `Retry-After` are throttling
+//!   and other 4xx the caller's fault (both ignored); 1xx–3xx succeed, a good response at its
+//!   body's end (a body cut midway or a timeout during it fails). Redirects are followed by
+//!   the middleware, each hop through its own host's breaker. With
 //!   [`honor_retry_after`](BreakerMiddleware::honor_retry_after), a throttled response's
 //!   `Retry-After` (delta-seconds) opens the breaker for that long
 //!   ([`Verdict::OpenFor`](cutout::Verdict::OpenFor)).
@@ -27,7 +29,11 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let settings = Settings::builder().consecutive_failures(Some(5)).build()?;
 //! let hosts = KeyedBreakers::builder(settings).max_open(8).build();
-//! let client = ClientBuilder::new(reqwest::Client::builder().timeout(Duration::from_secs(2)).build()?)
+//! let client = reqwest::Client::builder()
+//!     .timeout(Duration::from_secs(2))
+//!     .redirect(reqwest::redirect::Policy::none()) // the middleware follows redirects
+//!     .build()?;
+//! let client = ClientBuilder::new(client)
 //!     .with(BreakerMiddleware::per_host(hosts.clone()).honor_retry_after(true))
 //!     .build();
 //!
@@ -60,6 +66,7 @@ mod health;
 mod key;
 mod middleware;
 
+pub use classify::{IntoClassifier, ReqwestClassifier, ResponseHead};
 pub use error::{Refused, rejected};
 pub use health::{HealthCheckFuture, health_check};
 pub use key::host_key;

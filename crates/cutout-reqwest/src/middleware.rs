@@ -7,14 +7,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use cutout::Breaker;
+use cutout_tower::body::BreakerBody;
 use cutout_tower::keyed::{HostKey, KeyedBreakers, KeyedService};
-use cutout_tower::{BreakerService, HttpClassifier};
+use cutout_tower::{HttpClassifier, WholeResponseService};
 use http::Extensions;
-use reqwest::{Request, Response};
+use reqwest::{Method, Request, Response, ResponseBuilderExt, StatusCode, Url};
 use reqwest_middleware::{Middleware, Next};
 use tower_service::Service;
 
-use crate::classify::ReqwestClassifier;
+use crate::classify::{BodyEnd, IntoClassifier, ReqwestClassifier, ResponseHead};
 use crate::error::Refused;
 
 /// A `reqwest_middleware` middleware that sends a request only when its breaker admits it,
@@ -28,13 +29,21 @@ use crate::error::Refused;
 ///   result is `Err(reqwest_middleware::Error::Middleware(..))` holding a [`Refused`]; get the
 ///   [`cutout::Rejected`] with [`rejected`](crate::rejected).
 /// - **Admitted**: the request goes down the chain holding the breaker's permit. The response
-///   (its status and headers: the body is not read) or the error is classified by an
-///   [`HttpClassifier`] (5xx, connection errors and timeouts fail; 429 and 503 with
-///   `Retry-After` are throttling, other 4xx the caller's fault, both ignored; the rest
-///   succeed; a request reqwest would not send, or one refused by another breaker further
-///   down, is ignored) and the outcome recorded. The response or error is passed back as it
-///   came: a 500 is still an `Ok` response to the caller. The call's duration (for slow-call
-///   trips and the latency baseline) runs from the permit to the response's headers.
+///   or the error is classified by a [`ReqwestClassifier`]: an
+///   [`HttpClassifier`]'s table (5xx, connection errors and timeouts fail; 429 and 503 with a
+///   readable `Retry-After` are throttling, other 4xx the caller's fault, both ignored; the
+///   rest succeed), or a function of yours first ([`classifier`](Self::classifier)); a
+///   request reqwest would not send, the caller's own upload failing, or one refused by
+///   another breaker further down, is ignored. Anything but a success is recorded on the
+///   headers; a success waits for the body's end (a body error, reqwest's total timeout
+///   during the body: a failure; dropped unread: the success). The response or error is
+///   passed back as it came: a 500 is still an `Ok` response to the caller. The call's
+///   duration (for slow-call trips and the latency baseline) runs from the permit to the
+///   verdict: to the headers, or for a success to the body's end, so a caller that leaves a
+///   good response unread for a while makes that call look slow (read or drop the body when
+///   done with the response).
+/// - **Redirected**: the middleware follows redirects, each hop through its own host's
+///   breaker ([`max_redirects`](Self::max_redirects)); the client must not follow them itself.
 /// - **Dropped**: a request future dropped before it finishes (`tokio::time::timeout` around
 ///   `send()`, a `select!`, an aborted task) drops the permit unrecorded: nothing is counted,
 ///   a half-open probe slot is given back, and a per-host key is no longer busy.
@@ -69,7 +78,11 @@ pub struct BreakerMiddleware {
     guard: Guard,
     classifier: ReqwestClassifier,
     pause: Option<Duration>,
+    max_redirects: usize,
 }
+
+/// How many redirects the middleware follows by default (as reqwest's own default policy).
+const MAX_REDIRECTS: usize = 10;
 
 #[derive(Debug, Clone)]
 enum Guard {
@@ -100,8 +113,8 @@ impl BreakerMiddleware {
     ///
     /// The map's bounds hold (see [`cutout_tower::keyed`]): a request in flight keeps its key
     /// from eviction until it finishes or is dropped, and when the map is full of keys that
-    /// cannot be evicted the request goes through without a breaker (counted in
-    /// [`KeyedStats::unguarded_calls`](cutout_tower::keyed::KeyedStats::unguarded_calls)).
+    /// cannot be evicted a new host still gets its breaker, beyond `max_keys` (counted in
+    /// [`KeyedStats::over_capacity`](cutout_tower::keyed::KeyedStats::over_capacity)).
     ///
     /// ```
     /// use cutout::Settings;
@@ -120,12 +133,29 @@ impl BreakerMiddleware {
             guard,
             classifier: ReqwestClassifier::default(),
             pause: None,
+            max_redirects: MAX_REDIRECTS,
         }
     }
 
-    /// Classifies responses and errors with `classifier` (its status rows, overrides and
-    /// `honor_retry_after`). Errors reqwest raises before sending (`is_builder`) and
-    /// refusals of other breakers further down are ignored whatever it says.
+    /// Classifies responses and errors with `classifier`: an [`HttpClassifier`] (its status
+    /// rows, overrides, error class and `honor_retry_after`), or a function of the response's
+    /// head, `|response: &ResponseHead| -> Option<Verdict>`, whose `None` leaves the response
+    /// to the `HttpClassifier` in use (the default table unless one was set before). Errors
+    /// reqwest raises before sending (`is_builder`), the caller's own body failing and
+    /// refusals of other breakers further down are ignored whatever it says; a success still
+    /// waits for the body's end (see [`ReqwestClassifier`]).
+    ///
+    /// ```
+    /// use cutout::{Breaker, Settings, Verdict};
+    /// use cutout_reqwest::{BreakerMiddleware, ResponseHead};
+    ///
+    /// // This API answers 200 with `{"error": "unavailable"}` flagged in a header.
+    /// let middleware = BreakerMiddleware::new(Breaker::new("api", Settings::default()))
+    ///     .classifier(|response: &ResponseHead| {
+    ///         response.headers().contains_key("x-backend-down").then_some(Verdict::Failure)
+    ///     });
+    /// # let _ = middleware;
+    /// ```
     ///
     /// ```
     /// use cutout::{Breaker, ErrorClass, Settings};
@@ -139,8 +169,47 @@ impl BreakerMiddleware {
     ///     .classifier(classifier);
     /// # let _ = middleware;
     /// ```
-    pub fn classifier(mut self, classifier: HttpClassifier) -> Self {
-        self.classifier = ReqwestClassifier { http: classifier };
+    pub fn classifier(mut self, classifier: impl IntoClassifier) -> Self {
+        self.classifier = classifier.into_classifier(self.classifier);
+        self
+    }
+
+    /// How many redirects the middleware follows for one request (default 10; 0 hands every
+    /// redirect back to the caller). Each hop goes through the breaker of its own host (per
+    /// host) as a request of its own: a redirect is a success of the host that answered it,
+    /// the target's answer counts against the target, and a target whose breaker refuses is
+    /// never reached (the request fails with that refusal). Past the limit the request fails
+    /// with an error naming it.
+    ///
+    /// The client below must not follow redirects itself, or the hops it follows are judged by
+    /// nobody: build it with `redirect(reqwest::redirect::Policy::none())` (reqwest's default
+    /// follows up to 10). A per-host middleware that finds a response from another host than
+    /// the one it sent to (the client followed a redirect below it) fails that request with
+    /// an error saying so, counted against nobody; the hop was made by then.
+    ///
+    /// Following, the middleware does what reqwest's own policy does: 301, 302 and 303 turn a
+    /// request other than `GET` or `HEAD` into a `GET` without a body, 307 and 308 resend the
+    /// same method and body; a body that cannot be cloned (a
+    /// stream) is not resent, and the redirect is handed back; `Authorization`, `Cookie` and
+    /// `Proxy-Authorization` are dropped on a hop to another host; only `http` and `https`
+    /// targets are followed.
+    ///
+    /// ```
+    /// use cutout::{Breaker, Settings};
+    /// use cutout_reqwest::BreakerMiddleware;
+    /// use reqwest_middleware::ClientBuilder;
+    ///
+    /// let client = reqwest::Client::builder()
+    ///     .redirect(reqwest::redirect::Policy::none()) // the middleware follows
+    ///     .build()?;
+    /// let client = ClientBuilder::new(client)
+    ///     .with(BreakerMiddleware::new(Breaker::new("api", Settings::default())).max_redirects(5))
+    ///     .build();
+    /// # let _ = client;
+    /// # Ok::<(), reqwest::Error>(())
+    /// ```
+    pub fn max_redirects(mut self, max: usize) -> Self {
+        self.max_redirects = max;
         self
     }
 
@@ -245,8 +314,9 @@ impl fmt::Debug for BreakerMiddleware {
             Guard::One(breaker) => d.field("breaker", breaker),
             Guard::PerHost(breakers) => d.field("per_host", breakers),
         };
-        d.field("classifier", &self.classifier.http)
+        d.field("classifier", &self.classifier)
             .field("refusal_pause", &self.pause)
+            .field("max_redirects", &self.max_redirects)
             .finish()
     }
 }
@@ -259,34 +329,128 @@ impl Middleware for BreakerMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
+        let mut request = request;
+        let mut hops = 0;
+        loop {
+            let resend = (self.max_redirects > 0)
+                .then(|| request.try_clone())
+                .flatten();
+            let response = self.send(request, extensions, next.clone()).await?;
+            let Some(next_request) = redirected(&response, resend) else {
+                return Ok(response);
+            };
+            if hops == self.max_redirects {
+                return Err(reqwest_middleware::Error::Middleware(anyhow::anyhow!(
+                    "cutout-reqwest: too many redirects: {hops} followed, the next to {}",
+                    next_request.url()
+                )));
+            }
+            hops += 1;
+            // The redirect's body is not read: its verdict was recorded on its headers.
+            drop(response);
+            request = next_request;
+        }
+    }
+}
+
+impl BreakerMiddleware {
+    /// One hop: through its breaker (one, or its host's), the verdict on the headers or at the
+    /// body's end.
+    async fn send(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let per_host = matches!(self.guard, Guard::PerHost(_));
         let downstream = Downstream {
             rest: Some((next, extensions)),
+            per_host,
         };
         let classifier = self.classifier.clone();
         // cutout-tower's services take the permit (and, per host, keep the key busy) and
-        // record the verdict when the response future finishes; dropping it records nothing.
+        // record the verdict when the headers or the body's end decide it; dropping the
+        // future or the body before then records nothing (a dropped body: the success its
+        // headers promised).
         let result = match &self.guard {
             Guard::One(breaker) => {
                 let mut service =
-                    BreakerService::with_classifier(downstream, breaker.clone(), classifier);
+                    WholeResponseService::with_classifier(downstream, breaker.clone(), classifier);
                 if let Some(pause) = self.pause {
                     service = service.refusal_pause(pause);
                 }
                 oneshot(service, request).await
             }
             Guard::PerHost(breakers) => {
-                let service = KeyedService::new(
+                let mut service = KeyedService::new(
                     downstream,
                     breakers.clone(),
                     |request: &Request| crate::host_key(request.url()),
                     classifier,
                     self.pause,
                 );
-                oneshot(service, request).await
+                // `Downstream` is always ready: no readiness to drive first.
+                service.call_whole_response(request).await
             }
         };
-        result.map_err(from_tower)
+        result.map(into_reqwest).map_err(from_tower)
     }
+}
+
+/// The next request when `response` is a redirect the middleware follows (see
+/// [`BreakerMiddleware::max_redirects`]), made from `resend`, a copy of the request sent.
+fn redirected(response: &Response, resend: Option<Request>) -> Option<Request> {
+    let status = response.status();
+    if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let location = response
+        .headers()
+        .get(http::header::LOCATION)?
+        .to_str()
+        .ok()?;
+    let target = response.url().join(location).ok()?;
+    if !matches!(target.scheme(), "http" | "https") {
+        return None;
+    }
+    let mut request = resend?;
+    let keeps_method = matches!(
+        status,
+        StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
+    );
+    // As reqwest's policy: a GET or HEAD stays what it is; any other method becomes a GET
+    // without a body, unless the status keeps it (307, 308).
+    let to_get = !keeps_method && !matches!(*request.method(), Method::GET | Method::HEAD);
+    if to_get {
+        *request.method_mut() = Method::GET;
+        *request.body_mut() = None;
+        let headers = request.headers_mut();
+        for name in [
+            http::header::CONTENT_TYPE,
+            http::header::CONTENT_LENGTH,
+            http::header::CONTENT_ENCODING,
+            http::header::TRANSFER_ENCODING,
+        ] {
+            headers.remove(name);
+        }
+    }
+    if crate::host_key(&target) != crate::host_key(request.url()) {
+        let headers = request.headers_mut();
+        for name in [
+            http::header::AUTHORIZATION,
+            http::header::COOKIE,
+            http::header::PROXY_AUTHORIZATION,
+        ] {
+            headers.remove(name);
+        }
+    }
+    *request.url_mut() = target;
+    Some(request)
+}
+
+/// A response with its body watched by a [`BreakerBody`], back as reqwest's, its URL kept.
+fn into_reqwest(response: http::Response<BreakerBody<reqwest::Body, BodyEnd>>) -> Response {
+    Response::from(response.map(reqwest::Body::wrap))
 }
 
 /// Waits for `service` to be ready, then calls it with `request`.
@@ -298,24 +462,74 @@ where
     service.call(request).await
 }
 
-/// The rest of the middleware chain (and the client) as a one-shot tower service.
+/// The rest of the middleware chain (and the client) as a one-shot tower service, answering
+/// `http::Response`s (their URL in their extensions, as reqwest keeps it).
 struct Downstream<'a> {
     /// Taken by the one call.
     rest: Option<(Next<'a>, &'a mut Extensions)>,
+    /// Whether a response from another host than the request's is an error (per host: the
+    /// client followed a redirect below the middleware, and no breaker judged that hop).
+    per_host: bool,
+}
+
+/// A redirect the client followed below a per-host middleware, to another host.
+#[derive(Debug)]
+struct FollowedBelow {
+    from: Url,
+    to: Url,
+}
+
+impl std::fmt::Display for FollowedBelow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cutout-reqwest: the client followed a redirect from {} to {} below the breaker \
+             middleware, so no breaker judged that hop; build the client with \
+             `redirect(reqwest::redirect::Policy::none())` and the middleware follows \
+             redirects, each through its own host's breaker",
+            self.from, self.to
+        )
+    }
+}
+
+impl std::error::Error for FollowedBelow {}
+
+/// Whether `error` is a redirect the client followed below a per-host middleware.
+pub(crate) fn followed_below(error: &reqwest_middleware::Error) -> bool {
+    match error {
+        reqwest_middleware::Error::Middleware(error) => {
+            error.downcast_ref::<FollowedBelow>().is_some()
+        }
+        reqwest_middleware::Error::Reqwest(_) => false,
+    }
 }
 
 impl<'a> Service<Request> for Downstream<'a> {
-    type Response = Response;
+    type Response = ResponseHead;
     type Error = reqwest_middleware::Error;
-    type Future = Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'a>>;
+    type Future =
+        Pin<Box<dyn Future<Output = reqwest_middleware::Result<ResponseHead>> + Send + 'a>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
+        let per_host = self.per_host;
         match self.rest.take() {
-            Some((next, extensions)) => next.run(request, extensions),
+            Some((next, extensions)) => Box::pin(async move {
+                let sent = request.url().clone();
+                let response = next.run(request, extensions).await?;
+                if per_host && crate::host_key(response.url()) != crate::host_key(&sent) {
+                    return Err(reqwest_middleware::Error::Middleware(anyhow::Error::new(
+                        FollowedBelow {
+                            from: sent,
+                            to: response.url().clone(),
+                        },
+                    )));
+                }
+                Ok(into_http(response))
+            }),
             // `oneshot` calls it once; a second call is answered, not panicked on.
             None => Box::pin(async {
                 Err(reqwest_middleware::Error::Middleware(anyhow::anyhow!(
@@ -324,6 +538,17 @@ impl<'a> Service<Request> for Downstream<'a> {
             }),
         }
     }
+}
+
+/// reqwest's response as an `http::Response`, its URL kept where reqwest's own conversion
+/// back reads it.
+fn into_http(response: Response) -> ResponseHead {
+    let url = response.url().clone();
+    let (mut parts, body) = http::Response::<reqwest::Body>::from(response).into_parts();
+    if let Ok(with_url) = http::Response::builder().url(url).body(()) {
+        parts.extensions.extend(with_url.into_parts().0.extensions);
+    }
+    http::Response::from_parts(parts, body)
 }
 
 /// The error of a breaker service as reqwest-middleware's: a refusal as [`Refused`], an

@@ -200,7 +200,7 @@ async fn an_isolated_breaker_refuses_and_a_reset_one_sends_again() {
     assert!(
         error
             .to_string()
-            .starts_with("request not sent: call refused by breaker 'api' (isolated)"),
+            .starts_with("request not sent: breaker 'api' is refusing calls (isolated)"),
         "{error}"
     );
     assert_eq!(server.total_hits(), 0);

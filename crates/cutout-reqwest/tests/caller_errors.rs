@@ -53,5 +53,7 @@ async fn a_caller_s_upload_that_fails_midway_is_not_the_server_s_failure() {
     // The healthy host still answers and its answers count.
     let response = client.get(server.url("/ok")).send().await.unwrap();
     assert_eq!(response.status(), reqwest::StatusCode::OK);
+    // Decided at the body's end (read here; dropped unread would count as well).
+    response.text().await.unwrap();
     assert_eq!(breaker.snapshot().calls, 1);
 }

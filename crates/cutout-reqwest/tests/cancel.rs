@@ -86,6 +86,8 @@ async fn a_dropped_half_open_probe_gives_its_slot_back_and_records_nothing() {
         StatusCode::OK,
         "the next request is the probe"
     );
+    // Its verdict comes at the body's end.
+    response.text().await.unwrap();
     assert_eq!(breaker.state(), State::Closed);
 }
 

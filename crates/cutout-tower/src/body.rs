@@ -170,6 +170,14 @@ pub trait ClassifyEnd<E>: Sized {
         let _ = error;
         Verdict::Failure
     }
+
+    /// The verdict on a body dropped before its end (its consumer stopped reading), asked
+    /// when the body starts waiting. Default: `None`, nothing is recorded (a client that
+    /// leaves is not the dependency's failure, and its permit gives a probe slot back). A
+    /// client library whose callers often drop bodies unread may answer the headers' verdict.
+    fn dropped(&self) -> Option<Verdict> {
+        None
+    }
 }
 
 /// What [`HttpClassifier`] decides at the body's end: the end is a success, a body error is

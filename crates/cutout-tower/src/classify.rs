@@ -1,7 +1,7 @@
 //! [`HttpClassifier`]: what an HTTP response or error means to a breaker.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use cutout::classify::{Classify, ErrorClass, Outcome, Verdict};
 use http::{HeaderMap, StatusCode, header::RETRY_AFTER};
@@ -12,15 +12,20 @@ use http::{HeaderMap, StatusCode, header::RETRY_AFTER};
 /// |---|---|---|
 /// | `Err(_)`: connection error, timeout, any error | Transient | Failure |
 /// | 5xx (except below) | Transient | Failure |
-/// | 503 with `Retry-After` | Throttled | Ignored |
+/// | 503 with a readable `Retry-After` (delta-seconds or an HTTP-date) | Throttled | Ignored |
 /// | 429 | Throttled | Ignored |
 /// | other 4xx | Permanent | Ignored |
 /// | anything else (1xx, 2xx, 3xx) | — | Success |
 ///
 /// Every row can be changed; an override for one status wins over the rows.
 ///
+/// A 503 whose `Retry-After` cannot be read (`soon`, `1.5`) is a 5xx like any other: an outage
+/// page with a garbage `Retry-After` must still trip by failures, and a server that means
+/// "come back later" writes a delay or a date. A 429 is throttling whatever its header says
+/// (the caller's rate limit, never an outage).
+///
 /// With [`honor_retry_after`](HttpClassifier::honor_retry_after), a response classed
-/// Throttled that carries a `Retry-After` of a positive number of seconds has the
+/// Throttled that carries a `Retry-After` asking for a positive wait has the
 /// [verdict](Classify::verdict) [`Verdict::OpenFor`] that long: the breaker opens for it
 /// (capped by its `max_break_duration`) and refuses calls until then, with that retry-after,
 /// then lets a probe through. It counts as nothing in the trip window, as any throttled
@@ -108,12 +113,14 @@ impl HttpClassifier {
     /// `false`: a throttled response is only ignored).
     ///
     /// - It applies to responses classed [`ErrorClass::Throttled`]: by default a 429, and a
-    ///   503 with `Retry-After`; any status classed Throttled with [`status`](Self::status)
-    ///   too. A 429 classed otherwise (with [`throttled`](Self::throttled), or an override) is
-    ///   left to its class.
-    /// - `Retry-After` is read as delta-seconds only ([`HttpClassifier::retry_after`]); an
-    ///   HTTP-date, a malformed value or `0` leaves the response to its class (ignored). This
-    ///   crate has no date parser and the classifier no wall clock to measure a date against.
+    ///   503 with a readable `Retry-After`; any status classed Throttled with
+    ///   [`status`](Self::status) too. A 429 classed otherwise (with
+    ///   [`throttled`](Self::throttled), or an override) is left to its class.
+    /// - `Retry-After` is read as delta-seconds or an HTTP-date, the date counted from the
+    ///   system's wall clock ([`HttpClassifier::retry_after`]); a malformed value, `0` or a date
+    ///   already past leaves the response to its class (ignored). What a date can no longer
+    ///   say exactly: a server and client whose clocks disagree shift the wait by their skew
+    ///   (still capped by the maximum break).
     /// - The breaker caps the time by its `max_break_duration` (a server asking for an hour
     ///   gets the breaker's longest break), serves it without jitter, raises an
     ///   [`OpenReason::RetryAfter`](cutout::OpenReason::RetryAfter) event and does not grow
@@ -174,7 +181,9 @@ impl HttpClassifier {
         }
         match status.as_u16() {
             429 => Some(self.throttled),
-            503 if headers.contains_key(RETRY_AFTER) => Some(self.throttled),
+            // Only a `Retry-After` that can be read says "defending itself, come back then": an
+            // outage page with a garbage one is an outage.
+            503 if retry_after_readable(headers) => Some(self.throttled),
             500..=599 => Some(self.server_errors),
             400..=499 => Some(self.client_errors),
             _ => None,
@@ -196,10 +205,12 @@ impl HttpClassifier {
         class.map_or(Verdict::Success, Verdict::from)
     }
 
-    /// The delay a `Retry-After` header asks for, if it is in delta-seconds: ASCII digits,
-    /// optionally surrounded by spaces or tabs (the first `Retry-After` header, if several).
-    /// A number beyond `u64` seconds saturates; anything else (an HTTP-date, `1.5`, `-1`, an
-    /// empty value) is `None`. Never panics.
+    /// The delay a `Retry-After` header asks for (the first one, if several), as RFC 9110
+    /// §10.2.3 allows it: delta-seconds (ASCII digits, optionally surrounded by spaces or tabs;
+    /// beyond `u64` seconds saturates) or an HTTP-date (IMF-fixdate, and the obsolete RFC 850
+    /// and asctime forms a recipient must accept), counted from the system's wall clock now
+    /// (a date already past asks for no wait: zero). Anything else (`1.5`, `-1`, `soon`, an
+    /// empty value, an impossible date) is `None`. Never panics.
     ///
     /// ```
     /// use std::time::Duration;
@@ -211,19 +222,62 @@ impl HttpClassifier {
     /// headers.insert(RETRY_AFTER, HeaderValue::from_static(" 120 "));
     /// assert_eq!(HttpClassifier::retry_after(&headers), Some(Duration::from_secs(120)));
     /// headers.insert(RETRY_AFTER, HeaderValue::from_static("Fri, 31 Dec 1999 23:59:59 GMT"));
+    /// assert_eq!(HttpClassifier::retry_after(&headers), Some(Duration::ZERO), "long past");
+    /// headers.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
     /// assert_eq!(HttpClassifier::retry_after(&headers), None);
     /// ```
     pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-        let value = headers.get(RETRY_AFTER)?.as_bytes();
-        let digits = value.trim_ascii_start().trim_ascii_end();
-        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-            return None;
+        HttpClassifier::retry_after_at(headers, SystemTime::now())
+    }
+
+    /// [`HttpClassifier::retry_after`] with an HTTP-date counted from `now` (for tests, or a
+    /// caller with its own notion of the time).
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use cutout_tower::HttpClassifier;
+    /// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:30:00 GMT"));
+    /// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480); // 07:28:00
+    /// assert_eq!(HttpClassifier::retry_after_at(&headers, now), Some(Duration::from_secs(120)));
+    /// ```
+    pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+        match parse_retry_after(headers.get(RETRY_AFTER)?.as_bytes())? {
+            RetryAfter::Delay(delay) => Some(delay),
+            RetryAfter::Date(date) => Some(date.duration_since(now).unwrap_or(Duration::ZERO)),
         }
-        let seconds = digits.iter().fold(0u64, |n, digit| {
+    }
+}
+
+/// A `Retry-After` value: a delay, or a date.
+enum RetryAfter {
+    Delay(Duration),
+    Date(SystemTime),
+}
+
+/// `value` as delta-seconds or an HTTP-date; `None` when it is neither.
+fn parse_retry_after(value: &[u8]) -> Option<RetryAfter> {
+    let trimmed = value.trim_ascii_start().trim_ascii_end();
+    if trimmed.is_empty() {
+        return None;
+    }
+    if trimmed.iter().all(u8::is_ascii_digit) {
+        let seconds = trimmed.iter().fold(0u64, |n, digit| {
             n.saturating_mul(10).saturating_add(u64::from(digit - b'0'))
         });
-        Some(Duration::from_secs(seconds))
+        return Some(RetryAfter::Delay(Duration::from_secs(seconds)));
     }
+    let text = std::str::from_utf8(trimmed).ok()?;
+    httpdate::parse_http_date(text).ok().map(RetryAfter::Date)
+}
+
+/// Whether the response's `Retry-After` can be read (a delay or a date), whatever it asks.
+fn retry_after_readable(headers: &HeaderMap) -> bool {
+    headers
+        .get(RETRY_AFTER)
+        .is_some_and(|value| parse_retry_after(value.as_bytes()).is_some())
 }
 
 impl<B, E> Classify<http::Response<B>, E> for HttpClassifier {
@@ -342,7 +396,7 @@ mod tests {
             secs(u64::MAX),
             "saturates; the breaker caps it"
         );
-        // Not delta-seconds, or no time: the response's class.
+        // Not delta-seconds nor a date, or no time (a date long past): the response's class.
         for bad in [
             &b"0"[..],
             b"",
@@ -357,9 +411,9 @@ mod tests {
         ] {
             assert_eq!(verdict(&c, 429, bad), Verdict::Ignored, "{bad:?}");
         }
-        // A 503 with a Retry-After it cannot read is throttling still (ignored), as without
-        // the option; without one it is a server error.
-        assert_eq!(verdict(&c, 503, b"soon"), Verdict::Ignored);
+        // A 503 with a Retry-After it cannot read is a server error, as one without (issue
+        // 29: an outage page with a garbage Retry-After must still trip).
+        assert_eq!(verdict(&c, 503, b"soon"), Verdict::Failure);
         let plain = http::Response::builder().status(503).body(()).unwrap();
         assert_eq!(c.verdict(&Ok::<_, ()>(plain)), Verdict::Failure);
         // Other statuses are not throttling, whatever they carry.

@@ -2,6 +2,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 
 use cutout::Rejected;
 
@@ -66,6 +67,9 @@ impl fmt::Display for RetryStop {
 pub struct Error {
     kind: Kind,
     retry_stop: Option<RetryStop>,
+    /// What a refusal is called before people outside (a refusal body), when the breaker's id
+    /// is not for them: a keyed service's label.
+    public: Option<Arc<str>>,
 }
 
 enum Kind {
@@ -79,6 +83,18 @@ impl Error {
         Error {
             kind: Kind::Rejected(rejected),
             retry_stop: None,
+            public: None,
+        }
+    }
+
+    /// A refusal whose breaker is called `label` before people outside: a refusal body
+    /// ([`respond::error_response`](crate::respond::error_response)) names the label, never
+    /// the breaker's id. Keyed services refuse so (a per-host key's id is the upstream's
+    /// internal URL); the `Display` for logs still names the id.
+    pub fn rejected_as(rejected: Rejected, label: Arc<str>) -> Error {
+        Error {
+            public: Some(label),
+            ..Error::rejected(rejected)
         }
     }
 
@@ -87,7 +103,14 @@ impl Error {
         Error {
             kind: Kind::Inner(error.into()),
             retry_stop: None,
+            public: None,
         }
+    }
+
+    /// The label a refusal is shown under to people outside, when it has one (a keyed
+    /// service's: see [`Error::rejected_as`]).
+    pub fn public_label(&self) -> Option<&str> {
+        self.public.as_deref()
     }
 
     /// Whether the breaker refused the call (the inner service was not called).
@@ -185,7 +208,9 @@ impl fmt::Debug for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Rejected(rejected) => fmt::Display::fmt(rejected, f),
+            Kind::Rejected(rejected) => {
+                f.write_str(&crate::respond::refusal_message(rejected, None))
+            }
             Kind::Inner(inner) => fmt::Display::fmt(inner, f),
         }?;
         if let Some(stop) = self.retry_stop {

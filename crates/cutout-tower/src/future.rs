@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -47,12 +48,18 @@ pin_project! {
 pub(crate) struct Refusal {
     rejection: Option<Rejected>,
     pause: Option<Pin<Box<Sleep>>>,
+    /// The public label of a keyed service's refusal ([`Error::rejected_as`]).
+    label: Option<Arc<str>>,
 }
 
 impl Refusal {
     /// The refusal, with its pause: `pause`, but never past the moment the breaker could
     /// admit the call again (its retry-after); no timer for no time.
-    pub(crate) fn new(rejection: Rejected, pause: Option<Duration>) -> Refusal {
+    pub(crate) fn new(
+        rejection: Rejected,
+        pause: Option<Duration>,
+        label: Option<Arc<str>>,
+    ) -> Refusal {
         let pause = pause
             .map(|pause| {
                 rejection
@@ -64,6 +71,7 @@ impl Refusal {
         Refusal {
             rejection: Some(rejection),
             pause,
+            label,
         }
     }
 
@@ -77,7 +85,10 @@ impl Refusal {
             .rejection
             .take()
             .expect("a refused call's future polled after it completed");
-        Poll::Ready(Error::rejected(rejection))
+        Poll::Ready(match self.label.take() {
+            Some(label) => Error::rejected_as(rejection, label),
+            None => Error::rejected(rejection),
+        })
     }
 }
 
@@ -96,10 +107,15 @@ impl<F, C> ResponseFuture<F, C> {
         }
     }
 
-    pub(crate) fn refused(rejection: Rejected, pause: Option<Duration>, classifier: C) -> Self {
+    pub(crate) fn refused(
+        rejection: Rejected,
+        pause: Option<Duration>,
+        label: Option<Arc<str>>,
+        classifier: C,
+    ) -> Self {
         ResponseFuture {
             state: State::Refused {
-                refusal: Refusal::new(rejection, pause),
+                refusal: Refusal::new(rejection, pause, label),
             },
             classifier,
             permit: None,
@@ -124,7 +140,8 @@ where
                 if let Some(permit) = this.permit.take() {
                     // The verdict: an outcome, or "open for a while" (a `Retry-After` honoured
                     // by the classifier).
-                    permit.record_verdict(this.classifier.verdict(&result));
+                    let verdict = this.classifier.verdict(&result);
+                    crate::keyed::record_verdict(permit, verdict, this.guard.as_ref());
                 }
                 // The call is over: the key may be evicted from now on.
                 drop(this.guard.take());

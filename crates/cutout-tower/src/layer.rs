@@ -8,7 +8,7 @@ use tower::ServiceBuilder;
 use tower::layer::util::Stack;
 use tower_layer::Layer;
 
-use crate::service::BreakerService;
+use crate::service::{BreakerService, Readiness};
 
 /// Wraps services in a [`BreakerService`] guarded by one [`Breaker`].
 ///
@@ -20,6 +20,7 @@ pub struct BreakerLayer<C = DefaultClassifier> {
     breaker: Breaker,
     classifier: C,
     pause: Option<Duration>,
+    readiness: Readiness,
 }
 
 impl BreakerLayer {
@@ -29,6 +30,7 @@ impl BreakerLayer {
             breaker,
             classifier: DefaultClassifier,
             pause: None,
+            readiness: Readiness::FailInCall,
         }
     }
 }
@@ -41,6 +43,7 @@ impl<C> BreakerLayer<C> {
             breaker: self.breaker,
             classifier,
             pause: self.pause,
+            readiness: self.readiness,
         }
     }
 
@@ -48,6 +51,15 @@ impl<C> BreakerLayer<C> {
     /// tight polling loops do not spin (default: no pause; needs a tokio timer).
     pub fn refusal_pause(mut self, pause: Duration) -> Self {
         self.pause = Some(pause);
+        self
+    }
+
+    /// What `poll_ready` answers while the breaker refuses (default
+    /// [`Readiness::FailInCall`]: `Ready`, and the call fails with the refusal;
+    /// [`Readiness::WaitForBreak`]: `Pending` until the break's end, for a breaker per
+    /// endpoint inside tower's p2c `Balance`). See [`Readiness`] for the trade-off.
+    pub fn readiness(mut self, readiness: Readiness) -> Self {
+        self.readiness = readiness;
         self
     }
 
@@ -64,6 +76,7 @@ impl<C: Clone> Clone for BreakerLayer<C> {
             breaker: self.breaker.clone(),
             classifier: self.classifier.clone(),
             pause: self.pause,
+            readiness: self.readiness,
         }
     }
 }
@@ -73,7 +86,8 @@ impl<S, C: Clone> Layer<S> for BreakerLayer<C> {
 
     fn layer(&self, inner: S) -> Self::Service {
         let service =
-            BreakerService::with_classifier(inner, self.breaker.clone(), self.classifier.clone());
+            BreakerService::with_classifier(inner, self.breaker.clone(), self.classifier.clone())
+                .readiness(self.readiness);
         match self.pause {
             Some(pause) => service.refusal_pause(pause),
             None => service,

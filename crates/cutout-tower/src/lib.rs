@@ -2,7 +2,10 @@
 //!
 //! - [`BreakerLayer`] / [`BreakerService`]: a service guarded by one breaker. An open breaker
 //!   answers `Ready` in `poll_ready` and fails the call's future with a refusal, without calling
-//!   the inner service. The response future holds the permit and records the outcome through a
+//!   the inner service ([`Readiness::FailInCall`], the default), or answers `Pending` until its
+//!   break ends ([`Readiness::WaitForBreak`], for a breaker per endpoint under tower's p2c
+//!   `Balance`, which then routes around it); its [`Load`](tower::load::Load)
+//!   ([`BreakerLoad`]) makes p2c avoid it either way. The response future holds the permit and records the outcome through a
 //!   classifier; dropping it records nothing and frees a half-open probe slot.
 //! - [`WholeResponseLayer`] / [`WholeResponseService`] ([`body`]): the same, for HTTP responses
 //!   whose verdict may wait for the end of the body: the permit moves into the response's
@@ -86,7 +89,7 @@ pub use clock::TokioClock;
 pub use error::{BoxError, Error, RetryStop};
 pub use future::ResponseFuture;
 pub use layer::{BreakerLayer, ServiceBuilderExt};
-pub use service::BreakerService;
+pub use service::{BreakerLoad, BreakerService, Readiness};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -1,5 +1,13 @@
 //! Server-side mapping: a refusal becomes 503 with `Retry-After`, a timeout 504.
 //!
+//! # Wording
+//! A refusal reads the same everywhere in this crate and in cutout-reqwest, in a body, an
+//! error's `Display` and a log: `<who> is refusing calls (<reason>); retry after <time>`, the
+//! time in humantime style as DESIGN §7 asks of durations shown to people (`2.5s`, `1m 30s`),
+//! the same text the gateway writes; the `Retry-After` header beside it is the same time in
+//! whole seconds, rounded up. `<who>` is `breaker '<id>'`, or before people outside a keyed
+//! breaker's public label (see [`refusal_message`]).
+//!
 //! The functions return `http::Response<String>`, which axum accepts as a response
 //! (`IntoResponse`) and hyper can serve, so this crate needs no axum dependency. In axum, use
 //! [`handle_error`] with `HandleErrorLayer` for a stack around a route, or
@@ -32,9 +40,42 @@ fn text(status: StatusCode, body: String) -> Response<String> {
     response
 }
 
+/// What a refusal says, in this crate's one wording (see [Wording](self#wording)):
+/// `<who> is refusing calls (<reason>); retry after <time>`, without the retry-after when the
+/// breaker cannot know (isolated). `<who>` is `label` when given (a keyed breaker's public
+/// name: its id is an internal URL), else `breaker '<id>'`.
+///
+/// ```
+/// use std::time::Duration;
+/// use cutout::Breaker;
+///
+/// let breaker = Breaker::new("ledger", Default::default());
+/// breaker.open_for(Duration::from_millis(2500));
+/// let refused = breaker.try_acquire().unwrap_err();
+/// let text = cutout_tower::respond::refusal_message(&refused, None);
+/// assert!(text.starts_with("breaker 'ledger' is refusing calls (open); retry after 2."), "{text}");
+/// let text = cutout_tower::respond::refusal_message(&refused, Some("inventory"));
+/// assert!(text.starts_with("inventory is refusing calls (open)"));
+/// ```
+pub fn refusal_message(rejected: &Rejected, label: Option<&str>) -> String {
+    let mut text = match label {
+        Some(label) => format!("{label} is refusing calls ({})", rejected.reason()),
+        None => format!(
+            "breaker '{}' is refusing calls ({})",
+            rejected.breaker(),
+            rejected.reason()
+        ),
+    };
+    if let Some(after) = rejected.retry_after() {
+        text.push_str(&format!("; retry after {}", cutout::HumanDuration(after)));
+    }
+    text
+}
+
 /// 503 Service Unavailable for a refusal: `Retry-After` in whole seconds (rounded up; absent
 /// when the breaker cannot know, e.g. isolated), and a one-line body naming the breaker and the
-/// reason.
+/// reason ([`refusal_message`]). For a keyed breaker, whose id is an upstream's address, use
+/// [`refusal_response_as`] or [`error_response`] (which names its public label).
 ///
 /// ```
 /// # use std::time::Duration;
@@ -51,15 +92,17 @@ fn text(status: StatusCode, body: String) -> Response<String> {
 /// # Ok::<(), cutout::ConfigError>(())
 /// ```
 pub fn refusal_response(rejected: &Rejected) -> Response<String> {
-    let mut body = format!(
-        "circuit breaker '{}' is refusing calls ({})",
-        rejected.breaker(),
-        rejected.reason()
-    );
+    refusal_response_with(rejected, None)
+}
+
+/// [`refusal_response`] naming `label` instead of the breaker's id (see [`refusal_message`]).
+pub fn refusal_response_as(rejected: &Rejected, label: &str) -> Response<String> {
+    refusal_response_with(rejected, Some(label))
+}
+
+fn refusal_response_with(rejected: &Rejected, label: Option<&str>) -> Response<String> {
+    let mut body = refusal_message(rejected, label);
     let after = rejected.retry_after().map(retry_after_secs);
-    if let Some(after) = after {
-        body.push_str(&format!("; retry after {after} s"));
-    }
     body.push('\n');
     let mut response = text(StatusCode::SERVICE_UNAVAILABLE, body);
     if let Some(after) = after {
@@ -79,14 +122,17 @@ pub fn timeout_response() -> Response<String> {
 }
 
 /// The response for any error of a stack: a refusal ([`Error`] or a bare [`Rejected`] anywhere
-/// in the chain) → [`refusal_response`]; tower's timeout (`Elapsed`, anywhere in the chain) →
+/// in the chain) → [`refusal_response`], naming the [`Error`]'s public label when it has one (a
+/// keyed service's refusal: never the upstream's address); tower's timeout (`Elapsed`, anywhere
+/// in the chain) →
 /// [`timeout_response`]; anything else → 500 Internal Server Error with a generic body (the
 /// error's text is not sent to clients).
 pub fn error_response(error: &(dyn StdError + 'static)) -> Response<String> {
-    if let Some(rejected) = Error::find(error)
-        .and_then(Error::rejection)
-        .or_else(|| find::<Rejected>(error))
-    {
+    let found = Error::find(error);
+    if let Some(rejected) = found.and_then(Error::rejection) {
+        return refusal_response_with(rejected, found.and_then(Error::public_label));
+    }
+    if let Some(rejected) = find::<Rejected>(error) {
         return refusal_response(rejected);
     }
     if is_elapsed(error) {

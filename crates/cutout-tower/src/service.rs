@@ -1,11 +1,14 @@
 //! [`BreakerService`]: calls the inner service only when the breaker admits the call.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use cutout::classify::{Classify, DefaultClassifier};
-use cutout::{Breaker, OwnedPermit, Rejected};
+use cutout::{Breaker, OwnedPermit, RejectReason, Rejected, State};
+use tokio::time::Sleep;
 use tower_service::Service;
 
 use crate::error::{BoxError, Error};
@@ -13,13 +16,23 @@ use crate::future::ResponseFuture;
 
 /// A service guarded by a [`Breaker`].
 ///
-/// `poll_ready` asks the breaker first. When it refuses, `poll_ready` answers `Ready` without
-/// polling the inner service (which may be stuck behind the very outage the breaker saw), and
-/// the next `call` returns a future that fails with the refusal; the inner service is not
-/// called. When it admits, the permit is kept and the inner service is polled; if the inner
-/// service is not ready the permit is dropped unrecorded (a probe slot is given back) and asked
-/// for again on the next poll. The call's duration is measured from the moment the permit was
-/// taken.
+/// `poll_ready` asks the breaker and the inner service once per request, in the order the
+/// breaker's published state calls for:
+/// - **Closed** (or recovering, or disabled): the inner service first, then, once it is
+///   ready, the breaker. A request that waits on backpressure (a full pool, a
+///   `ConcurrencyLimit`, a `Buffer`) draws one admission however often it is polled: with
+///   throttling on, one draw, not one per poll (each refused draw raises the next one's odds,
+///   so drawing per poll refused almost every request under backpressure and never
+///   recovered); with a ramp, one admission. The call's duration runs from the permit, taken
+///   when the request can be sent: the wait for readiness is the caller's, not the
+///   dependency's, and is not timed.
+/// - **Open, half-open or isolated**: the breaker first. When it refuses, `poll_ready` does
+///   not poll the inner service (which may be stuck behind the very outage the breaker saw);
+///   what it answers is the service's [readiness mode](Readiness): by default `Ready`,
+///   and the next `call` returns a future that fails with the refusal without calling the
+///   inner service. When it admits (a probe), the permit is kept and the inner service is
+///   polled; if the inner service is not ready the permit is dropped unrecorded (the probe
+///   slot is given back) and asked for again on the next poll.
 ///
 /// Errors of the inner service's `poll_ready` are passed on and recorded as nothing: they say
 /// the service is unusable, not how a call went. Errors and responses of calls are recorded
@@ -37,7 +50,82 @@ pub struct BreakerService<S, C = DefaultClassifier> {
 pub(crate) struct Admission {
     breaker: Breaker,
     pause: Option<Duration>,
+    readiness: Readiness,
+    /// [`Readiness::WaitForBreak`]'s timer: wakes the task that saw a refusal when the
+    /// breaker may admit again.
+    wake: Option<Pin<Box<Sleep>>>,
     ready: Ready,
+}
+
+/// What a breaker service's `poll_ready` answers while its breaker refuses, chosen per layer
+/// or service ([`BreakerLayer::readiness`](crate::BreakerLayer::readiness),
+/// [`BreakerService::readiness`]). Either way, a refusal never polls the inner service and no
+/// permit is held while the service waits.
+///
+/// | | `FailInCall` (default) | `WaitForBreak` |
+/// |---|---|---|
+/// | `poll_ready` while refusing | `Ready` | `Pending`, woken when the refusal's retry-after runs out |
+/// | the caller | fails fast: its `call` returns the refusal | waits for the break's end, then is a probe or a call |
+/// | tower's p2c `Balance` | picks it, unless its [`Load`](tower::load::Load) (below) makes it avoid it | only ever picks ready endpoints: routes around it until its break ends |
+/// | `Buffer` in front | drains its queue as refusals, at once | its worker waits; callers queue up to the buffer's bound, then wait in `poll_ready` |
+/// | `ConcurrencyLimit` in front | a refusal costs its permit for an instant | each waiting request holds a permit until the break ends |
+///
+/// **Default: `FailInCall`.** A breaker's first duty to its caller is to fail fast: a client
+/// with one dependency would rather have the refusal now (and its retry-after, to put the work
+/// back) than a request that hangs for the rest of a break of up to two minutes, and any
+/// timeout outside would turn that wait into an error anyway. `WaitForBreak` is for a breaker
+/// per endpoint inside a load balancer (p2c), where a waiting endpoint is simply not chosen
+/// and the requests go to the healthy ones: see `examples/p2c.rs`.
+///
+/// `WaitForBreak`'s details:
+/// - The wake is a tokio timer (`tokio::time::sleep`) for the refusal's retry-after, on
+///   tokio's clock (paused time drives it); a breaker on another clock (the default
+///   `SystemClock`) counts its break in real time too, so the two agree outside tests.
+/// - No lost wake-ups: every `Pending` has registered the polling task's waker with the timer
+///   it returns on. What it cannot see: a break that ends sooner (a health check, another
+///   clone's probe closing the breaker, a `reset`) is noticed only at the timer. A refusal
+///   with no retry-after (isolated) is asked again every second, and a half-open breaker whose
+///   probe slots are taken every 100 ms at most (the probe in flight decides within its
+///   latency; the refusal's own retry-after can be the rest of the whole half-open wait).
+/// - A throttled refusal (adaptive throttling) is not waited on: it is a draw per request, not
+///   a break, and fails in the call as in `FailInCall`.
+/// - A cancelled caller (its `ready()` future or its task dropped) leaves nothing behind: no
+///   permit is held while waiting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Readiness {
+    /// `Ready` while refusing; the next `call`'s future fails with the refusal.
+    #[default]
+    FailInCall,
+    /// `Pending` while refusing, woken when the refusal's retry-after runs out (a second when
+    /// it has none); a throttled refusal fails in the call.
+    WaitForBreak,
+}
+
+/// How often a [`Readiness::WaitForBreak`] service asks again a breaker whose refusal says
+/// nothing of when it ends (an isolated breaker).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// How often at most a [`Readiness::WaitForBreak`] service asks again a half-open breaker whose
+/// probe slots are taken: the probe in flight decides within its latency, while the refusal's
+/// own retry-after may be what is left of the whole half-open wait (a minute by default).
+const PROBE_RECHECK: Duration = Duration::from_millis(100);
+
+/// The [`Load`](tower::load::Load) of a breaker service: whether it would refuse the next
+/// call, before the inner service's load. A refusing service compares above any that would
+/// send the call, so tower's p2c `Balance` picks it only when both of its draws refuse (every
+/// endpoint of the pair is open), and among those that would send, the inner load decides.
+///
+/// A service reads as refusing when its last `poll_ready` kept a refusal, or, not polled yet,
+/// when its breaker is open, half-open or isolated as last published. One that holds a probe's
+/// permit reads as sending: p2c may pick it, and its probe is how the breaker learns that
+/// the endpoint is back.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct BreakerLoad<M> {
+    /// Whether the next call would be refused.
+    pub refusing: bool,
+    /// The inner service's load.
+    pub inner: M,
 }
 
 #[derive(Default)]
@@ -53,7 +141,26 @@ impl Admission {
         Admission {
             breaker,
             pause: None,
+            readiness: Readiness::FailInCall,
+            wake: None,
             ready: Ready::Unpolled,
+        }
+    }
+
+    pub(crate) fn set_readiness(&mut self, readiness: Readiness) {
+        self.readiness = readiness;
+    }
+
+    pub(crate) fn readiness(&self) -> Readiness {
+        self.readiness
+    }
+
+    /// Whether the next call would be refused (see [`BreakerLoad`]).
+    pub(crate) fn refusing(&self) -> bool {
+        match self.ready {
+            Ready::Admitted(_) => false,
+            Ready::Refused(_) => true,
+            Ready::Unpolled => !admits_freely(self.breaker.peek().0),
         }
     }
 
@@ -69,7 +176,8 @@ impl Admission {
         self.pause = Some(pause);
     }
 
-    /// The breaker first, then `inner` (see [`BreakerService`]'s docs for the contract).
+    /// The breaker and `inner`, each asked once per request (see [`BreakerService`]'s docs
+    /// for the contract).
     pub(crate) fn poll_ready<S, Req>(
         &mut self,
         inner: &mut S,
@@ -79,15 +187,89 @@ impl Admission {
         S: Service<Req>,
         S::Error: Into<BoxError>,
     {
-        if !matches!(self.ready, Ready::Admitted(_)) {
-            // A refusal kept from an earlier poll may be stale: ask again.
+        if matches!(self.ready, Ready::Admitted(_)) || !admits_freely(self.breaker.peek().0) {
+            return self.poll_breaker_first(inner, cx);
+        }
+        // Closed (or recovering, or disabled): the inner service first, and the breaker once
+        // it is ready, so that a request waiting on backpressure draws one admission (one
+        // throttling draw, one ramp admission) however often it is polled, and its duration
+        // runs from the moment it can be sent, not from the start of the wait.
+        match inner.poll_ready(cx) {
+            Poll::Pending => {
+                self.ready = Ready::Unpolled;
+                Poll::Pending
+            }
+            Poll::Ready(Err(error)) => {
+                self.ready = Ready::Unpolled;
+                Poll::Ready(Err(Error::inner(error)))
+            }
+            Poll::Ready(Ok(())) => {
+                self.ready = match self.breaker.try_acquire_owned() {
+                    Ok(permit) => Ready::Admitted(permit),
+                    Err(rejected) => Ready::Refused(rejected),
+                };
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+
+    /// Open, half-open or isolated (or a permit held from an earlier poll): the breaker first,
+    /// so that a refusal never waits on an inner service that may be stuck behind the very
+    /// outage the breaker saw, and a probe is taken only when the inner service can send it.
+    fn poll_breaker_first<S, Req>(
+        &mut self,
+        inner: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), Error>>
+    where
+        S: Service<Req>,
+        S::Error: Into<BoxError>,
+    {
+        // A refusal kept from an earlier poll may be stale: ask again. (At most twice: a
+        // timer that has already run out is asked again at once.)
+        for _ in 0..2 {
+            if matches!(self.ready, Ready::Admitted(_)) {
+                break;
+            }
             match self.breaker.try_acquire_owned() {
-                Ok(permit) => self.ready = Ready::Admitted(permit),
+                Ok(permit) => {
+                    self.wake = None;
+                    self.ready = Ready::Admitted(permit);
+                }
                 Err(rejected) => {
-                    self.ready = Ready::Refused(rejected);
-                    return Poll::Ready(Ok(()));
+                    let wait = self.readiness == Readiness::WaitForBreak
+                        && rejected.reason() != RejectReason::Throttled;
+                    if !wait {
+                        self.ready = Ready::Refused(rejected);
+                        return Poll::Ready(Ok(()));
+                    }
+                    self.ready = Ready::Unpolled;
+                    let mut after = rejected.retry_after().unwrap_or(RECHECK);
+                    if rejected.reason() == RejectReason::HalfOpenFull {
+                        after = after.min(PROBE_RECHECK);
+                    }
+                    let after = after.max(Duration::from_millis(1));
+                    let deadline = tokio::time::Instant::now() + after;
+                    let wake = match &mut self.wake {
+                        Some(wake) => {
+                            wake.as_mut().reset(deadline);
+                            wake
+                        }
+                        None => self
+                            .wake
+                            .insert(Box::pin(tokio::time::sleep_until(deadline))),
+                    };
+                    // Registers this task's waker with the timer: no lost wake-up.
+                    if wake.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
                 }
             }
+        }
+        if !matches!(self.ready, Ready::Admitted(_)) {
+            // The timer ran out twice at once (a retry-after of zero): come back soon.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         match inner.poll_ready(cx) {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
@@ -115,12 +297,20 @@ impl Admission {
     }
 }
 
+/// Whether a breaker in `state` (as last published) lets calls through without a probe slot,
+/// so that its admission can wait until the inner service is ready.
+fn admits_freely(state: State) -> bool {
+    matches!(state, State::Closed | State::Recovering | State::Disabled)
+}
+
 /// A clone shares the breaker and starts unpolled: a permit is never used by two services.
 impl Clone for Admission {
     fn clone(&self) -> Self {
         Admission {
             breaker: self.breaker.clone(),
             pause: self.pause,
+            readiness: self.readiness,
+            wake: None,
             ready: Ready::Unpolled,
         }
     }
@@ -148,6 +338,15 @@ impl<S, C> BreakerService<S, C> {
     /// timer.
     pub fn refusal_pause(mut self, pause: Duration) -> Self {
         self.admission.set_pause(pause);
+        self
+    }
+
+    /// What `poll_ready` answers while the breaker refuses (default
+    /// [`Readiness::FailInCall`]: `Ready`, and the call fails; see [`Readiness`] for
+    /// [`Readiness::WaitForBreak`] and how each composes with tower's `Balance`, `Buffer` and
+    /// `ConcurrencyLimit`).
+    pub fn readiness(mut self, readiness: Readiness) -> Self {
+        self.admission.set_readiness(readiness);
         self
     }
 
@@ -204,7 +403,23 @@ where
             Ok(permit) => {
                 ResponseFuture::called(self.inner.call(request), classifier, Some(permit), None)
             }
-            Err(rejected) => ResponseFuture::refused(rejected, self.admission.pause(), classifier),
+            Err(rejected) => {
+                ResponseFuture::refused(rejected, self.admission.pause(), None, classifier)
+            }
+        }
+    }
+}
+
+/// The inner service's load behind whether this one would refuse (see [`BreakerLoad`]), so
+/// that tower's p2c `Balance` avoids an endpoint whose breaker is open. Put the breaker
+/// outside the load measure: `BreakerService<PendingRequests<Endpoint>>`.
+impl<S: tower::load::Load, C> tower::load::Load for BreakerService<S, C> {
+    type Metric = BreakerLoad<S::Metric>;
+
+    fn load(&self) -> Self::Metric {
+        BreakerLoad {
+            refusing: self.admission.refusing(),
+            inner: self.inner.load(),
         }
     }
 }
@@ -215,6 +430,7 @@ impl<S: fmt::Debug, C> fmt::Debug for BreakerService<S, C> {
             .field("inner", &self.inner)
             .field("breaker", self.admission.breaker())
             .field("refusal_pause", &self.admission.pause())
+            .field("readiness", &self.admission.readiness())
             .finish_non_exhaustive()
     }
 }

@@ -20,7 +20,10 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_millis(250);
 /// A server answering, by path:
 /// - `/ok`: 200; `/fail`: 500; `/down`: 503 without `Retry-After`; `/missing`: 404;
 /// - `/busy`: 429 with `Retry-After: 7`; `/unavailable`: 503 with `Retry-After: 7`;
-/// - `/hang`: never answers.
+/// - `/hang`: never answers;
+/// - `/redirect?to=<url>`: 302 to `<url>`; `/see-other?to=<url>`: 303 to `<url>`;
+/// - `/cut`: 200 whose body breaks after its first chunk (the connection is cut);
+/// - `/slow-body`: 200 whose body's second chunk comes after 2 s.
 ///
 /// It counts the requests that reached it, by path.
 pub struct Server {
@@ -89,6 +92,58 @@ impl Drop for Server {
 }
 
 async fn answer(uri: Uri) -> Response<Body> {
+    let to = uri
+        .query()
+        .and_then(|query| query.strip_prefix("to="))
+        .unwrap_or("/");
+    match uri.path() {
+        "/redirect" | "/see-other" => {
+            let status = if uri.path() == "/redirect" {
+                StatusCode::FOUND
+            } else {
+                StatusCode::SEE_OTHER
+            };
+            return Response::builder()
+                .status(status)
+                .header(axum::http::header::LOCATION, to)
+                .body(Body::empty())
+                .unwrap();
+        }
+        "/cut" => {
+            let chunks = futures_util::stream::unfold(0, |n| async move {
+                match n {
+                    0 => Some((Ok::<_, std::io::Error>("the first half, "), 1)),
+                    1 => {
+                        // Sent first: the headers and the first chunk reach the client.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Some((Err(std::io::Error::other("connection cut")), 2))
+                    }
+                    _ => None,
+                }
+            });
+            return Response::builder()
+                .status(StatusCode::OK)
+                .body(Body::from_stream(chunks))
+                .unwrap();
+        }
+        "/slow-body" => {
+            let chunks = futures_util::stream::unfold(0, |n| async move {
+                match n {
+                    0 => Some((Ok::<_, std::io::Error>("first, "), 1)),
+                    1 => {
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        Some((Ok("second"), 2))
+                    }
+                    _ => None,
+                }
+            });
+            return Response::builder()
+                .status(StatusCode::OK)
+                .body(Body::from_stream(chunks))
+                .unwrap();
+        }
+        _ => {}
+    }
     let (status, retry_after) = match uri.path() {
         "/ok" => (StatusCode::OK, None),
         "/fail" => (StatusCode::INTERNAL_SERVER_ERROR, None),
@@ -110,6 +165,18 @@ async fn answer(uri: Uri) -> Response<Body> {
 /// `middleware`.
 pub fn client(middleware: BreakerMiddleware) -> ClientWithMiddleware {
     client_with_timeout(middleware, Some(CLIENT_TIMEOUT))
+}
+
+/// A guarded reqwest client that follows no redirect itself (the middleware does), with
+/// [`CLIENT_TIMEOUT`].
+pub fn client_not_following(middleware: BreakerMiddleware) -> ClientWithMiddleware {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(CLIENT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    ClientBuilder::new(client).with(middleware).build()
 }
 
 /// A guarded reqwest client with the given timeout, or none.

@@ -25,8 +25,9 @@ pin_project! {
     ///   again): [`ClassifyEnd::end`] with `None`;
     /// - the inner body yields an error: [`ClassifyEnd::body_error`].
     ///
-    /// Dropping it before any of these drops the permit unrecorded: nothing is counted and a
-    /// half-open probe slot is given back. [`awaits_end`](Self::awaits_end) tells whether the
+    /// Dropping it before any of these records the classifier's
+    /// [`ClassifyEnd::dropped`] verdict if it has one; by default it drops the permit
+    /// unrecorded: nothing is counted and a half-open probe slot is given back. [`awaits_end`](Self::awaits_end) tells whether the
     /// verdict is still to come.
     pub struct BreakerBody<B, A> {
         #[pin]
@@ -37,10 +38,24 @@ pin_project! {
 
 /// What a body waiting for its verdict holds.
 struct Watch<A> {
-    permit: OwnedPermit,
-    at_end: A,
+    /// Taken when the verdict is recorded.
+    permit: Option<OwnedPermit>,
+    /// Taken with the permit.
+    at_end: Option<A>,
+    /// What a drop before the end records ([`ClassifyEnd::dropped`]).
+    on_drop: Option<Verdict>,
     /// A keyed call's hold on its key (no eviction while the call runs).
     guard: Option<CallGuard>,
+}
+
+/// A body dropped before its end: its classifier's [`ClassifyEnd::dropped`] verdict, if any;
+/// else the permit is dropped unrecorded.
+impl<A> Drop for Watch<A> {
+    fn drop(&mut self) {
+        if let (Some(permit), Some(verdict)) = (self.permit.take(), self.on_drop) {
+            crate::keyed::record_verdict(permit, verdict, self.guard.as_ref());
+        }
+    }
 }
 
 impl<B, A> BreakerBody<B, A> {
@@ -60,9 +75,11 @@ impl<B, A> BreakerBody<B, A> {
         B: Body,
         A: ClassifyEnd<B::Error>,
     {
+        let on_drop = at_end.dropped();
         let mut watch = Some(Watch {
-            permit,
-            at_end,
+            permit: Some(permit),
+            at_end: Some(at_end),
+            on_drop,
             guard,
         });
         if inner.is_end_stream() {
@@ -85,13 +102,12 @@ impl<B, A> BreakerBody<B, A> {
 
 /// Records the verdict `decide` gives, if it has not been recorded yet.
 fn finish<A>(watch: &mut Option<Watch<A>>, decide: impl FnOnce(A) -> Verdict) {
-    if let Some(Watch {
-        permit,
-        at_end,
-        guard,
-    }) = watch.take()
-    {
-        permit.record_verdict(decide(at_end));
+    if let Some(mut watch) = watch.take() {
+        // `Watch` has a drop of its own: its fields are taken, not moved out.
+        let guard = watch.guard.take();
+        if let (Some(permit), Some(at_end)) = (watch.permit.take(), watch.at_end.take()) {
+            crate::keyed::record_verdict(permit, decide(at_end), guard.as_ref());
+        }
         // The call is over: its key may be evicted from now on.
         drop(guard);
     }

@@ -50,10 +50,15 @@ impl<F, C> WholeResponseFuture<F, C> {
         }
     }
 
-    pub(crate) fn refused(rejection: Rejected, pause: Option<Duration>, classifier: C) -> Self {
+    pub(crate) fn refused(
+        rejection: Rejected,
+        pause: Option<Duration>,
+        label: Option<std::sync::Arc<str>>,
+        classifier: C,
+    ) -> Self {
         WholeResponseFuture {
             state: State::Refused {
-                refusal: Refusal::new(rejection, pause),
+                refusal: Refusal::new(rejection, pause, label),
             },
             classifier,
             permit: None,
@@ -83,7 +88,7 @@ where
                 };
                 match this.classifier.classify_response(&result) {
                     Classified::Now(verdict) => {
-                        permit.record_verdict(verdict);
+                        crate::keyed::record_verdict(permit, verdict, guard.as_ref());
                         drop(guard);
                         Poll::Ready(decided(result))
                     }
@@ -93,7 +98,8 @@ where
                                 .map(|body| BreakerBody::watching(body, permit, at_end, guard)))),
                             Err(error) => {
                                 // An error has no body to wait for: it ended without trailers.
-                                permit.record_verdict(at_end.end(None));
+                                let verdict = at_end.end(None);
+                                crate::keyed::record_verdict(permit, verdict, guard.as_ref());
                                 drop(guard);
                                 Poll::Ready(Err(Error::inner(error)))
                             }

@@ -6,7 +6,7 @@ use cutout::Breaker;
 use tower_layer::Layer;
 
 use super::WholeResponseService;
-use crate::HttpClassifier;
+use crate::{HttpClassifier, Readiness};
 
 /// Wraps services in a [`WholeResponseService`] guarded by one [`Breaker`]: the verdict on a
 /// call may wait for the end of its response body (see the [module docs](crate::body)).
@@ -33,6 +33,7 @@ pub struct WholeResponseLayer<C = HttpClassifier> {
     breaker: Breaker,
     classifier: C,
     pause: Option<Duration>,
+    readiness: Readiness,
 }
 
 impl WholeResponseLayer {
@@ -42,6 +43,7 @@ impl WholeResponseLayer {
             breaker,
             classifier: HttpClassifier::new(),
             pause: None,
+            readiness: Readiness::FailInCall,
         }
     }
 }
@@ -54,6 +56,7 @@ impl<C> WholeResponseLayer<C> {
             breaker: self.breaker,
             classifier,
             pause: self.pause,
+            readiness: self.readiness,
         }
     }
 
@@ -61,6 +64,13 @@ impl<C> WholeResponseLayer<C> {
     /// tight polling loops do not spin (default: no pause; needs a tokio timer).
     pub fn refusal_pause(mut self, pause: Duration) -> Self {
         self.pause = Some(pause);
+        self
+    }
+
+    /// What `poll_ready` answers while the breaker refuses (default
+    /// [`Readiness::FailInCall`]); see [`Readiness`].
+    pub fn readiness(mut self, readiness: Readiness) -> Self {
+        self.readiness = readiness;
         self
     }
 
@@ -77,6 +87,7 @@ impl<C: Clone> Clone for WholeResponseLayer<C> {
             breaker: self.breaker.clone(),
             classifier: self.classifier.clone(),
             pause: self.pause,
+            readiness: self.readiness,
         }
     }
 }
@@ -89,7 +100,8 @@ impl<S, C: Clone> Layer<S> for WholeResponseLayer<C> {
             inner,
             self.breaker.clone(),
             self.classifier.clone(),
-        );
+        )
+        .readiness(self.readiness);
         match self.pause {
             Some(pause) => service.refusal_pause(pause),
             None => service,

@@ -9,9 +9,9 @@ use http_body::Body;
 use tower_service::Service;
 
 use super::{BreakerBody, ClassifyResponse, WholeResponseFuture};
-use crate::HttpClassifier;
 use crate::error::{BoxError, Error};
 use crate::service::Admission;
+use crate::{HttpClassifier, Readiness};
 
 /// A service of HTTP responses guarded by a [`Breaker`], whose verdict may wait for the end of
 /// the response body (see the [module docs](crate::body)).
@@ -77,6 +77,13 @@ impl<S, C> WholeResponseService<S, C> {
         self
     }
 
+    /// What `poll_ready` answers while the breaker refuses (default
+    /// [`Readiness::FailInCall`]); see [`Readiness`].
+    pub fn readiness(mut self, readiness: Readiness) -> Self {
+        self.admission.set_readiness(readiness);
+        self
+    }
+
     /// The breaker.
     pub fn breaker(&self) -> &Breaker {
         self.admission.breaker()
@@ -135,8 +142,21 @@ where
                 None,
             ),
             Err(rejected) => {
-                WholeResponseFuture::refused(rejected, self.admission.pause(), classifier)
+                WholeResponseFuture::refused(rejected, self.admission.pause(), None, classifier)
             }
+        }
+    }
+}
+
+/// As [`BreakerService`](crate::BreakerService)'s: whether the next call would be refused,
+/// before the inner service's load, so that tower's p2c `Balance` avoids an open endpoint.
+impl<S: tower::load::Load, C> tower::load::Load for WholeResponseService<S, C> {
+    type Metric = crate::BreakerLoad<S::Metric>;
+
+    fn load(&self) -> Self::Metric {
+        crate::BreakerLoad {
+            refusing: self.admission.refusing(),
+            inner: self.inner.load(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! [`KeyedLayer`] and key functions: [`KeyFn`], [`ByHost`] and its [`HostKey`].
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cutout::classify::DefaultClassifier;
@@ -80,6 +81,30 @@ impl HostKey {
     }
 }
 
+impl HostKey {
+    /// The key a breaker id names, if it is one: `scheme://host:port` with an explicit port or
+    /// its scheme's default. `None` for anything else (a bare host, a path, an empty host).
+    ///
+    /// ```
+    /// use cutout_tower::keyed::HostKey;
+    ///
+    /// let key = HostKey::parse("HTTPS://B.example").unwrap();
+    /// assert_eq!(key.to_string(), "https://b.example:443");
+    /// assert_eq!(HostKey::parse("b.example"), None);
+    /// assert_eq!(HostKey::parse("https://b.example:443/health"), None);
+    /// ```
+    pub fn parse(id: &str) -> Option<HostKey> {
+        let uri: http::Uri = id.parse().ok()?;
+        let scheme = uri.scheme_str()?;
+        let authority = uri.authority()?;
+        let bare = uri.path().is_empty() || uri.path() == "/";
+        if !bare || uri.query().is_some() || authority.host().is_empty() || id.ends_with('/') {
+            return None;
+        }
+        Some(HostKey::new(scheme, authority.host(), authority.port_u16()))
+    }
+}
+
 /// `host` in lower case, an IPv6 address bracketed in its canonical form, a DNS name without
 /// its one trailing dot.
 fn canonical_host(host: &str) -> String {
@@ -131,6 +156,7 @@ pub struct KeyedLayer<K, F, C = DefaultClassifier> {
     key_fn: F,
     classifier: C,
     pause: Option<Duration>,
+    label: Option<Arc<str>>,
 }
 
 impl KeyedLayer<HostKey, ByHost> {
@@ -148,6 +174,7 @@ impl<K, F> KeyedLayer<K, F> {
             key_fn,
             classifier: DefaultClassifier,
             pause: None,
+            label: None,
         }
     }
 }
@@ -160,7 +187,17 @@ impl<K, F, C> KeyedLayer<K, F, C> {
             key_fn: self.key_fn,
             classifier,
             pause: self.pause,
+            label: self.label,
         }
+    }
+
+    /// What refusals are called before people outside (default `"the upstream"`): the 503
+    /// body of [`respond::error_response`](crate::respond::error_response) names it, never
+    /// the key's id (for [`HostKey`], an internal `scheme://host:port`). See
+    /// [`KeyedService::label`].
+    pub fn label(mut self, label: impl Into<Arc<str>>) -> Self {
+        self.label = Some(label.into());
+        self
     }
 
     /// Waits `pause` (at most the refusal's retry-after) before a refused call fails (default:
@@ -189,6 +226,7 @@ impl<K, F: Clone, C: Clone> Clone for KeyedLayer<K, F, C> {
             key_fn: self.key_fn.clone(),
             classifier: self.classifier.clone(),
             pause: self.pause,
+            label: self.label.clone(),
         }
     }
 }
@@ -197,12 +235,16 @@ impl<S, K, F: Clone, C: Clone> Layer<S> for KeyedLayer<K, F, C> {
     type Service = KeyedService<S, K, F, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        KeyedService::new(
+        let service = KeyedService::new(
             inner,
             self.breakers.clone(),
             self.key_fn.clone(),
             self.classifier.clone(),
             self.pause,
-        )
+        );
+        match &self.label {
+            Some(label) => service.label(Arc::clone(label)),
+            None => service,
+        }
     }
 }

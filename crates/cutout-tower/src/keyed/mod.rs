@@ -26,21 +26,45 @@
 //! settings are worked out again.
 //!
 //! # Bounds
-//! - At most `max_keys` keys. A new key when the map is full first sweeps idle keys, then
-//!   evicts the least recently used key that may be evicted. If none may (every key is busy or
-//!   open), the call goes through **without a breaker** and is counted in
-//!   [`KeyedStats::unguarded_calls`]: refusing a healthy host because others are failing would
-//!   be the breaker causing the outage.
-//! - A key idle for `idle_after` (no call started or finished) is evicted by the next sweep.
-//!   Sweeps run on the call path at most once per half `idle_after`, and on
+//! - At most `max_keys` keys, while some key may go. A new key when the map is full first
+//!   sweeps idle keys, then evicts (see [Eviction](#eviction)). When no key may go, the new
+//!   key is created all the same, beyond `max_keys`, and counted in
+//!   [`KeyedStats::over_capacity`]: a new host is never left without a breaker (refusing it
+//!   would be the breaker causing the outage, and letting it through unguarded would leave a
+//!   failing host unseen). What the map then holds beyond `max_keys` is bounded by what may
+//!   not go: calls in flight, keys serving a break (at most `max_open` with a cap, and each
+//!   for at most its break and its half-open wait), keys with a failure in their window, and
+//!   keys an operator isolated or disabled. It shrinks back as they become evictable.
+//! - A key idle for `idle_after` (no call started or finished) is evicted by the next sweep,
+//!   if it may go. Sweeps run on the call path at most once per half `idle_after`, and on
 //!   [`KeyedBreakers::evict_idle`].
-//! - Eviction never drops a key with a call in flight, nor one that is not closed (open,
-//!   half-open, recovering, isolated, disabled): its state is the point of having it, and a
-//!   disabled key is disabled until reset, not until idle.
+//!
+//! # Eviction
+//! - Never a key with a call in flight, nor an isolated or disabled key (both last until
+//!   reset, not until idle), nor a key serving its break, half-open or recovering: its state
+//!   is the point of having it.
+//! - A tripped key nobody calls any more is a **ghost** once it has sat, open past its break's
+//!   end or half-open, for its `max_wait_in_half_open` (else `idle_after`) with no probe: its
+//!   state advances with the clock (the lapsed break reads half-open, [`Breaker::state`]),
+//!   and past that wait its next call would re-open or close it anyway. A ghost gives its
+//!   open-cap slot back and may be evicted. Its break growth is not dropped: the map keeps
+//!   it as a *scar* (the key and its consecutive opens, at most `max_keys` of them, the oldest
+//!   going first) and the key's next entry starts its break schedule from there, until that
+//!   breaker closes. A ghost's window is forgotten (it tripped long ago).
+//! - A full map evicts the least recently used key that may go and has no recent trouble
+//!   (no failure within its trip window, for a count window within `idle_after`; no opening
+//!   within `idle_after`; no carried growth), and only when there is none the least recently
+//!   used of the others. So a stream of new hosts (an attacker choosing host names) pushes out
+//!   keys like its own, and a host failing between them keeps its window until it trips:
+//!   failures are noted by the map's own services ([`KeyedService`], cutout-reqwest's
+//!   middleware); a breaker used through its handle is judged by its state alone.
+//! - What it can no longer see: an attacker whose own hosts fail as well competes with a real
+//!   failing host on recency alone; a key evicted while closed loses its window.
 //!
 //! # The open cap
 //! With `max_open(n)`, at most `n` keys hold an *open slot* at once, and only a key holding one
-//! can be open or half-open. The cap is exact: every key's breaker has an
+//! can be open or half-open (two exceptions below: openings by hand and openings a dependency
+//! asked for). The cap is exact for trips: every key's breaker has an
 //! [open gate](cutout::BreakerBuilder::open_gate), asked under that breaker's lock before it
 //! trips from closed. The gate takes a slot if one is free and the breaker opens; if none is,
 //! the breaker stays closed — its calls go through, its window and break growth are kept, and
@@ -52,22 +76,33 @@
 //! on every failure).
 //!
 //! A key holds its slot from the moment its gate takes it until its breaker is seen closed,
-//! reset, disabled or isolated. A half-open or recovering key keeps it, since a failed probe or
-//! ramp re-opens the breaker without asking the gate. Slots are released lazily: the gates keep
-//! the generation each key had when it took its slot, and before deciding they drop every slot
-//! whose key's [`Breaker::peek`] shows a newer generation in a state that holds none. So a
-//! breaker reset, disabled or isolated directly through its [`Breaker`] handle (which raises no
-//! event) frees its slot as surely as one that closes after successful probes. Two keys
-//! tripping at once are serialized by a mutex of the map's that the gates take; nothing under
-//! it takes a breaker's lock or the map's lock, so no two breakers wait on each other.
+//! reset, disabled or isolated, or it becomes a ghost. A half-open or recovering key keeps it.
+//! Slots are released lazily: the gates keep the generation each key had when it took its slot,
+//! and before deciding they drop every slot whose key's [`Breaker::peek`] shows a newer
+//! generation in a state that holds none, or that is a ghost. So a breaker reset, disabled or
+//! isolated directly through its [`Breaker`] handle (which raises no event) frees its slot as
+//! surely as one that closes after successful probes. Two keys tripping at once are serialized
+//! by a mutex of the map's that the gates take; nothing under it takes a breaker's lock or the
+//! map's lock, so no two breakers wait on each other.
 //!
-//! Keys isolated by an operator do not hold a slot (the cap limits what the breakers decide,
-//! not what operators decide). An evicted key gives its slot back; a [`Breaker`] handle kept
-//! past its key's eviction is no longer part of the map, and trips freely. Slots follow the
-//! published state, which moves only when the breaker is called: a key whose break has elapsed
-//! with no call since keeps its slot until its next call (it reads half-open and is not evicted,
-//! like any open key); one whose ramp has run out with no call since keeps it until its next call
-//! or its eviction (it reads closed, so the idle sweep may take it).
+//! Transitions no gate is asked about are followed by a listener on every key's breaker
+//! (after the fact, on the thread of the call that caused them, with no lock held): a key that
+//! enters half-open, or that its own failed probe or ramp call re-opens, while it holds no
+//! slot (it was opened by hand, or by a `Retry-After`, or it was a ghost whose slot went to
+//! another key) takes a free slot, and with none free it is reset to closed, as a trip beyond
+//! the cap stays closed (counted with the kept-closed trips; the reset raises no event and
+//! shows as the snapshot's last manual action). Between the transition and its listener,
+//! another thread may briefly see one key more open than the cap; what a call returns to its
+//! caller is after both.
+//!
+//! Keys isolated or opened by an operator ([`Breaker::open_for`], no event) do not hold a slot
+//! (the cap limits what the breakers decide, not what operators decide) until their own probe
+//! runs. Openings the dependency asked for (`Retry-After`: a classifier's
+//! [`Verdict::OpenFor`]) hold none either unless
+//! [`KeyedBuilder::retry_after_takes_slot`] says so: a rate-limiting host is defending itself,
+//! and a few of them must not fill `max_open` and keep failing hosts closed. An evicted key
+//! gives its slot back; a [`Breaker`] handle kept past its key's eviction is no longer part of
+//! the map, and trips freely.
 
 mod health;
 mod layer;
@@ -77,18 +112,23 @@ pub use health::{CheckRound, HealthChecks};
 pub use layer::{ByHost, HostKey, KeyFn, KeyedLayer};
 pub use service::KeyedService;
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
+use cutout::classify::Verdict;
 use cutout::clock::{Clock, SystemClock};
 #[cfg(feature = "config")]
 use cutout::config::Config;
 use cutout::observer::CallObserver;
-use cutout::{Breaker, BreakerId, Settings, Snapshot, State};
+use cutout::{
+    BreakSchedule, Breaker, BreakerId, Event, OpenReason, OwnedPermit, Settings, Snapshot, State,
+    Transition, TripWindow,
+};
 
 /// A shared clock handed to every key's breaker.
 #[derive(Debug, Clone)]
@@ -173,6 +213,17 @@ impl<K> fmt::Debug for SettingsSource<K> {
 /// and a sweep that reads the lowered count with `Relaxed` may see an older `last_used`, which
 /// only makes the key look idle for longer than it was: it is then evicted a little early,
 /// which loses nothing but a closed key's window. The statistics are plain `Relaxed` counters.
+///
+/// The times a key's listener and services note (`break_ends`, `half_open_since`,
+/// `last_failure`, `last_opened`, `carried_opens`) are `Relaxed` too: each is one value read
+/// on its own, as a hint whose staleness is bounded by one transition or one call. A gate that
+/// reads an older `break_ends` or `half_open_since` sees a key a ghost a little late or early
+/// (its slot is kept a little longer, or its next call takes a slot again or is closed); the
+/// eviction that reads an older `last_failure` may evict a key whose failure landed during the
+/// scan. `carried_opens` is written when the entry is created (before it is shared) and
+/// cleared by the breaker's own listener after it closed, so the break schedule that reads it
+/// under the breaker's lock sees it cleared by the next opening, which comes after the close.
+/// `ASKED` is a thread-local `Cell`: set and read on the one thread that records a verdict.
 pub struct KeyedBreakers<K> {
     inner: Arc<Inner<K>>,
 }
@@ -199,8 +250,21 @@ struct Inner<K> {
     next_serial: AtomicU64,
     created: AtomicU64,
     evicted: AtomicU64,
-    unguarded: AtomicU64,
+    over_capacity: AtomicU64,
+    /// The break growth of tripped keys evicted as ghosts, by key, restored when the key is
+    /// created again (see the [module docs](self#eviction)). At most `max_keys` of them.
+    scars: Mutex<HashMap<K, Scar>>,
 }
+
+/// An evicted tripped key's break growth: its consecutive opens, and when it was evicted.
+#[derive(Debug, Clone, Copy)]
+struct Scar {
+    opens: u32,
+    at: u64,
+}
+
+/// "Never" for the entries' clock readings.
+const NEVER: u64 = u64::MAX;
 
 pub(crate) struct Entry {
     breaker: Breaker,
@@ -214,6 +278,138 @@ pub(crate) struct Entry {
     /// When the open cap last logged a refused trip of this key (`u64::MAX`: never).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     last_warned: AtomicU64,
+    /// When the break being served ends, from the last opening's event (`NEVER`: unknown,
+    /// closed, or opened by hand, which raises no event).
+    break_ends: AtomicU64,
+    /// When the breaker last entered half-open (`NEVER`: not since it last opened).
+    half_open_since: AtomicU64,
+    /// When a call through the map's services last failed (`NEVER`: none).
+    last_failure: AtomicU64,
+    /// When the breaker last opened (`NEVER`: never).
+    last_opened: AtomicU64,
+    /// How long a tripped key may sit unprobed past its break's end (or in half-open) before
+    /// it is a ghost: its `max_wait_in_half_open`, else `idle_after`.
+    ghost_after: u64,
+    /// How long a failure keeps the key out of the least-recently-used eviction: its trip
+    /// window for a time window, else `idle_after`.
+    failure_horizon: u64,
+    /// Consecutive opens carried over from an earlier entry of the key (its scar): added to
+    /// the opens the break schedule is asked about, until the breaker next closes.
+    carried_opens: Arc<AtomicU32>,
+}
+
+impl Entry {
+    /// Whether the key is a tripped key nobody probes any more (a ghost): open past its
+    /// break's end, or half-open, for longer than `ghost_after`, as the events of its own
+    /// breaker tell. Lock-free (atomic loads), so a gate may ask it of other keys.
+    fn ghost(&self, now: u64) -> bool {
+        let since = match self.breaker.peek().0 {
+            State::Open => self.break_ends.load(Ordering::Relaxed),
+            State::HalfOpen => self.half_open_since.load(Ordering::Relaxed),
+            _ => return false,
+        };
+        since != NEVER && now >= since.saturating_add(self.ghost_after)
+    }
+
+    /// As [`Entry::ghost`], and for a key opened by hand (no event: its break's end is read
+    /// from the breaker under its lock). Under the map's lock, never under a gate.
+    fn ghost_locked(&self, now: u64) -> bool {
+        if self.ghost(now) {
+            return true;
+        }
+        if self.breaker.peek().0 != State::Open || self.break_ends.load(Ordering::Relaxed) != NEVER
+        {
+            return false;
+        }
+        let snapshot = self.breaker.snapshot();
+        match (snapshot.opened_at, snapshot.current_break) {
+            (Some(at), Some(served)) => {
+                let ends = u64::try_from((at + served).as_nanos()).unwrap_or(NEVER);
+                now >= ends.saturating_add(self.ghost_after)
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets when the last break ends and when half-open began (a key taking a slot: its
+    /// next transition's listener writes them anew).
+    fn forget_break(&self) {
+        self.break_ends.store(NEVER, Ordering::Relaxed);
+        self.half_open_since.store(NEVER, Ordering::Relaxed);
+    }
+
+    /// Whether the key's last failure or opening is recent enough to keep it from the
+    /// least-recently-used eviction of a full map.
+    fn has_recent_trouble(&self, now: u64, idle: u64) -> bool {
+        let recent = |at: u64, horizon: u64| at != NEVER && now.saturating_sub(at) < horizon;
+        recent(
+            self.last_failure.load(Ordering::Relaxed),
+            self.failure_horizon,
+        ) || recent(self.last_opened.load(Ordering::Relaxed), idle)
+            || self.carried_opens.load(Ordering::Relaxed) > 0
+    }
+
+    /// Follows the key's breaker's transitions: when its break ends, when it half-opened,
+    /// and, with an open cap, that a key open or half-open holds a slot (see
+    /// [`Cap::follow`]). Runs with no lock held, on the thread of the call that caused it.
+    fn on_transition(self: &Arc<Self>, cap: Option<&Cap>, event: &Event) {
+        let at = u64::try_from(event.at.as_nanos()).unwrap_or(NEVER);
+        match event.transition {
+            Transition::Opened { break_for, .. } => {
+                let ends = at.saturating_add(u64::try_from(break_for.as_nanos()).unwrap_or(NEVER));
+                self.break_ends.store(ends, Ordering::Relaxed);
+                self.half_open_since.store(NEVER, Ordering::Relaxed);
+                self.last_opened.store(at, Ordering::Relaxed);
+            }
+            Transition::HalfOpened | Transition::BreakEnded { .. } => {
+                self.half_open_since.store(at, Ordering::Relaxed);
+            }
+            Transition::Closed { .. } => {
+                self.break_ends.store(NEVER, Ordering::Relaxed);
+                self.half_open_since.store(NEVER, Ordering::Relaxed);
+                // Closed for good: the growth carried over from an earlier entry ends here,
+                // as the breaker's own does.
+                self.carried_opens.store(0, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        if let Some(cap) = cap {
+            cap.follow(self, &event.transition);
+        }
+    }
+
+    /// Notes what a call through the map's services was judged: a failure keeps the key
+    /// out of the least-recently-used eviction for its failure horizon.
+    pub(crate) fn saw(&self, verdict: &Verdict) {
+        if *verdict == Verdict::Failure {
+            self.last_failure
+                .store(self.clock.recent(), Ordering::Relaxed);
+        }
+    }
+}
+
+thread_local! {
+    /// Set while a call's `Retry-After` verdict is being recorded through this crate's
+    /// futures, so that the open gate it passes knows the opening is one the dependency asked
+    /// for (see [`record_verdict`]).
+    static ASKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Records `verdict` on `permit`, for every future of this crate: a failure is noted on the
+/// call's key (`guard`), and a [`Verdict::OpenFor`] is recorded with the gate told that the
+/// dependency asked for it, so that it takes no open slot unless the map counts them
+/// ([`KeyedBuilder::retry_after_takes_slot`]).
+pub(crate) fn record_verdict(permit: OwnedPermit, verdict: Verdict, guard: Option<&CallGuard>) {
+    if let Some(guard) = guard {
+        guard.entry.saw(&verdict);
+    }
+    if matches!(verdict, Verdict::OpenFor(_)) {
+        ASKED.with(|asked| asked.set(true));
+        permit.record_verdict(verdict);
+        ASKED.with(|asked| asked.set(false));
+    } else {
+        permit.record_verdict(verdict);
+    }
 }
 
 /// The open cap: the slots held, shared by the gates of every key's breaker.
@@ -222,24 +418,26 @@ pub(crate) struct Entry {
 /// `slots` is held (the gates only [`Breaker::peek`] other breakers).
 struct Cap {
     max_open: usize,
+    /// Whether openings a dependency asked for (`Retry-After`) take a slot.
+    count_asked: bool,
     /// The keys holding a slot, by entry serial.
     slots: Mutex<HashMap<u64, Slot>>,
     /// Trips the cap refused, evicted keys' included.
     suppressed: AtomicU64,
 }
 
-/// A key's open slot: its breaker, and its generation when it took the slot.
+/// A key's open slot: its entry, and its breaker's generation when it took the slot.
 struct Slot {
-    breaker: Breaker,
+    entry: Arc<Entry>,
     generation: u32,
 }
 
 impl Slot {
     /// Whether the key still holds its slot: it is taking it (its breaker has not moved since),
-    /// or it is open, half-open or recovering. One atomic load, no lock.
-    fn held(&self) -> bool {
-        let (state, generation) = self.breaker.peek();
-        generation == self.generation || holds_slot(state)
+    /// or it is open, half-open or recovering, and not a ghost. Atomic loads, no lock.
+    fn held(&self, now: u64) -> bool {
+        let (state, generation) = self.entry.breaker.peek();
+        (generation == self.generation || holds_slot(state)) && !self.entry.ghost(now)
     }
 }
 
@@ -248,9 +446,10 @@ impl Slot {
 const WARN_EVERY: u64 = 1_000_000_000;
 
 impl Cap {
-    fn new(max_open: usize) -> Cap {
+    fn new(max_open: usize, count_asked: bool) -> Cap {
         Cap {
             max_open,
+            count_asked,
             slots: Mutex::new(HashMap::new()),
             suppressed: AtomicU64::new(0),
         }
@@ -264,19 +463,81 @@ impl Cap {
     }
 
     /// Drops the slots of keys that no longer hold one; returns how many are held.
-    fn prune(slots: &mut HashMap<u64, Slot>) -> usize {
-        slots.retain(|_, slot| slot.held());
+    fn prune(slots: &mut HashMap<u64, Slot>, now: u64) -> usize {
+        slots.retain(|_, slot| slot.held(now));
         slots.len()
     }
 
+    /// Takes a slot for `entry` if it holds none and one is free; whether it holds one now.
+    fn take(&self, entry: &Arc<Entry>) -> bool {
+        let mut slots = self.slots();
+        let held = Self::prune(&mut slots, entry.clock.recent());
+        if slots.contains_key(&entry.serial) {
+            return true;
+        }
+        if held < self.max_open {
+            // From a listener: the transition's times are written already, and stay.
+            let (_, generation) = entry.breaker.peek();
+            slots.insert(
+                entry.serial,
+                Slot {
+                    entry: Arc::clone(entry),
+                    generation,
+                },
+            );
+            return true;
+        }
+        false
+    }
+
+    /// Keeps "a key open or half-open holds a slot" through the transitions its gate is not
+    /// asked about (after the fact, from the key's listener, with no lock held):
+    /// - an opening the dependency asked for (`Retry-After`) gives back the slot its gate
+    ///   took, unless the map counts them;
+    /// - a key entering half-open, or re-opened by its own failed probe or ramp call, that
+    ///   holds no slot (opened by hand, or by a `Retry-After`, or a ghost whose slot went to
+    ///   another key) takes a free one; with none free it is reset to closed, as a trip
+    ///   beyond the cap stays closed (counted as a kept-closed opening). That reset raises no
+    ///   event and shows in its snapshot as the last manual action.
+    fn follow(&self, entry: &Arc<Entry>, transition: &Transition) {
+        if entry.evicted.load(Ordering::Relaxed) {
+            return;
+        }
+        let needs_slot = match *transition {
+            Transition::Opened {
+                reason: OpenReason::RetryAfter,
+                ..
+            } if !self.count_asked => {
+                self.slots().remove(&entry.serial);
+                return;
+            }
+            Transition::Opened { from, .. } => from != State::Closed,
+            Transition::HalfOpened | Transition::BreakEnded { .. } => true,
+            _ => false,
+        };
+        if !needs_slot {
+            return;
+        }
+        if !self.take(entry) {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            entry.breaker.reset();
+        }
+    }
+
     /// The gate of `entry`'s breaker, under that breaker's lock: whether it may open.
-    fn admit(&self, entry: &Entry) -> bool {
+    fn admit(&self, entry: &Arc<Entry>) -> bool {
+        if !self.count_asked && ASKED.with(Cell::get) {
+            // An opening the dependency asked for (`Retry-After`), recorded through this
+            // crate's futures: no slot to take (the listener gives back the one a gate took
+            // for an opening recorded some other way).
+            return true;
+        }
         let mut slots = self.slots();
         if entry.evicted.load(Ordering::Relaxed) {
             // No longer a key of the map (see `release`): not capped, not counted.
             return true;
         }
-        let held = Self::prune(&mut slots);
+        let held = Self::prune(&mut slots, entry.clock.recent());
         if slots.contains_key(&entry.serial) {
             // Still holding the slot it took (its breaker cannot have moved since, or the
             // slot would have been pruned): nothing more to take.
@@ -284,12 +545,15 @@ impl Cap {
         }
         if held < self.max_open {
             // Taken before the gate answers, so a concurrent gate counts it; the generation
-            // keeps it from being pruned until the breaker has opened and closed again.
+            // keeps it from being pruned until the breaker has opened and closed again. The
+            // times of an earlier opening (left by a reset, which raises no event) must not
+            // make the new one look like a ghost before its listener writes its own.
+            entry.forget_break();
             let (_, generation) = entry.breaker.peek();
             slots.insert(
                 entry.serial,
                 Slot {
-                    breaker: entry.breaker.clone(),
+                    entry: Arc::clone(entry),
                     generation,
                 },
             );
@@ -317,8 +581,8 @@ impl Cap {
 
     /// Gives back the slots of entries that left the map. Their `evicted` flags are set first,
     /// so a gate that runs after this sees them.
-    fn release(&self, evicted: &[Arc<Entry>]) {
-        if evicted.is_empty() {
+    fn release<'a>(&self, evicted: impl ExactSizeIterator<Item = &'a Arc<Entry>>) {
+        if evicted.len() == 0 {
             return;
         }
         let mut slots = self.slots();
@@ -327,9 +591,9 @@ impl Cap {
         }
     }
 
-    /// The slots held now.
-    fn held(&self) -> usize {
-        Self::prune(&mut self.slots())
+    /// The slots held at `now`.
+    fn held(&self, now: u64) -> usize {
+        Self::prune(&mut self.slots(), now)
     }
 }
 
@@ -369,6 +633,7 @@ pub struct KeyedBuilder<K> {
     max_keys: usize,
     idle_after: Duration,
     max_open: Option<usize>,
+    retry_after_takes_slot: bool,
     observers: Vec<Arc<dyn CallObserver>>,
 }
 
@@ -379,6 +644,7 @@ impl<K> fmt::Debug for KeyedBuilder<K> {
             .field("max_keys", &self.max_keys)
             .field("idle_after", &self.idle_after)
             .field("max_open", &self.max_open)
+            .field("retry_after_takes_slot", &self.retry_after_takes_slot)
             .finish_non_exhaustive()
     }
 }
@@ -391,6 +657,7 @@ impl<K> KeyedBuilder<K> {
             max_keys: 1024,
             idle_after: Duration::from_secs(600),
             max_open: None,
+            retry_after_takes_slot: false,
             observers: Vec::new(),
         }
     }
@@ -425,6 +692,18 @@ impl<K> KeyedBuilder<K> {
         self
     }
 
+    /// Whether a key opened because its dependency asked (`Retry-After`, a classifier's
+    /// [`Verdict::OpenFor`]) takes an open slot (default `false`). A host that asks not to be
+    /// called for a while is defending itself, not failing, and rate-limiting hosts must not
+    /// fill `max_open` and keep failing ones closed; such a key holds no slot while it serves
+    /// the time asked, and takes one (or is closed when none is free) when it half-opens. With
+    /// `true`, such an opening passes the gate as a trip does: beyond the cap, the key stays
+    /// closed and its calls go through.
+    pub fn retry_after_takes_slot(mut self, takes: bool) -> Self {
+        self.retry_after_takes_slot = takes;
+        self
+    }
+
     /// The clock every key's breaker and the idle sweep run on (default: cutout's
     /// [`SystemClock`]; [`TokioClock`](crate::TokioClock) in tests with paused time).
     pub fn clock(mut self, clock: impl Clock) -> Self {
@@ -443,12 +722,15 @@ impl<K> KeyedBuilder<K> {
                 max_keys: self.max_keys,
                 idle_nanos,
                 map: RwLock::new(HashMap::new()),
-                cap: self.max_open.map(|max_open| Arc::new(Cap::new(max_open))),
+                cap: self
+                    .max_open
+                    .map(|max_open| Arc::new(Cap::new(max_open, self.retry_after_takes_slot))),
                 next_sweep: AtomicU64::new(0),
                 next_serial: AtomicU64::new(0),
                 created: AtomicU64::new(0),
                 evicted: AtomicU64::new(0),
-                unguarded: AtomicU64::new(0),
+                over_capacity: AtomicU64::new(0),
+                scars: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -489,9 +771,88 @@ pub struct KeyedStats {
     /// Trips the open cap kept closed (the key stayed closed and its calls went through),
     /// evicted keys' included.
     pub suppressed_opens: u64,
-    /// Calls that went through without a breaker because the map was full of keys that could
-    /// not be evicted.
-    pub unguarded_calls: u64,
+    /// Keys created beyond `max_keys` because none could be evicted (every key busy, open,
+    /// isolated, disabled or kept for its recent failures): a new host is never left without
+    /// a breaker. The map shrinks back to `max_keys` as those keys become evictable.
+    pub over_capacity: u64,
+}
+
+/// The `[instances.<id>]` of `config` that no [`HostKey`] can match, each with the id a key
+/// would have when the id names one in another spelling (`HTTPS://B.example` for
+/// `https://b.example:443`), else `None` (`b.example`, `api`: no key). A key's id is its
+/// `Display`, `scheme://host:port` in the normal form of [`HostKey::new`], and a document
+/// matched on the id falls back to `[defaults]` silently for any other spelling: this is the
+/// check [`KeyedBreakers::builder_from_config`] warns with (feature `tracing`), for a caller
+/// that wants to refuse such a document instead.
+///
+/// ```
+/// use cutout::config::Config;
+/// use cutout_tower::keyed::unmatched_host_instances;
+///
+/// let config = Config::from_toml(r#"
+///     [instances."https://a.example:443"]
+///     consecutive-failures = 1
+///     [instances."HTTPS://B.example"]
+///     consecutive-failures = 2
+///     [instances."c.example"]
+///     consecutive-failures = 3
+/// "#)?;
+/// assert_eq!(
+///     unmatched_host_instances(&config),
+///     vec![
+///         ("HTTPS://B.example".to_owned(), Some("https://b.example:443".to_owned())),
+///         ("c.example".to_owned(), None),
+///     ]
+/// );
+/// # Ok::<(), cutout::config::LoadError>(())
+/// ```
+#[cfg(feature = "config")]
+pub fn unmatched_host_instances(config: &Config) -> Vec<(String, Option<String>)> {
+    let mut unmatched: Vec<(String, Option<String>)> = config
+        .instances()
+        .filter_map(|(id, _)| {
+            let key = HostKey::parse(id).map(|key| key.to_string());
+            (key.as_deref() != Some(id)).then(|| (id.to_owned(), key))
+        })
+        .collect();
+    unmatched.sort();
+    unmatched
+}
+
+/// `settings` with a break schedule that adds `carried` to the consecutive opens it is asked
+/// about: a key created again after its eviction as a tripped ghost grows its break from where
+/// its last entry left it, until it closes (its listener then sets `carried` to 0). Settings
+/// that fail to build so (they cannot: the shift keeps a valid schedule valid) are kept as
+/// they were.
+fn carry_growth(settings: Settings, carried: Arc<AtomicU32>) -> Settings {
+    let first = settings.break_duration();
+    let max = settings.max_break_duration();
+    let multiplier = settings.break_multiplier();
+    let own = settings.break_schedule().cloned();
+    let schedule = BreakSchedule::new(move |opens| {
+        let opens = opens.saturating_add(carried.load(Ordering::Relaxed));
+        match &own {
+            Some(own) => own.break_for(opens),
+            None => grown_break(first, max, multiplier, opens),
+        }
+    });
+    settings
+        .to_builder()
+        .break_schedule(Some(schedule))
+        .build()
+        .unwrap_or(settings)
+}
+
+/// The breaker's own growth without a schedule: the first break times `multiplier` per earlier
+/// consecutive open (the `opens`-th, 1-based), capped at `max`.
+fn grown_break(first: Duration, max: Duration, multiplier: f64, opens: u32) -> Duration {
+    let steps = i32::try_from(opens.saturating_sub(1)).unwrap_or(i32::MAX);
+    let factor = multiplier.powi(steps);
+    if factor.is_finite() && first.as_secs_f64() * factor < max.as_secs_f64() {
+        first.mul_f64(factor)
+    } else {
+        max
+    }
 }
 
 fn counts_open(state: State) -> bool {
@@ -502,12 +863,6 @@ fn counts_open(state: State) -> bool {
 /// breaker without asking its gate, so the slot is kept until the key is closed for good.
 fn holds_slot(state: State) -> bool {
     matches!(state, State::Open | State::HalfOpen | State::Recovering)
-}
-
-/// Only a closed key may be evicted: any other state is what having the key is for, and a
-/// disabled one ("until reset") would come back closed.
-fn evictable(state: State) -> bool {
-    state == State::Closed
 }
 
 impl<K> KeyedBreakers<K> {
@@ -594,8 +949,28 @@ impl<K> KeyedBreakers<K> {
     /// # let _ = (layer, by_host);
     /// # Ok::<(), cutout::config::LoadError>(())
     /// ```
+    ///
+    /// For [`HostKey`] keys, an instance whose id no key can have (see
+    /// [`unmatched_host_instances`]) is warned about here, with the `tracing` feature: once
+    /// per instance, with the id a key would have when there is one (`b.example` names no
+    /// key; `HTTPS://B.example` would be `https://b.example:443`).
     #[cfg(feature = "config")]
-    pub fn builder_from_config(config: &Config) -> KeyedBuilder<K> {
+    pub fn builder_from_config(config: &Config) -> KeyedBuilder<K>
+    where
+        K: 'static,
+    {
+        if std::any::TypeId::of::<K>() == std::any::TypeId::of::<HostKey>() {
+            #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+            for (id, key) in unmatched_host_instances(config) {
+                #[cfg(feature = "tracing")]
+                tracing::warn!(
+                    instance = %id,
+                    did_you_mean = key.as_deref().unwrap_or("(no host key)"),
+                    "breaker instance matches no host key (ids read scheme://host:port); its \
+                     settings are never used"
+                );
+            }
+        }
         KeyedBuilder::new(SettingsSource::Config(Box::new(config.clone())))
     }
 }
@@ -619,15 +994,15 @@ where
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Enters a call on `key`: its breaker (created if new) and a guard that keeps it from
-    /// eviction. `None` when the map is full of keys that cannot be evicted.
-    pub(crate) fn enter(&self, key: &K) -> Option<CallGuard> {
+    /// Enters a call on `key`: its breaker (created if new, beyond `max_keys` when no key can
+    /// be evicted) and a guard that keeps it from eviction.
+    pub(crate) fn enter(&self, key: &K) -> CallGuard {
         let now = self.inner.clock.recent();
         self.maybe_sweep(now);
         {
             let map = self.read();
             if let Some(entry) = map.get(key) {
-                return Some(Self::guard(entry, now));
+                return Self::guard(entry, now);
             }
         }
         // The key's settings are worked out before the write lock: a settings function runs
@@ -635,15 +1010,10 @@ where
         let fresh = self.fresh(key);
         let mut map = self.write();
         if let Some(entry) = map.get(key) {
-            return Some(Self::guard(entry, now));
+            return Self::guard(entry, now);
         }
-        match self.insert(&mut map, key, fresh, now) {
-            Some(entry) => Some(Self::guard(&entry, now)),
-            None => {
-                self.inner.unguarded.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        }
+        let entry = self.insert(&mut map, key, fresh, now);
+        Self::guard(&entry, now)
     }
 
     fn guard(entry: &Arc<Entry>, now: u64) -> CallGuard {
@@ -662,38 +1032,95 @@ where
         (id, settings)
     }
 
+    fn scars(&self) -> MutexGuard<'_, HashMap<K, Scar>> {
+        // Every mutation is one map operation, so a poisoned map is still consistent.
+        self.inner
+            .scars
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Creates `key`'s entry with `fresh` (its id and settings), making room if the map is
-    /// full. Holds the write lock.
+    /// full (see the [module docs](self#eviction)): idle keys first, then the least recently
+    /// used key with no recent trouble, then the least recently used of the others that may
+    /// go; when none may, the map goes beyond `max_keys`. Holds the write lock.
     fn insert(
         &self,
         map: &mut HashMap<K, Arc<Entry>>,
         key: &K,
         fresh: (String, Settings),
         now: u64,
-    ) -> Option<Arc<Entry>> {
+    ) -> Arc<Entry> {
         if map.len() >= self.inner.max_keys {
             self.sweep_locked(map, now);
         }
         if map.len() >= self.inner.max_keys {
-            let lru = map
-                .iter()
-                .filter(|(_, e)| {
-                    e.in_flight.load(Ordering::Relaxed) == 0 && evictable(e.breaker.state())
-                })
-                .min_by_key(|(_, e)| e.last_used.load(Ordering::Relaxed))
-                .map(|(k, _)| k.clone());
-            let lru = lru?;
-            if let Some(entry) = map.remove(&lru) {
-                self.evicted_locked(&[entry]);
+            let idle = self.inner.idle_nanos;
+            let mut quiet: Option<(u64, &K)> = None;
+            let mut troubled: Option<(u64, &K)> = None;
+            for (k, e) in map.iter() {
+                if e.in_flight.load(Ordering::Relaxed) > 0 || !self.may_evict(e, now) {
+                    continue;
+                }
+                let used = e.last_used.load(Ordering::Relaxed);
+                let tier = if e.has_recent_trouble(now, idle) || e.ghost_locked(now) {
+                    &mut troubled
+                } else {
+                    &mut quiet
+                };
+                if tier.is_none_or(|(best, _)| used < best) {
+                    *tier = Some((used, k));
+                }
+            }
+            match quiet.or(troubled).map(|(_, k)| k.clone()) {
+                Some(lru) => {
+                    if let Some(entry) = map.remove(&lru) {
+                        self.evicted_locked(&[(lru, entry)], now);
+                    }
+                }
+                None => {
+                    self.inner.over_capacity.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
-        let entry = self.new_entry(fresh, now);
+        let scar = self.scars().remove(key);
+        let entry = self.new_entry(fresh, scar, now);
         map.insert(key.clone(), Arc::clone(&entry));
         self.inner.created.fetch_add(1, Ordering::Relaxed);
-        Some(entry)
+        entry
     }
 
-    fn new_entry(&self, (id, settings): (String, Settings), now: u64) -> Arc<Entry> {
+    /// Whether a key may be evicted at all (calls in flight aside): closed, or a tripped key
+    /// nobody probes any more (a ghost, whose growth is kept as a scar). Never an open,
+    /// half-open or recovering key still serving its break, nor an isolated or disabled one
+    /// (both until reset).
+    fn may_evict(&self, entry: &Entry, now: u64) -> bool {
+        match entry.breaker.state() {
+            State::Closed => true,
+            State::Open | State::HalfOpen => entry.ghost_locked(now),
+            _ => false,
+        }
+    }
+
+    fn new_entry(
+        &self,
+        (id, settings): (String, Settings),
+        scar: Option<Scar>,
+        now: u64,
+    ) -> Arc<Entry> {
+        let carried_opens = Arc::new(AtomicU32::new(scar.map_or(0, |scar| scar.opens)));
+        let settings = match scar {
+            Some(_) => carry_growth(settings, Arc::clone(&carried_opens)),
+            None => settings,
+        };
+        let idle = self.inner.idle_nanos;
+        let ghost_after = settings
+            .max_wait_in_half_open()
+            .map_or(idle, |wait| u64::try_from(wait.as_nanos()).unwrap_or(NEVER));
+        let failure_horizon = match settings.window() {
+            TripWindow::Time(window) => u64::try_from(window.as_nanos()).unwrap_or(NEVER),
+            _ => idle,
+        };
         let builder = self.inner.observers.iter().fold(
             Breaker::builder(id)
                 .settings(settings)
@@ -701,12 +1128,13 @@ where
             |builder, observer| builder.shared_observer(Arc::clone(observer)),
         );
         Arc::new_cyclic(|weak_entry: &Weak<Entry>| {
-            let builder = match &self.inner.cap {
-                Some(cap) => {
+            let weak_cap = self.inner.cap.as_ref().map(Arc::downgrade);
+            let builder = match &weak_cap {
+                Some(weak_cap) => {
                     // Weak handles: the breaker owns its gate, the entry owns the breaker, and
-                    // the cap owns the breakers of the keys holding a slot.
+                    // the cap owns the entries of the keys holding a slot.
                     let weak_entry = weak_entry.clone();
-                    let weak_cap = Arc::downgrade(cap);
+                    let weak_cap = weak_cap.clone();
                     builder.open_gate(move |_id| {
                         match (weak_cap.upgrade(), weak_entry.upgrade()) {
                             (Some(cap), Some(entry)) => cap.admit(&entry),
@@ -717,25 +1145,66 @@ where
                 }
                 None => builder,
             };
+            let breaker = builder.build();
+            let listening = weak_entry.clone();
+            breaker.subscribe(move |event| {
+                if let Some(entry) = listening.upgrade() {
+                    let cap = weak_cap.as_ref().and_then(Weak::upgrade);
+                    entry.on_transition(cap.as_deref(), event);
+                }
+            });
             Entry {
-                breaker: builder.build(),
+                breaker,
                 clock: self.inner.clock.clone(),
                 serial: self.inner.next_serial.fetch_add(1, Ordering::Relaxed),
                 evicted: AtomicBool::new(false),
                 in_flight: AtomicUsize::new(0),
                 last_used: AtomicU64::new(now),
-                last_warned: AtomicU64::new(u64::MAX),
+                last_warned: AtomicU64::new(NEVER),
+                break_ends: AtomicU64::new(NEVER),
+                half_open_since: AtomicU64::new(NEVER),
+                last_failure: AtomicU64::new(NEVER),
+                last_opened: AtomicU64::new(NEVER),
+                ghost_after,
+                failure_horizon,
+                carried_opens,
             }
         })
     }
 
-    /// Accounts for entries just removed from the map; holds the map's write lock.
-    fn evicted_locked(&self, evicted: &[Arc<Entry>]) {
-        for entry in evicted {
+    /// Accounts for entries just removed from the map; holds the map's write lock. A tripped
+    /// key leaves its break growth behind as a scar for its next entry.
+    fn evicted_locked(&self, evicted: &[(K, Arc<Entry>)], now: u64) {
+        let mut scars = None;
+        for (key, entry) in evicted {
             entry.evicted.store(true, Ordering::Relaxed);
+            if entry.breaker.state() == State::Closed {
+                continue;
+            }
+            let opens = entry
+                .breaker
+                .snapshot()
+                .consecutive_opens
+                .saturating_add(entry.carried_opens.load(Ordering::Relaxed));
+            if opens == 0 {
+                continue;
+            }
+            let scars = scars.get_or_insert_with(|| self.scars());
+            if scars.len() >= self.inner.max_keys {
+                // Bounded: the oldest scar goes.
+                let oldest = scars
+                    .iter()
+                    .min_by_key(|(_, scar)| scar.at)
+                    .map(|(k, _)| k.clone());
+                if let Some(oldest) = oldest {
+                    scars.remove(&oldest);
+                }
+            }
+            scars.insert(key.clone(), Scar { opens, at: now });
         }
+        drop(scars);
         if let Some(cap) = &self.inner.cap {
-            cap.release(evicted);
+            cap.release(evicted.iter().map(|(_, entry)| entry));
         }
         self.inner
             .evicted
@@ -762,16 +1231,16 @@ where
     fn sweep_locked(&self, map: &mut HashMap<K, Arc<Entry>>, now: u64) -> usize {
         let idle = self.inner.idle_nanos;
         let mut evicted = Vec::new();
-        map.retain(|_, e| {
+        map.retain(|k, e| {
             let busy = e.in_flight.load(Ordering::Relaxed) > 0;
             let recent = now.saturating_sub(e.last_used.load(Ordering::Relaxed)) < idle;
-            let keep = busy || recent || !evictable(e.breaker.state());
+            let keep = busy || recent || !self.may_evict(e, now);
             if !keep {
-                evicted.push(Arc::clone(e));
+                evicted.push((k.clone(), Arc::clone(e)));
             }
             keep
         });
-        self.evicted_locked(&evicted);
+        self.evicted_locked(&evicted, now);
         evicted.len()
     }
 
@@ -784,7 +1253,9 @@ where
     }
 
     /// `key`'s breaker, created if new (an operator may want to isolate a host before it has
-    /// been called). `None` when the map is full of keys that cannot be evicted.
+    /// been called). Always `Some`: a map full of keys that cannot be evicted creates it
+    /// beyond `max_keys` (counted in [`KeyedStats::over_capacity`]); the `Option` is kept
+    /// for the callers written when it could be `None`.
     pub fn breaker(&self, key: &K) -> Option<Breaker> {
         if let Some(entry) = self.read().get(key) {
             return Some(entry.breaker.clone());
@@ -795,8 +1266,7 @@ where
         if let Some(entry) = map.get(key) {
             return Some(entry.breaker.clone());
         }
-        self.insert(&mut map, key, fresh, now)
-            .map(|entry| entry.breaker.clone())
+        Some(self.insert(&mut map, key, fresh, now).breaker.clone())
     }
 
     /// `key`'s breaker if the key exists; never creates one.
@@ -874,9 +1344,15 @@ where
         self.breaker(key).map(|b| b.isolate()).is_some()
     }
 
-    /// Resets `key`'s breaker to closed. Returns false when the key does not exist.
+    /// Resets `key`'s breaker to closed, with no break growth (the growth carried over from
+    /// an earlier entry of the key too). Returns false when the key does not exist.
     pub fn reset(&self, key: &K) -> bool {
-        self.get(key).map(|b| b.reset()).is_some()
+        let Some(entry) = self.read().get(key).cloned() else {
+            return false;
+        };
+        entry.carried_opens.store(0, Ordering::Relaxed);
+        entry.breaker.reset();
+        true
     }
 
     /// Lets every call on `key` through unrecorded until reset. Returns false when the key
@@ -891,7 +1367,11 @@ where
         KeyedStats {
             keys: breakers.len(),
             open_keys: breakers.iter().filter(|b| counts_open(b.state())).count(),
-            open_slots: self.inner.cap.as_ref().map_or(0, |cap| cap.held()),
+            open_slots: self
+                .inner
+                .cap
+                .as_ref()
+                .map_or(0, |cap| cap.held(self.inner.clock.recent())),
             created: self.inner.created.load(Ordering::Relaxed),
             evicted: self.inner.evicted.load(Ordering::Relaxed),
             suppressed_opens: self
@@ -899,7 +1379,7 @@ where
                 .cap
                 .as_ref()
                 .map_or(0, |cap| cap.suppressed.load(Ordering::Relaxed)),
-            unguarded_calls: self.inner.unguarded.load(Ordering::Relaxed),
+            over_capacity: self.inner.over_capacity.load(Ordering::Relaxed),
         }
     }
 }

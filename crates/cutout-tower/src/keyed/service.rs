@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::hash::Hash;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -36,7 +37,11 @@ pub struct KeyedService<S, K, F, C> {
     key_fn: F,
     classifier: C,
     pause: Option<Duration>,
+    label: Arc<str>,
 }
+
+/// What a keyed refusal is called before people outside when no label was given.
+pub(crate) const DEFAULT_LABEL: &str = "the upstream";
 
 impl<S, K, F, C> KeyedService<S, K, F, C> {
     /// Guards `inner` with one breaker of `breakers` per `key_fn(request)`, `classifier`
@@ -54,7 +59,18 @@ impl<S, K, F, C> KeyedService<S, K, F, C> {
             key_fn,
             classifier,
             pause,
+            label: Arc::from(DEFAULT_LABEL),
         }
+    }
+
+    /// What this service's refusals are called before people outside (default
+    /// `"the upstream"`): a refusal's error carries it ([`Error::public_label`]) and
+    /// [`respond::error_response`](crate::respond::error_response) names it in the 503 body,
+    /// never the key's id, which for [`HostKey`](super::HostKey) is the upstream's internal
+    /// `scheme://host:port`. The error's `Display`, for logs, still names the key.
+    pub fn label(mut self, label: impl Into<Arc<str>>) -> Self {
+        self.label = label.into();
+        self
     }
 
     /// The map of breakers.
@@ -77,6 +93,7 @@ impl<S: Clone, K, F: Clone, C: Clone> Clone for KeyedService<S, K, F, C> {
             key_fn: self.key_fn.clone(),
             classifier: self.classifier.clone(),
             pause: self.pause,
+            label: Arc::clone(&self.label),
         }
     }
 }
@@ -100,10 +117,7 @@ where
     fn call(&mut self, request: Req) -> Self::Future {
         let classifier = self.classifier.clone();
         let key = self.key_fn.key(&request);
-        let Some(guard) = self.breakers.enter(&key) else {
-            // The map is full of keys that cannot be evicted: go through unguarded (counted).
-            return ResponseFuture::called(self.inner.call(request), classifier, None, None);
-        };
+        let guard = self.breakers.enter(&key);
         match guard.breaker().try_acquire_owned() {
             Ok(permit) => ResponseFuture::called(
                 self.inner.call(request),
@@ -111,7 +125,12 @@ where
                 Some(permit),
                 Some(guard),
             ),
-            Err(rejected) => ResponseFuture::refused(rejected, self.pause, classifier),
+            Err(rejected) => ResponseFuture::refused(
+                rejected,
+                self.pause,
+                Some(Arc::clone(&self.label)),
+                classifier,
+            ),
         }
     }
 }
@@ -164,7 +183,12 @@ where
             Ok(future) => future,
             Err((request, rejected)) => {
                 drop(request);
-                WholeResponseFuture::refused(rejected, self.pause, self.classifier.clone())
+                WholeResponseFuture::refused(
+                    rejected,
+                    self.pause,
+                    Some(Arc::clone(&self.label)),
+                    self.classifier.clone(),
+                )
             }
         }
     }
@@ -175,8 +199,8 @@ where
     /// untouched and the refusal, the inner service not called, so the caller may try another
     /// key (the readiness driven for this request is still unused: the inner service was
     /// never called). The key function is not used. When the map is full of keys that cannot
-    /// be evicted, the call goes through unguarded (counted in
-    /// [`KeyedStats::unguarded_calls`](super::KeyedStats::unguarded_calls)). No refusal pause:
+    /// be evicted, the key is created beyond `max_keys` (counted in
+    /// [`KeyedStats::over_capacity`](super::KeyedStats::over_capacity)). No refusal pause:
     /// the caller decides what a refusal leads to.
     ///
     /// ```
@@ -216,14 +240,7 @@ where
         C: ClassifyResponse<B, S::Error> + Clone,
     {
         let classifier = self.classifier.clone();
-        let Some(guard) = self.breakers.enter(key) else {
-            return Ok(WholeResponseFuture::called(
-                self.inner.call(request),
-                classifier,
-                None,
-                None,
-            ));
-        };
+        let guard = self.breakers.enter(key);
         match guard.breaker().try_acquire_owned() {
             Ok(permit) => Ok(WholeResponseFuture::called(
                 self.inner.call(request),
