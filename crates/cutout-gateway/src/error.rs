@@ -238,8 +238,8 @@ pub enum ProxyError {
         cluster: String,
         /// Its attempt timeout.
         attempt_timeout: std::time::Duration,
-        /// What failed.
-        error: cutout_tower::Error,
+        /// What failed (boxed: the error is large, and this is the cold path).
+        error: Box<cutout_tower::Error>,
     },
 }
 

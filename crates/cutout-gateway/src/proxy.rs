@@ -404,7 +404,7 @@ impl Running {
                     ProxyError::Cluster {
                         cluster: self.cluster.name.clone(),
                         attempt_timeout: self.cluster.attempt_timeout,
-                        error,
+                        error: Box::new(error),
                     }
                 };
                 if let ProxyError::Cluster { error, .. } = &error
