@@ -115,6 +115,39 @@ impl fmt::Display for BreakEndReason {
     }
 }
 
+/// Why a breaker closed (or, with a recovery ramp, started recovering).
+///
+/// New reasons may be added (the enum is `#[non_exhaustive]`): match with a wildcard arm,
+/// or use [`as_str`](CloseReason::as_str).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The half-open probes succeeded.
+    ProbesSucceeded,
+    /// Half-open lasted longer than `max_wait_in_half_open` and the settings say to close
+    /// then (`half-open-timeout = "close"`): no probe decided it.
+    HalfOpenTimeout,
+}
+
+impl CloseReason {
+    /// A stable lower-case name (`"probes_succeeded"`, …) for logs and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::ProbesSucceeded => "probes_succeeded",
+            CloseReason::HalfOpenTimeout => "half_open_timeout",
+        }
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CloseReason::ProbesSucceeded => "trial call succeeded",
+            CloseReason::HalfOpenTimeout => "half-open for too long; closed as configured",
+        })
+    }
+}
+
 /// A state transition.
 ///
 /// New transitions may be added (the enum is `#[non_exhaustive]`): match with a wildcard
@@ -146,6 +179,8 @@ pub enum Transition {
     Closed {
         /// The state it left.
         from: State,
+        /// Why.
+        reason: CloseReason,
     },
 }
 
@@ -153,7 +188,7 @@ impl Transition {
     /// The state left.
     pub fn from(&self) -> State {
         match self {
-            Transition::Opened { from, .. } | Transition::Closed { from } => *from,
+            Transition::Opened { from, .. } | Transition::Closed { from, .. } => *from,
             Transition::HalfOpened | Transition::BreakEnded { .. } => State::Open,
         }
     }
@@ -184,14 +219,14 @@ pub struct Event {
 }
 
 /// Why the transition happened, in a few words: the open reason, "open duration elapsed", what
-/// ended the break early, or "trial call succeeded".
+/// ended the break early, or the close reason ("trial call succeeded", …).
 impl fmt::Display for Transition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Transition::Opened { reason, .. } => fmt::Display::fmt(reason, f),
             Transition::HalfOpened => f.write_str("open duration elapsed"),
             Transition::BreakEnded { reason, .. } => fmt::Display::fmt(reason, f),
-            Transition::Closed { .. } => f.write_str("trial call succeeded"),
+            Transition::Closed { reason, .. } => fmt::Display::fmt(reason, f),
         }
     }
 }

@@ -94,7 +94,7 @@ pub mod timeout;
 pub use breaker::{Breaker, BreakerBuilder};
 pub use classify::{ErrorClass, Outcome, Verdict};
 pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
-pub use event::{BreakEndReason, Event, OpenReason, Transition};
+pub use event::{BreakEndReason, CloseReason, Event, OpenReason, Transition};
 pub use evidence::TripEvidence;
 pub use human::HumanDuration;
 pub use id::BreakerId;

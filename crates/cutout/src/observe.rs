@@ -47,6 +47,13 @@ pub(crate) fn trace(event: &crate::Event) {
             remaining_ms = remaining.as_millis() as u64,
             "circuit breaker break ended early"
         ),
+        Transition::Closed { reason, .. } => tracing::info!(
+            breaker = %event.breaker,
+            from = t.from().as_str(),
+            to = t.to().as_str(),
+            reason = reason.as_str(),
+            "circuit breaker closed"
+        ),
         _ => tracing::info!(
             breaker = %event.breaker,
             from = t.from().as_str(),

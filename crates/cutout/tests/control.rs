@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use cutout::clock::ManualClock;
 use cutout::{
-    BreakSchedule, Breaker, Error, ErrorCode, HalfOpenTimeout, Health, InitialState, Jitter,
-    ManualAction, OpenReason, Recovery, RejectReason, Rejected, Settings, SettingsBuilder, State,
-    Transition,
+    BreakSchedule, Breaker, CloseReason, Error, ErrorCode, HalfOpenTimeout, Health, InitialState,
+    Jitter, ManualAction, OpenReason, Recovery, RejectReason, Rejected, Settings, SettingsBuilder,
+    State, Transition,
 };
 
 const SEC: Duration = Duration::from_secs(1);
@@ -305,7 +305,8 @@ fn open_until_an_instant_opens_until_then() {
         [
             Transition::HalfOpened,
             Transition::Closed {
-                from: State::HalfOpen
+                from: State::HalfOpen,
+                reason: CloseReason::ProbesSucceeded,
             }
         ]
     );
@@ -586,7 +587,8 @@ fn running_out_of_the_maximum_wait_in_half_open_closes_when_configured() {
         [
             Transition::HalfOpened,
             Transition::Closed {
-                from: State::HalfOpen
+                from: State::HalfOpen,
+                reason: CloseReason::HalfOpenTimeout,
             },
             opened(State::Closed, OpenReason::ConsecutiveFailures(1), 10 * SEC),
         ]
@@ -627,11 +629,18 @@ fn running_out_of_the_maximum_wait_re_opens_by_default_and_may_close_into_a_ramp
     ramping.clock.advance(5 * SEC);
     let _ = ramping.ok();
     assert_eq!(ramping.breaker.state(), State::Recovering);
+    // No probe decided it: the event says so, not "trial call succeeded".
+    let closed = ramping.events().last().copied();
     assert_eq!(
-        ramping.events().last(),
-        Some(&Transition::Closed {
-            from: State::HalfOpen
+        closed,
+        Some(Transition::Closed {
+            from: State::HalfOpen,
+            reason: CloseReason::HalfOpenTimeout,
         })
+    );
+    assert_eq!(
+        closed.unwrap().to_string(),
+        "half-open for too long; closed as configured"
     );
 }
 

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use cutout::clock::ManualClock;
 use cutout::{
-    BreakEndReason, Breaker, Jitter, OpenReason, OwnedPermit, Recovery, RejectReason, Settings,
-    SettingsBuilder, State, Transition,
+    BreakEndReason, Breaker, CloseReason, Jitter, OpenReason, OwnedPermit, Recovery, RejectReason,
+    Settings, SettingsBuilder, State, Transition,
 };
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
@@ -291,7 +291,8 @@ fn a_closed_permit_failing_after_the_break_does_not_reopen_half_open() {
             [
                 Transition::HalfOpened,
                 Transition::Closed {
-                    from: State::HalfOpen
+                    from: State::HalfOpen,
+                    reason: CloseReason::ProbesSucceeded,
                 }
             ]
         );
@@ -318,7 +319,7 @@ fn a_closing_and_a_reopening_probe_decide_once() {
         let snapshot = breaker.snapshot();
         assert_eq!(snapshot.probes_in_flight, 0);
         match seen[0] {
-            Transition::Closed { from } => {
+            Transition::Closed { from, .. } => {
                 assert_eq!(from, State::HalfOpen);
                 assert_eq!(breaker.state(), State::Closed);
                 // The late failure must not have entered the fresh window.

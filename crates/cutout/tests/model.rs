@@ -148,8 +148,9 @@ use cutout::classify::{self, Verdict};
 use cutout::clock::ManualClock;
 use cutout::observer::{Call, CallKind};
 use cutout::{
-    Breaker, Error, Failures, HalfOpenRule, Health, Jitter, OpenReason, Outcome, OwnedPermit,
-    Recovery, RejectReason, Rejected, Settings, SlowCalls, State, Transition, TripWindow,
+    Breaker, CloseReason, Error, Failures, HalfOpenRule, Health, Jitter, OpenReason, Outcome,
+    OwnedPermit, Recovery, RejectReason, Rejected, Settings, SlowCalls, State, Transition,
+    TripWindow,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError, TestRunner};
@@ -1293,6 +1294,7 @@ impl Model {
         }
         self.events.push(Transition::Closed {
             from: State::HalfOpen,
+            reason: CloseReason::ProbesSucceeded,
         });
     }
 

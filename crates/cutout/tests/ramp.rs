@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use cutout::clock::ManualClock;
 use cutout::{
-    Breaker, Health, Jitter, OpenReason, Outcome, Recovery, RejectReason, Settings, State,
-    Transition,
+    Breaker, CloseReason, Health, Jitter, OpenReason, Outcome, Recovery, RejectReason, Settings,
+    State, Transition,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -79,7 +79,8 @@ fn the_ramp_starts_with_a_closed_event_and_ends_in_silence() {
     assert!(matches!(
         s.events.lock().unwrap()[before - 1],
         Transition::Closed {
-            from: State::HalfOpen
+            from: State::HalfOpen,
+            reason: CloseReason::ProbesSucceeded,
         }
     ));
     // Healthy, fast calls every 10 ms for the ramp's 4 s and a little more.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use cutout::classify::{self, ByVerdict, Verdict};
 use cutout::clock::ManualClock;
 use cutout::{
-    Breaker, Error, Jitter, OpenReason, Recovery, RejectReason, Rejected, Settings,
+    Breaker, CloseReason, Error, Jitter, OpenReason, Recovery, RejectReason, Rejected, Settings,
     SettingsBuilder, State, Transition, TripWindow,
 };
 
@@ -161,7 +161,8 @@ fn a_call_told_to_come_back_later_opens_the_breaker_for_that_long_then_it_half_o
         [
             Transition::HalfOpened,
             Transition::Closed {
-                from: State::HalfOpen
+                from: State::HalfOpen,
+                reason: CloseReason::ProbesSucceeded,
             }
         ]
     );

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::classify::Outcome;
 use crate::error::RejectReason;
-use crate::event::{BreakEndReason, OpenReason, Transition};
+use crate::event::{BreakEndReason, CloseReason, OpenReason, Transition};
 use crate::front::word::{Flags, Word};
 use crate::machine::backoff::{computed_break, jittered};
 use crate::machine::baseline::{FailureBaseline, LatencyBaseline};
@@ -755,7 +755,7 @@ impl Machine {
             // (Never on the call that entered half-open above: the wait is positive.)
             transition = Some(match self.settings.half_open_timeout {
                 HalfOpenTimeout::Open => self.open(now, OpenReason::HalfOpenTimeout),
-                HalfOpenTimeout::Close => self.close(now),
+                HalfOpenTimeout::Close => self.close(now, CloseReason::HalfOpenTimeout),
             });
         }
         let admission = match self.state {
@@ -1016,7 +1016,8 @@ impl Machine {
                     return Some(self.open(now, OpenReason::ProbeSlow));
                 }
                 self.probe_successes += 1;
-                (self.probe_successes >= self.settings.probe_successes).then(|| self.close(now))
+                (self.probe_successes >= self.settings.probe_successes)
+                    .then(|| self.close(now, CloseReason::ProbesSucceeded))
             }
             HalfOpenRule::Rates => {
                 let probes = self.probes.totals();
@@ -1030,7 +1031,7 @@ impl Machine {
                 Some(if failing || slowing {
                     self.open(now, OpenReason::ProbeRates)
                 } else {
-                    self.close(now)
+                    self.close(now, CloseReason::ProbesSucceeded)
                 })
             }
         }
@@ -1098,8 +1099,9 @@ impl Machine {
         self.transition_generation();
     }
 
-    /// The probes succeeded: closed, or recovering over a ramp when one is configured.
-    fn close(&mut self, now: u64) -> Transition {
+    /// The probes succeeded (or half-open timed out into closing, `reason` says which):
+    /// closed, or recovering over a ramp when one is configured.
+    fn close(&mut self, now: u64, reason: CloseReason) -> Transition {
         let from = self.state;
         if let Some(recovery) = self.settings.recovery {
             self.state = State::Recovering;
@@ -1113,7 +1115,7 @@ impl Machine {
             self.state = State::Closed;
             self.forget_history();
         }
-        Transition::Closed { from }
+        Transition::Closed { from, reason }
     }
 
     /// Every path to closed (and `reset`) passes here.
