@@ -586,3 +586,53 @@ fn only_an_opening_by_a_closed_rule_carries_evidence() {
         "{events:?}"
     );
 }
+
+/// A breaker opened by failures on a healthy dependency whose p99 is 5 × its median: 96 of
+/// every 100 calls take 20 ms, 4 take 100 ms.
+fn opened_on_a_long_tailed_dependency() -> Sim {
+    let sim = Sim::new(adaptive().jitter(cutout::Jitter::None));
+    for i in 0..3_000 {
+        let latency = if i % 25 == 0 { 100 * MS } else { 20 * MS };
+        assert!(sim.call(latency, Outcome::Success, 100 * MS));
+    }
+    for _ in 0..5 {
+        sim.call(20 * MS, Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    sim.clock.elapse_break(&sim.breaker);
+    sim
+}
+
+#[test]
+fn a_probe_within_the_dependency_s_normal_tail_is_not_slow() {
+    // A probe at the healthy dependency's own p99 (100 ms, above 3 × its 20 ms median) says
+    // nothing against it: two such probes close the breaker.
+    let sim = opened_on_a_long_tailed_dependency();
+    sim.call(100 * MS, Outcome::Success, 100 * MS);
+    sim.call(100 * MS, Outcome::Success, 100 * MS);
+    assert_eq!(
+        sim.breaker.state(),
+        State::Closed,
+        "{:?}",
+        sim.open_reasons()
+    );
+    // Beyond that tail plus the 50 ms margin, a probe is slow.
+    let slower = opened_on_a_long_tailed_dependency();
+    slower.call(160 * MS, Outcome::Success, 100 * MS);
+    assert_eq!(slower.open_reasons().last(), Some(&OpenReason::ProbeSlow));
+}
+
+#[test]
+fn a_brownout_s_own_calls_in_the_baseline_leave_its_probes_slow() {
+    // The brownout's slow calls entered the baseline before the trip (more than 1% of it):
+    // the tail a probe stands on is capped at 10 × the median, so a 30 × probe is slow.
+    let sim = Sim::new(adaptive());
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    brownout(&sim, 600 * MS, 60 * SEC).expect("trips");
+    sim.clock.elapse_break(&sim.breaker);
+    sim.call(600 * MS, Outcome::Success, 600 * MS);
+    assert_eq!(
+        sim.open_reasons(),
+        [OpenReason::SlowCallRatio, OpenReason::ProbeSlow]
+    );
+}
