@@ -63,6 +63,7 @@ mod grace;
 mod health;
 pub mod metrics;
 mod pacing;
+mod recovery;
 mod report;
 mod rule;
 mod store;

@@ -166,6 +166,7 @@ if type(value) == 'table' then
   return value
 end
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local us = t[1] * 1000000 + t[2]
 local magic, ms, m, born
 if value then
   if #value >= 32 then magic, ms, m, born = struct.unpack('<llll', value) end
@@ -173,10 +174,48 @@ if value then
       or #value ~= 32 + 96 * m then
     return redis.error_reply('CUTOUT_FOREIGN_KEY string')
   end
-else
-  ms = tonumber(ARGV[1]); m = tonumber(ARGV[2]); born = t[1] * 1000000 + t[2]
+end
+local rkey = KEYS[2]
+local publish = ARGV[15] ~= ''
+local ask = ARGV[16] ~= ''
+local rec, nxt = 0, 0
+if publish or ask then
+  local rv = redis.pcall('GET', rkey)
+  if type(rv) == 'table' then
+    if string.sub(tostring(rv.err), 1, 9) == 'WRONGTYPE' then
+      return redis.error_reply('CUTOUT_FOREIGN_KEY ' .. redis.call('TYPE', rkey)['ok'])
+    end
+    return rv
+  end
+  if rv then
+    local rmagic
+    if #rv == 24 then rmagic, rec, nxt = struct.unpack('<lll', rv) end
+    if rmagic ~= 5675308099 or rec < 0 or nxt < 0 then
+      return redis.error_reply('CUTOUT_FOREIGN_KEY string')
+    end
+  end
+end
+if not value then
+  ms = tonumber(ARGV[1]); m = tonumber(ARGV[2]); born = us
   value = struct.pack('<llll', 5574644803, ms, m, born) .. string.rep('\0', 96 * m)
   redis.call('SET', key, value, 'PX', ARGV[3])
+end
+local written, slot = false, 0
+if publish then
+  local at = us - tonumber(ARGV[15]) * 1000
+  if at > rec then rec = at; written = true end
+end
+if ask then
+  local opened = us - tonumber(ARGV[16]) * 1000
+  if rec > 0 and rec > opened then
+    local at = math.max(nxt, us)
+    if at < us + tonumber(ARGV[17]) * 1000 then
+      slot = at; nxt = at + tonumber(ARGV[18]); written = true
+    end
+  end
+end
+if written then
+  redis.call('SET', rkey, struct.pack('<lll', 5675308099, rec, nxt), 'PX', ARGV[3])
 end
 local b = math.floor(now / ms)
 local ring = 2 * m
@@ -202,7 +241,7 @@ if cap > 0 then
     local xe = struct.unpack('<l', value, 33 + (x % ring) * 48)
     if xe == x then n = n - lo end
   end
-  if n >= cap then return {now, b, 0, born} end
+  if n >= cap then return {now, b, 0, born, us, rec, slot} end
   open = 1
 end
 local head = ''
@@ -231,7 +270,7 @@ if head ~= '' or bucket ~= string.sub(value, at, at + 47) then
   redis.call('SETRANGE', key, from - 1, head .. bucket)
 end
 if reset then redis.call('PEXPIRE', key, ARGV[3]) end
-return {now, b, 1, born}
+return {now, b, 1, born, us, rec, slot}
 ";
 
 /// A connection with the script loaded on it.
@@ -244,6 +283,8 @@ pub(crate) struct Link {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Publish<'a> {
     pub(crate) key: &'a str,
+    /// The breaker's recovery key (`recovery::key` of `key`).
+    pub(crate) recovery_key: &'a str,
     pub(crate) request: &'a Request,
 }
 
@@ -470,8 +511,9 @@ impl Link {
         for publish in publishes {
             pipe.cmd("EVALSHA")
                 .arg(&self.sha)
-                .arg(1)
+                .arg(2)
                 .arg(publish.key)
+                .arg(publish.recovery_key)
                 .arg(&publish.request.args()[..]);
             pipe.cmd("GET").arg(publish.key);
         }
@@ -503,17 +545,24 @@ fn key_reply(script: Value, read: Value) -> KeyReply {
             return KeyReply::Error(FleetError::from_redis(&error));
         }
         Value::Array(parts) => match parts.as_slice() {
-            [now, epoch, wrote, born] => {
-                match (number(now), number(epoch), number(wrote), number(born)) {
-                    (Some(now_ms), Some(epoch), Some(wrote @ 0..=1), Some(born)) => Outcome {
-                        now_ms,
-                        epoch: i64::try_from(epoch).unwrap_or(i64::MAX),
-                        wrote: wrote == 1,
-                        born,
-                    },
-                    _ => return KeyReply::Malformed,
-                }
-            }
+            [now, epoch, wrote, born, now_us, recovered, slot] => match (
+                (number(now), number(epoch), number(wrote), number(born)),
+                (number(now_us), number(recovered), number(slot)),
+            ) {
+                (
+                    (Some(now_ms), Some(epoch), Some(wrote @ 0..=1), Some(born)),
+                    (Some(now_us), Some(recovered_us), Some(slot_us)),
+                ) => Outcome {
+                    now_ms,
+                    epoch: i64::try_from(epoch).unwrap_or(i64::MAX),
+                    wrote: wrote == 1,
+                    born,
+                    now_us,
+                    recovered_us,
+                    slot_us,
+                },
+                _ => return KeyReply::Malformed,
+            },
             _ => return KeyReply::Malformed,
         },
         _ => return KeyReply::Malformed,
@@ -566,9 +615,18 @@ impl Connection {
         &mut self,
         calls: &[(&str, &Request)],
     ) -> Result<Vec<crate::sim::Reply>, FleetError> {
+        let recovery_keys: Vec<String> = calls
+            .iter()
+            .map(|(key, _)| crate::recovery::key(key))
+            .collect();
         let publishes: Vec<Publish<'_>> = calls
             .iter()
-            .map(|&(key, request)| Publish { key, request })
+            .zip(&recovery_keys)
+            .map(|(&(key, request), recovery_key)| Publish {
+                key,
+                recovery_key,
+                request,
+            })
             .collect();
         let replies = self.link.exchange(&publishes, self.timeout).await?;
         Ok(replies.into_iter().map(crate::sim::Reply).collect())
@@ -615,6 +673,8 @@ mod tests {
     fn the_script_and_its_twin_agree_on_the_magic_word() {
         assert!(SCRIPT.contains(&crate::report::MAGIC.to_string()));
         assert_eq!(&crate::report::MAGIC.to_le_bytes()[..5], b"CTFL\x01");
+        assert!(SCRIPT.contains(&crate::recovery::MAGIC.to_string()));
+        assert_eq!(&crate::recovery::MAGIC.to_le_bytes()[..5], b"CTFR\x01");
     }
 
     #[test]
@@ -626,8 +686,10 @@ mod tests {
             report: crate::report::Counts::default(),
             ledger: None,
             closed: true,
+            recovery: crate::recovery::Args::default(),
         };
-        let applied = crate::report::apply(&mut value, &request, 1_700_000_000_123_456).unwrap();
+        let applied =
+            crate::report::apply(&mut value, &mut None, &request, 1_700_000_000_123_456).unwrap();
         let ring = value.unwrap();
         let script = |born: u64| {
             Value::Array(vec![
@@ -635,6 +697,9 @@ mod tests {
                 Value::Int(applied.outcome.epoch),
                 Value::Int(1),
                 Value::Int(i64::try_from(born).unwrap()),
+                Value::Int(1_700_000_000_123_456),
+                Value::Int(0),
+                Value::Int(0),
             ])
         };
         match key_reply(script(applied.outcome.born), bulk(&ring)) {
@@ -654,6 +719,19 @@ mod tests {
                     Value::Int(1),
                     Value::Int(2),
                     Value::Int(1),
+                    Value::Int(1),
+                    Value::Int(0),
+                    Value::Int(0),
+                ]),
+                bulk(&ring),
+            ),
+            // The layout before fleet recovery answered four numbers.
+            (
+                Value::Array(vec![
+                    Value::Int(1_700_000_000_123),
+                    Value::Int(applied.outcome.epoch),
+                    Value::Int(1),
+                    Value::Int(i64::try_from(applied.outcome.born).unwrap()),
                 ]),
                 bulk(&ring),
             ),
