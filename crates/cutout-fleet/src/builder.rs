@@ -71,7 +71,7 @@ const MAX_NAME: usize = 256;
 /// The default fleet recovery budget, probes per second fleet-wide (see
 /// [`FleetBuilder::recovery_budget`]).
 pub(crate) const RECOVERY_BUDGET: u32 = 25;
-const MAX_RECOVERY_BUDGET: u32 = 100_000;
+pub(crate) const MAX_RECOVERY_BUDGET: u32 = 100_000;
 
 impl FleetBuilder {
     pub(crate) fn new(url: String) -> FleetBuilder {

@@ -56,6 +56,32 @@
 //!   an existing key keeps its own, and every pod reads and writes by the key's (pods with
 //!   another staleness bound share the first one's).
 //!
+//! # Fleet recovery
+//! A second key per breaker, `{<prefix>:<breaker id>}:recovery` (the ring's key and
+//! `:recovery`: the same hash tag, so the same Redis Cluster slot, and never a ring's key,
+//! which ends with `}`), holds a string of three little-endian `i64`: a magic word (`CTFR`
+//! and its layout's version), the latest recovery's date and the next free release slot, both
+//! µs on Redis's clock (24 bytes). The same script call reads and writes it, only for a round
+//! that publishes a recovery or asks for a slot (a closed pod's round, the common one, does
+//! not touch it):
+//! - **Publish.** The pod sends its close's age (ms on its own clock); the script dates it
+//!   `TIME − age` and keeps the latest date.
+//! - **Ask.** The pod sends its opening's age, what is left of its own break, and the spacing
+//!   of its fleet's budget. The script grants the slot `max(next free, now)` only if the
+//!   latest recovery is dated after the opening (else stale) and the slot comes before the
+//!   pod's own break ends; the next free slot then moves one spacing on. The answer carries
+//!   Redis's clock (µs), the latest recovery's date and the slot (0: none).
+//! - **Expiry.** Each write sets the key's expiry to the retention, as the ring's.
+//!
+//! Its cost does not depend on the pods either: a `GET` of 24 bytes and at most one `SET`, in
+//! the rounds that publish or ask. Why a separate key and not more bytes in the ring: a pod of
+//! the version before reads the ring of a pod of this one as its own (the ring's layout and
+//! version are unchanged), so a fleet can be upgraded pod by pod; and the ring's writes stay
+//! what they were. A key of another type, or a string of another format, under the recovery
+//! key is answered `CUTOUT_FOREIGN_KEY <type>` before any write, as for the ring (only in a
+//! round that would read it). The `recovery` module says what is published when, how the
+//! spacing follows from the budget, and what Redis's loss does.
+//!
 //! # Consistency
 //! Each script call is atomic, and judged on Redis's clock alone (`TIME` in the script): the
 //! pods' clocks never matter. The read is a `GET` right after the call, in the same round
@@ -150,11 +176,15 @@ fn escape(text: &str, colon: bool, out: &mut String) {
 /// open slot (see the module's docs; [`report::apply`](crate::report::apply) is the same in
 /// Rust, step for step).
 ///
-/// `KEYS[1]`: the ring. `ARGV`: the bucket length (ms) and window (buckets) for a new key,
-/// the time to live (ms), the cap (0: publish), the report (`calls failures slow open`),
-/// and the ledger: the key's birth it was written in (empty: none), its epoch and `calls
-/// failures slow open`. Returns `{now_ms, epoch, wrote, born}`, or the error
-/// `CUTOUT_FOREIGN_KEY <type>` and no write when the key holds something else.
+/// `KEYS[1]`: the ring; `KEYS[2]`: the breaker's recovery key. `ARGV`: the bucket length
+/// (ms) and window (buckets) for a new key, the time to live (ms), the cap (0: publish), the
+/// report (`calls failures slow open`), the ledger: the key's birth it was written in
+/// (empty: none), its epoch and `calls failures slow open`; and fleet recovery's: the age of
+/// a close to publish (ms; empty: none), and for a slot asked for the opening's age (ms;
+/// empty: none), the own break's remainder (ms) and the spacing (µs). Returns `{now_ms,
+/// epoch, wrote, born, now_us, recovered_us, slot_us}` (the last two 0 when the round asked
+/// nothing of the recovery key, or none was granted), or the error `CUTOUT_FOREIGN_KEY
+/// <type>` and no write when a key it reads holds something else.
 pub(crate) const SCRIPT: &str = r"
 local t = redis.call('TIME')
 local key = KEYS[1]

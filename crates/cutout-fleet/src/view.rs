@@ -235,6 +235,12 @@ pub mod sim {
         }
     }
 
+    /// The default fleet recovery budget, probes per second (see
+    /// [`FleetBuilder::recovery_budget`](crate::FleetBuilder::recovery_budget)).
+    pub const RECOVERY_BUDGET: u32 = crate::builder::RECOVERY_BUDGET;
+    /// The largest fleet recovery budget a fleet accepts.
+    pub const MAX_RECOVERY_BUDGET: u32 = crate::builder::MAX_RECOVERY_BUDGET;
+
     /// The key of breaker `id`'s ring under `prefix`, as [`Fleet::key`](crate::Fleet::key).
     pub fn key(prefix: &str, id: &str) -> String {
         crate::store::key(prefix, id)
