@@ -151,15 +151,16 @@ pub struct Request {
 }
 
 impl Request {
-    /// The script's `ARGV`, in its order.
-    pub(crate) fn args(&self) -> [String; 18] {
+    /// The script's `ARGV`, in its order: 14, or 18 for a round that asks anything of the
+    /// recovery key (a closed pod's round, the common one, sends and parses 4 fewer).
+    pub(crate) fn args(&self) -> Vec<String> {
         let (born, epoch, held) = match self.ledger {
             Some(ledger) => (ledger.born.to_string(), ledger.epoch, ledger.counts),
             None => (String::new(), 0, Counts::default()),
         };
         let text = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
         let ask = self.recovery.ask;
-        [
+        let mut args = vec![
             self.geometry.bucket_ms.to_string(),
             self.geometry.window.to_string(),
             self.geometry.ttl_ms.to_string(),
@@ -174,11 +175,16 @@ impl Request {
             held.failures.to_string(),
             held.slow.to_string(),
             u8::from(held.open).to_string(),
-            text(self.recovery.publish_age_ms),
-            text(ask.map(|ask| ask.opened_age_ms)),
-            text(ask.map(|ask| ask.remaining_ms)),
-            text(ask.map(|ask| ask.spacing_us)),
-        ]
+        ];
+        if self.recovery.any() {
+            args.extend([
+                text(self.recovery.publish_age_ms),
+                text(ask.map(|ask| ask.opened_age_ms)),
+                text(ask.map(|ask| ask.remaining_ms)),
+                text(ask.map(|ask| ask.spacing_us)),
+            ]);
+        }
+        args
     }
 
     /// What this pod holds after the script answered `outcome`: the share it wrote, or (a

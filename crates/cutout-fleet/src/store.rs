@@ -176,12 +176,13 @@ fn escape(text: &str, colon: bool, out: &mut String) {
 /// open slot (see the module's docs; [`report::apply`](crate::report::apply) is the same in
 /// Rust, step for step).
 ///
-/// `KEYS[1]`: the ring; `KEYS[2]`: the breaker's recovery key. `ARGV`: the bucket length
-/// (ms) and window (buckets) for a new key, the time to live (ms), the cap (0: publish), the
-/// report (`calls failures slow open`), the ledger: the key's birth it was written in
-/// (empty: none), its epoch and `calls failures slow open`; and fleet recovery's: the age of
-/// a close to publish (ms; empty: none), and for a slot asked for the opening's age (ms;
-/// empty: none), the own break's remainder (ms) and the spacing (µs). Returns `{now_ms,
+/// `KEYS[1]`: the ring; `KEYS[2]` (only in a round that asks fleet recovery anything): the
+/// breaker's recovery key. `ARGV`: the bucket length (ms) and window (buckets) for a new
+/// key, the time to live (ms), the cap (0: publish), the report (`calls failures slow
+/// open`), the ledger: the key's birth it was written in (empty: none), its epoch and `calls
+/// failures slow open`; and, with `KEYS[2]`, fleet recovery's: the age of a close to publish
+/// (ms; empty: none), and for a slot asked for the opening's age (ms; empty: none), the own
+/// break's remainder (ms) and the spacing (µs). Returns `{now_ms,
 /// epoch, wrote, born, now_us, recovered_us, slot_us}` (the last two 0 when the round asked
 /// nothing of the recovery key, or none was granted), or the error `CUTOUT_FOREIGN_KEY
 /// <type>` and no write when a key it reads holds something else.
@@ -205,10 +206,10 @@ if value then
     return redis.error_reply('CUTOUT_FOREIGN_KEY string')
   end
 end
-local rkey = KEYS[2]
-local publish = ARGV[15] ~= ''
-local ask = ARGV[16] ~= ''
+local publish = #ARGV > 14 and ARGV[15] ~= ''
+local ask = #ARGV > 14 and ARGV[16] ~= ''
 local rec, nxt = 0, 0
+local rkey = KEYS[2]
 if publish or ask then
   local rv = redis.pcall('GET', rkey)
   if type(rv) == 'table' then
@@ -539,12 +540,15 @@ impl Link {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for publish in publishes {
-            pipe.cmd("EVALSHA")
-                .arg(&self.sha)
-                .arg(2)
-                .arg(publish.key)
-                .arg(publish.recovery_key)
-                .arg(&publish.request.args()[..]);
+            let command = pipe.cmd("EVALSHA").arg(&self.sha);
+            // The recovery key only for a round that reads it (its `ARGV` has the four
+            // recovery arguments then): a closed pod's round names one key, as before.
+            if publish.request.recovery.any() {
+                command.arg(2).arg(publish.key).arg(publish.recovery_key);
+            } else {
+                command.arg(1).arg(publish.key);
+            }
+            command.arg(&publish.request.args()[..]);
             pipe.cmd("GET").arg(publish.key);
         }
         pipe.query_async::<Vec<Value>>(&mut self.conn)
