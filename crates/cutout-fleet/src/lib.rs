@@ -11,8 +11,11 @@
 //! - **Off the call's path.** One background tokio task per `Fleet`, for any number of
 //!   breakers, does one round trip to Redis every [interval](FleetBuilder::interval) (default
 //!   250 ms). It reads a breaker only with [`Breaker::snapshot`](cutout::Breaker::snapshot)
-//!   and opens it only with [`Breaker::trip_on_signal`](cutout::Breaker::trip_on_signal); it
-//!   registers no observer or listener, so a watched breaker's hot path is unchanged.
+//!   (and, for fleet recovery, an open one with `break_may_end` and `break_remaining`), opens
+//!   it only with [`Breaker::trip_on_signal`](cutout::Breaker::trip_on_signal) and ends a
+//!   break only with [`Breaker::end_break_on_signal`](cutout::Breaker::end_break_on_signal);
+//!   it registers no observer or listener, so a watched breaker's hot path is unchanged (a
+//!   probe close is seen in the snapshots, not heard from an event).
 //! - **Redis is a hint, never a dependency.** Down, slow, partitioned or refusing the
 //!   password: a warning is logged, [`Fleet::health`] says degraded (with the last error and
 //!   since when), the `metrics` feature's `cutout_fleet_connected{pod}` reads 0, and every
@@ -30,8 +33,9 @@
 //!   asks in its rounds for a release slot; the script grants one only for a recovery dated
 //!   after the pod's opening (an older one is stale: it says nothing about what opened it),
 //!   and only before the pod's own break ends, and spaces the slots fleet-wide so that
-//!   released pods send at most the [recovery budget](FleetBuilder::recovery_budget)'s
-//!   probes in any second (default 25). At its slot the pod ends its break with
+//!   released pods that probe promptly send at most the
+//!   [recovery budget](FleetBuilder::recovery_budget)'s probes in any second (default 25;
+//!   the slots are strict, the probes follow the pods' calls). At its slot the pod ends its break with
 //!   [`end_break_on_signal`](cutout::Breaker::end_break_on_signal)`(PeerRecovered, age)`,
 //!   which the core judges against the opening once more, and its own probes decide. Every
 //!   pod open on a break of its own reads the recovery within two intervals of the first

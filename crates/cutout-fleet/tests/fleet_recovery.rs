@@ -27,6 +27,10 @@ const INTERVAL: Duration = Duration::from_millis(250);
 const CALL_EVERY: Duration = Duration::from_millis(20);
 
 /// The dependency: up or down, and every call it answered (when, and whether a probe).
+///
+/// # Orderings
+/// `up` and a pod's `calling` are single flags that no other memory hangs on: `Relaxed`.
+/// The calls' record is behind its mutex.
 #[derive(Clone)]
 struct Dependency {
     up: Arc<AtomicBool>,
@@ -56,7 +60,7 @@ impl Dependency {
                             .lock()
                             .unwrap()
                             .push((Instant::now(), line == "probe"));
-                        let answer: &[u8] = if serving.up.load(Ordering::SeqCst) {
+                        let answer: &[u8] = if serving.up.load(Ordering::Relaxed) {
                             b"ok\n"
                         } else {
                             b"down\n"
@@ -72,7 +76,7 @@ impl Dependency {
     }
 
     fn set_up(&self, up: bool) {
-        self.up.store(up, Ordering::SeqCst);
+        self.up.store(up, Ordering::Relaxed);
     }
 
     /// The most calls (probes only, or all) it answered in any sliding second from `from`.
@@ -190,7 +194,7 @@ async fn pod(
         let mut ticker = tokio::time::interval(CALL_EVERY);
         loop {
             ticker.tick().await;
-            if !on.load(Ordering::SeqCst) {
+            if !on.load(Ordering::Relaxed) {
                 continue;
             }
             let Ok(permit) = caller.try_acquire_owned() else {
@@ -342,7 +346,7 @@ async fn a_recovery_from_before_a_pods_opening_does_nothing() {
         &dependency,
     )
     .await;
-    late.calling.store(false, Ordering::SeqCst);
+    late.calling.store(false, Ordering::Relaxed);
     assert!(
         eventually(Duration::from_secs(3), || early.breaker.state()
             == State::Open)
@@ -364,10 +368,10 @@ async fn a_recovery_from_before_a_pods_opening_does_nothing() {
             .unwrap())
         .await
     );
-    early.calling.store(false, Ordering::SeqCst);
+    early.calling.store(false, Ordering::Relaxed);
     // Then the dependency fails again, and the late pod opens, after the recovery.
     dependency.set_up(false);
-    late.calling.store(true, Ordering::SeqCst);
+    late.calling.store(true, Ordering::Relaxed);
     assert!(
         eventually(Duration::from_secs(3), || late.breaker.state()
             == State::Open)
@@ -419,7 +423,7 @@ async fn a_reset_publishes_nothing() {
             .all(|p| p.breaker.state() == State::Open))
         .await
     );
-    reset.calling.store(false, Ordering::SeqCst);
+    reset.calling.store(false, Ordering::Relaxed);
     dependency.set_up(true);
     // Let both be seen open by a few ticks, then reset one by hand.
     tokio::time::sleep(2 * INTERVAL).await;
@@ -472,7 +476,7 @@ async fn with_redis_down_pods_serve_their_own_break() {
     let opened = second
         .entered(State::Open, Instant::now() - Duration::from_secs(5))
         .unwrap();
-    third.calling.store(false, Ordering::SeqCst);
+    third.calling.store(false, Ordering::Relaxed);
     redis.kill();
     dependency.set_up(true);
     assert!(
@@ -508,7 +512,7 @@ async fn with_redis_down_pods_serve_their_own_break() {
     // Redis is back (empty): the first pod's close, kept while unpublished, releases the third.
     redis.restart();
     let back = Instant::now();
-    third.calling.store(true, Ordering::SeqCst);
+    third.calling.store(true, Ordering::Relaxed);
     assert!(
         eventually(Duration::from_secs(4), || !third.peer_ended().is_empty()).await,
         "{:?} {:?}",
