@@ -81,10 +81,19 @@ impl std::fmt::Debug for Fleet {
 pub(crate) struct Watched {
     pub(crate) breaker: Breaker,
     pub(crate) key: String,
+    /// The breaker's recovery key (fleet recovery).
+    pub(crate) recovery_key: String,
+    /// The least time between two release slots for this breaker (µs), from the fleet's
+    /// budget and the probes one release of it may send.
+    pub(crate) spacing_us: u64,
+    /// Whether a close of this breaker can be told to be its probes' (see `recovery`).
+    pub(crate) publishes: bool,
     pub(crate) rule: ResolvedRule,
     pub(crate) slot: Arc<Slot>,
     #[cfg(feature = "metrics")]
     pub(crate) trips: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    pub(crate) releases: metrics::Counter,
 }
 
 /// What the handle and the task share.
@@ -208,6 +217,13 @@ impl Fleet {
         crate::store::key(&self.shared().config.prefix, breaker_id)
     }
 
+    /// The Redis key of a breaker's fleet recovery (its latest recovery and next release
+    /// slot): its ring's [key](Fleet::key) followed by `:recovery`, so in the same Redis
+    /// Cluster slot (`{cutout%3Afleet:payments}:recovery` for the default prefix).
+    pub fn recovery_key(&self, breaker_id: &str) -> String {
+        crate::recovery::key(&self.key(breaker_id))
+    }
+
     /// The configuration the task runs with.
     pub(crate) fn config(&self) -> &Config {
         &self.shared().config
@@ -238,13 +254,27 @@ impl Fleet {
                 format!("breaker {id:?} is already watched by pod {:?}", self.pod()),
             ));
         }
+        let key = self.key(id);
+        let budget = self
+            .shared()
+            .config
+            .recovery_budget
+            .unwrap_or(crate::builder::RECOVERY_BUDGET);
         watched.push(Arc::new(Watched {
             breaker: breaker.clone(),
-            key: self.key(id),
+            recovery_key: crate::recovery::key(&key),
+            key,
+            spacing_us: crate::recovery::spacing_us(
+                budget,
+                crate::recovery::probes_per_release(breaker.settings()),
+            ),
+            publishes: crate::recovery::publishes(breaker.settings()),
             rule,
             slot: self.shared().slot(id),
             #[cfg(feature = "metrics")]
             trips: crate::metrics::trips(self.pod(), id),
+            #[cfg(feature = "metrics")]
+            releases: crate::metrics::releases(self.pod(), id),
         }));
         Ok(())
     }

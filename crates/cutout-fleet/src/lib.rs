@@ -11,8 +11,11 @@
 //! - **Off the call's path.** One background tokio task per `Fleet`, for any number of
 //!   breakers, does one round trip to Redis every [interval](FleetBuilder::interval) (default
 //!   250 ms). It reads a breaker only with [`Breaker::snapshot`](cutout::Breaker::snapshot)
-//!   and opens it only with [`Breaker::trip_on_signal`](cutout::Breaker::trip_on_signal); it
-//!   registers no observer or listener, so a watched breaker's hot path is unchanged.
+//!   (and, for fleet recovery, an open one with `break_may_end` and `break_remaining`), opens
+//!   it only with [`Breaker::trip_on_signal`](cutout::Breaker::trip_on_signal) and ends a
+//!   break only with [`Breaker::end_break_on_signal`](cutout::Breaker::end_break_on_signal);
+//!   it registers no observer or listener, so a watched breaker's hot path is unchanged (a
+//!   probe close is seen in the snapshots, not heard from an event).
 //! - **Redis is a hint, never a dependency.** Down, slow, partitioned or refusing the
 //!   password: a warning is logged, [`Fleet::health`] says degraded (with the last error and
 //!   since when), the `metrics` feature's `cutout_fleet_connected{pod}` reads 0, and every
@@ -22,6 +25,23 @@
 //! - **A fleet-wide open cap.** [`Fleet::open_gate`] makes a gate for
 //!   [`BreakerBuilder::open_gate`](cutout::BreakerBuilder::open_gate) that answers from the
 //!   task's cached view (how many other pods report the breaker open), without I/O.
+//! - **Fleet recovery.** A pod whose breaker was closed by its own probes (seen by the task's
+//!   snapshots: open or half-open at one tick, closed or recovering at the next, with no
+//!   manual action between, so that a [`reset`](cutout::Breaker::reset) proves nothing)
+//!   publishes it in the same round, dated on Redis's clock. A pod whose breaker is open on the
+//!   same id, on a break of its own ([`break_may_end`](cutout::Breaker::break_may_end)),
+//!   asks in its rounds for a release slot; the script grants one only for a recovery dated
+//!   after the pod's opening (an older one is stale: it says nothing about what opened it),
+//!   and only before the pod's own break ends, and spaces the slots fleet-wide so that
+//!   released pods that probe promptly send at most the
+//!   [recovery budget](FleetBuilder::recovery_budget)'s probes in any second (default 25;
+//!   the slots are strict, the probes follow the pods' calls). At its slot the pod ends its break with
+//!   [`end_break_on_signal`](cutout::Breaker::end_break_on_signal)`(PeerRecovered, age)`,
+//!   which the core judges against the opening once more, and its own probes decide. Every
+//!   pod open on a break of its own reads the recovery within two intervals of the first
+//!   close; each is released at its slot. Redis down: nothing is published or granted, and
+//!   each breaker serves its own break (a slot already granted is used; a close not yet
+//!   published is published when Redis answers again, if the breaker is still closed).
 //!
 //! The layout in Redis (a ring of time buckets per breaker that sums every pod's report, so
 //! that a round costs Redis the same at 10 pods or 10,000), its consistency and why each
@@ -63,6 +83,7 @@ mod grace;
 mod health;
 pub mod metrics;
 mod pacing;
+mod recovery;
 mod report;
 mod rule;
 mod store;

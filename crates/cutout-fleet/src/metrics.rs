@@ -10,6 +10,7 @@
 //! | `cutout_fleet_connected` | gauge | `pod` | 1 while the last round with Redis succeeded, 0 while degraded (and before the first round) |
 //! | `cutout_fleet_failed_rounds_total` | counter | `pod` | rounds and connects that failed (unreachable, timed out, refused) |
 //! | `cutout_fleet_trips_total` | counter | `pod`, `breaker` | breakers this pod opened on the fleet's counts |
+//! | `cutout_fleet_breaks_ended_total` | counter | `pod`, `breaker` | breaks this pod ended early on a peer's recovery (fleet recovery) |
 
 /// 1 while connected: `cutout_fleet_connected{pod}`.
 pub const CONNECTED: &str = "cutout_fleet_connected";
@@ -18,8 +19,11 @@ pub const FAILED_ROUNDS: &str = "cutout_fleet_failed_rounds_total";
 /// Fleet trips: `cutout_fleet_trips_total{pod, breaker}`.
 pub const TRIPS: &str = "cutout_fleet_trips_total";
 
+/// Breaks ended on a peer's recovery: `cutout_fleet_breaks_ended_total{pod, breaker}`.
+pub const BREAKS_ENDED: &str = "cutout_fleet_breaks_ended_total";
+
 /// Every series, as (name, type, HELP text): the descriptions the feature registers.
-pub const ALL: [(&str, &str, &str); 3] = [
+pub const ALL: [(&str, &str, &str); 4] = [
     (
         CONNECTED,
         "gauge",
@@ -34,6 +38,11 @@ pub const ALL: [(&str, &str, &str); 3] = [
         TRIPS,
         "counter",
         "Breakers this pod opened because the fleet's window reached the fleet rule.",
+    ),
+    (
+        BREAKS_ENDED,
+        "counter",
+        "Breaks this pod ended early because a peer's probes closed its breaker (fleet recovery).",
     ),
 ];
 
@@ -50,6 +59,7 @@ impl Handles {
         metrics::describe_gauge!(CONNECTED, ALL[0].2);
         metrics::describe_counter!(FAILED_ROUNDS, ALL[1].2);
         metrics::describe_counter!(TRIPS, ALL[2].2);
+        metrics::describe_counter!(BREAKS_ENDED, ALL[3].2);
         let connected = metrics::gauge!(CONNECTED, "pod" => pod.to_owned());
         connected.set(0.0);
         Handles {
@@ -63,4 +73,10 @@ impl Handles {
 #[cfg(feature = "metrics")]
 pub(crate) fn trips(pod: &str, breaker: &str) -> metrics::Counter {
     metrics::counter!(TRIPS, "pod" => pod.to_owned(), "breaker" => breaker.to_owned())
+}
+
+/// A watched breaker's counter of breaks ended on a peer's recovery.
+#[cfg(feature = "metrics")]
+pub(crate) fn releases(pod: &str, breaker: &str) -> metrics::Counter {
+    metrics::counter!(BREAKS_ENDED, "pod" => pod.to_owned(), "breaker" => breaker.to_owned())
 }

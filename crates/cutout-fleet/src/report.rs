@@ -10,6 +10,8 @@
 
 use cutout::{Snapshot, State};
 
+use crate::recovery;
+
 /// The first word of every ring: `CTFL` and the layout's version (1), little-endian. A value
 /// under the key that does not start with it is another program's, and is left alone.
 pub(crate) const MAGIC: i64 = 0x0001_4C46_5443;
@@ -143,16 +145,22 @@ pub struct Request {
     pub(crate) ledger: Option<Ledger>,
     /// Whether the breaker was closed when the report was taken (never sent: for the reply).
     pub(crate) closed: bool,
+    /// What the round asks of the breaker's recovery key (fleet recovery; see the
+    /// `recovery` module).
+    pub(crate) recovery: recovery::Args,
 }
 
 impl Request {
-    /// The script's `ARGV`, in its order.
-    pub(crate) fn args(&self) -> [String; 14] {
+    /// The script's `ARGV`, in its order: 14, or 18 for a round that asks anything of the
+    /// recovery key (a closed pod's round, the common one, sends and parses 4 fewer).
+    pub(crate) fn args(&self) -> Vec<String> {
         let (born, epoch, held) = match self.ledger {
             Some(ledger) => (ledger.born.to_string(), ledger.epoch, ledger.counts),
             None => (String::new(), 0, Counts::default()),
         };
-        [
+        let text = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
+        let ask = self.recovery.ask;
+        let mut args = vec![
             self.geometry.bucket_ms.to_string(),
             self.geometry.window.to_string(),
             self.geometry.ttl_ms.to_string(),
@@ -167,7 +175,16 @@ impl Request {
             held.failures.to_string(),
             held.slow.to_string(),
             u8::from(held.open).to_string(),
-        ]
+        ];
+        if self.recovery.any() {
+            args.extend([
+                text(self.recovery.publish_age_ms),
+                text(ask.map(|ask| ask.opened_age_ms)),
+                text(ask.map(|ask| ask.remaining_ms)),
+                text(ask.map(|ask| ask.spacing_us)),
+            ]);
+        }
+        args
     }
 
     /// What this pod holds after the script answered `outcome`: the share it wrote, or (a
@@ -188,13 +205,17 @@ impl Request {
 }
 
 /// What the script answers besides the ring: Redis's clock, the bucket it wrote in, whether
-/// it wrote, and the key's birth.
+/// it wrote, and the key's birth; and, for a round that asked the recovery key anything,
+/// Redis's clock in µs, the latest recovery's date and the slot granted (µs; 0: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Outcome {
     pub(crate) now_ms: u64,
     pub(crate) epoch: i64,
     pub(crate) wrote: bool,
     pub(crate) born: u64,
+    pub(crate) now_us: u64,
+    pub(crate) recovered_us: u64,
+    pub(crate) slot_us: u64,
 }
 
 /// A key's value, read: the header and every bucket, `[epoch, calls, failures, slow, pods,
@@ -299,11 +320,21 @@ impl Ring {
 }
 
 /// What [`apply`] did besides answering: whether the key's expiry was (re)set to the
-/// request's time to live (the key was created, or a bucket was opened for a new epoch).
+/// request's time to live (the key was created, or a bucket was opened for a new epoch), and
+/// whether the recovery key was written (its expiry set to the time to live too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Applied {
     pub(crate) outcome: Outcome,
     pub(crate) expiry: bool,
+    pub(crate) recovery_written: bool,
+}
+
+/// A recovery key's value, read: the latest recovery's date and the next free slot (µs on
+/// Redis's clock); `None` for anything but a value of this layout.
+pub(crate) fn parse_recovery(bytes: &[u8]) -> Option<(i64, i64)> {
+    let (magic, recovered, next) = (word(bytes, 0)?, word(bytes, 8)?, word(bytes, 16)?);
+    (bytes.len() == recovery::BYTES && magic == recovery::MAGIC && recovered >= 0 && next >= 0)
+        .then_some((recovered, next))
 }
 
 fn put(bytes: &mut [u8], at: usize, words: &[i64]) {
@@ -325,33 +356,80 @@ fn signed(value: u64) -> i64 {
 /// [`SCRIPT`]: crate::store::SCRIPT
 pub(crate) fn apply(
     value: &mut Option<Vec<u8>>,
+    recovered: &mut Option<Vec<u8>>,
     request: &Request,
     now_us: u64,
 ) -> Option<Applied> {
     let now_ms = now_us / 1000;
     let mut expiry = false;
-    let bytes = match value {
-        Some(bytes) => {
-            Ring::parse(bytes)?;
-            bytes
+    if let Some(bytes) = value.as_deref() {
+        Ring::parse(bytes)?;
+    }
+    let args = request.recovery;
+    let (mut recovered_us, mut next_us) = (0, 0);
+    if args.any()
+        && let Some(bytes) = recovered.as_deref()
+    {
+        (recovered_us, next_us) = parse_recovery(bytes)?;
+    }
+    if value.is_none() {
+        let geometry = request.geometry;
+        let slots = usize::try_from(2 * geometry.window).ok()?;
+        let mut bytes = vec![0; HEADER + slots * BUCKET];
+        put(
+            &mut bytes,
+            0,
+            &[
+                MAGIC,
+                signed(geometry.bucket_ms),
+                geometry.window,
+                signed(now_us),
+            ],
+        );
+        expiry = true;
+        *value = Some(bytes);
+    }
+    let bytes = value.as_mut()?;
+    // The recovery key: publish a recovery (the latest date wins), grant a slot.
+    let now = signed(now_us);
+    let micros = |ms: u64| signed(ms).saturating_mul(1000);
+    let mut written = false;
+    let mut slot = 0;
+    if let Some(age) = args.publish_age_ms {
+        let at = now.saturating_sub(micros(age));
+        if at > recovered_us {
+            recovered_us = at;
+            written = true;
         }
-        None => {
-            let geometry = request.geometry;
-            let slots = usize::try_from(2 * geometry.window).ok()?;
-            let mut bytes = vec![0; HEADER + slots * BUCKET];
-            put(
-                &mut bytes,
-                0,
-                &[
-                    MAGIC,
-                    signed(geometry.bucket_ms),
-                    geometry.window,
-                    signed(now_us),
-                ],
-            );
-            expiry = true;
-            value.insert(bytes)
+    }
+    if let Some(ask) = args.ask {
+        let opened = now.saturating_sub(micros(ask.opened_age_ms));
+        if recovered_us > 0 && recovered_us > opened {
+            let at = next_us.max(now);
+            if at < now.saturating_add(micros(ask.remaining_ms)) {
+                slot = at;
+                next_us = at.saturating_add(signed(ask.spacing_us));
+                written = true;
+            }
         }
+    }
+    if written {
+        let mut value = vec![0; recovery::BYTES];
+        put(&mut value, 0, &[recovery::MAGIC, recovered_us, next_us]);
+        *recovered = Some(value);
+    }
+    let answer = |epoch, wrote, born| Outcome {
+        now_ms,
+        epoch,
+        wrote,
+        born,
+        now_us,
+        recovered_us: if args.any() {
+            recovered_us.unsigned_abs()
+        } else {
+            0
+        },
+        slot_us: slot.unsigned_abs(),
     };
     let (bucket_ms, window, born) = (
         word(bytes, 8)?.max(1),
@@ -393,13 +471,9 @@ pub(crate) fn apply(
         }
         if others >= i64::from(request.cap) {
             return Some(Applied {
-                outcome: Outcome {
-                    now_ms,
-                    epoch,
-                    wrote: false,
-                    born,
-                },
+                outcome: answer(epoch, false, born),
                 expiry,
+                recovery_written: written,
             });
         }
         open = 1;
@@ -438,13 +512,9 @@ pub(crate) fn apply(
     current[5] += open;
     put(bytes, at, &current);
     Some(Applied {
-        outcome: Outcome {
-            now_ms,
-            epoch,
-            wrote: true,
-            born,
-        },
+        outcome: answer(epoch, true, born),
         expiry: expiry || reset,
+        recovery_written: written,
     })
 }
 
@@ -470,6 +540,7 @@ mod tests {
             },
             ledger,
             closed: true,
+            recovery: recovery::Args::default(),
         }
     }
 
@@ -484,7 +555,7 @@ mod tests {
             ledger: *ledger,
             ..request
         };
-        let applied = apply(value, &request, at_ms * 1000).expect("a ring");
+        let applied = apply(value, &mut None, &request, at_ms * 1000).expect("a ring");
         *ledger = request.ledger_after(&applied.outcome);
         Ring::parse(value.as_ref().unwrap())
             .unwrap()
@@ -593,7 +664,7 @@ mod tests {
                 ledger: *ledger,
                 ..request(10, 10, None)
             };
-            let applied = apply(&mut value, &claim, (start + 10) * 1000).unwrap();
+            let applied = apply(&mut value, &mut None, &claim, (start + 10) * 1000).unwrap();
             *ledger = claim.ledger_after(&applied.outcome);
             claimed += usize::from(applied.outcome.wrote);
         }
@@ -608,7 +679,7 @@ mod tests {
     #[test]
     fn other_values_are_not_rings() {
         let mut value = None;
-        apply(&mut value, &request(1, 0, None), 5_000_000).unwrap();
+        apply(&mut value, &mut None, &request(1, 0, None), 5_000_000).unwrap();
         let ring = value.clone().unwrap();
         assert!(Ring::parse(&ring).is_some());
         for bad in [
@@ -620,7 +691,10 @@ mod tests {
         ] {
             assert_eq!(Ring::parse(&bad), None);
             let mut foreign = Some(bad.clone());
-            assert_eq!(apply(&mut foreign, &request(1, 0, None), 5_000_000), None);
+            assert_eq!(
+                apply(&mut foreign, &mut None, &request(1, 0, None), 5_000_000),
+                None
+            );
             assert_eq!(foreign, Some(bad), "left as it was");
         }
     }

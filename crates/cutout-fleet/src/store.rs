@@ -56,6 +56,32 @@
 //!   an existing key keeps its own, and every pod reads and writes by the key's (pods with
 //!   another staleness bound share the first one's).
 //!
+//! # Fleet recovery
+//! A second key per breaker, `{<prefix>:<breaker id>}:recovery` (the ring's key and
+//! `:recovery`: the same hash tag, so the same Redis Cluster slot, and never a ring's key,
+//! which ends with `}`), holds a string of three little-endian `i64`: a magic word (`CTFR`
+//! and its layout's version), the latest recovery's date and the next free release slot, both
+//! µs on Redis's clock (24 bytes). The same script call reads and writes it, only for a round
+//! that publishes a recovery or asks for a slot (a closed pod's round, the common one, does
+//! not touch it):
+//! - **Publish.** The pod sends its close's age (ms on its own clock); the script dates it
+//!   `TIME − age` and keeps the latest date.
+//! - **Ask.** The pod sends its opening's age, what is left of its own break, and the spacing
+//!   of its fleet's budget. The script grants the slot `max(next free, now)` only if the
+//!   latest recovery is dated after the opening (else stale) and the slot comes before the
+//!   pod's own break ends; the next free slot then moves one spacing on. The answer carries
+//!   Redis's clock (µs), the latest recovery's date and the slot (0: none).
+//! - **Expiry.** Each write sets the key's expiry to the retention, as the ring's.
+//!
+//! Its cost does not depend on the pods either: a `GET` of 24 bytes and at most one `SET`, in
+//! the rounds that publish or ask. Why a separate key and not more bytes in the ring: a pod of
+//! the version before reads the ring of a pod of this one as its own (the ring's layout and
+//! version are unchanged), so a fleet can be upgraded pod by pod; and the ring's writes stay
+//! what they were. A key of another type, or a string of another format, under the recovery
+//! key is answered `CUTOUT_FOREIGN_KEY <type>` before any write, as for the ring (only in a
+//! round that would read it). The `recovery` module says what is published when, how the
+//! spacing follows from the budget, and what Redis's loss does.
+//!
 //! # Consistency
 //! Each script call is atomic, and judged on Redis's clock alone (`TIME` in the script): the
 //! pods' clocks never matter. The read is a `GET` right after the call, in the same round
@@ -150,11 +176,16 @@ fn escape(text: &str, colon: bool, out: &mut String) {
 /// open slot (see the module's docs; [`report::apply`](crate::report::apply) is the same in
 /// Rust, step for step).
 ///
-/// `KEYS[1]`: the ring. `ARGV`: the bucket length (ms) and window (buckets) for a new key,
-/// the time to live (ms), the cap (0: publish), the report (`calls failures slow open`),
-/// and the ledger: the key's birth it was written in (empty: none), its epoch and `calls
-/// failures slow open`. Returns `{now_ms, epoch, wrote, born}`, or the error
-/// `CUTOUT_FOREIGN_KEY <type>` and no write when the key holds something else.
+/// `KEYS[1]`: the ring; `KEYS[2]` (only in a round that asks fleet recovery anything): the
+/// breaker's recovery key. `ARGV`: the bucket length (ms) and window (buckets) for a new
+/// key, the time to live (ms), the cap (0: publish), the report (`calls failures slow
+/// open`), the ledger: the key's birth it was written in (empty: none), its epoch and `calls
+/// failures slow open`; and, with `KEYS[2]`, fleet recovery's: the age of a close to publish
+/// (ms; empty: none), and for a slot asked for the opening's age (ms; empty: none), the own
+/// break's remainder (ms) and the spacing (µs). Returns `{now_ms,
+/// epoch, wrote, born, now_us, recovered_us, slot_us}` (the last two 0 when the round asked
+/// nothing of the recovery key, or none was granted), or the error `CUTOUT_FOREIGN_KEY
+/// <type>` and no write when a key it reads holds something else.
 pub(crate) const SCRIPT: &str = r"
 local t = redis.call('TIME')
 local key = KEYS[1]
@@ -166,6 +197,7 @@ if type(value) == 'table' then
   return value
 end
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local us = t[1] * 1000000 + t[2]
 local magic, ms, m, born
 if value then
   if #value >= 32 then magic, ms, m, born = struct.unpack('<llll', value) end
@@ -173,10 +205,48 @@ if value then
       or #value ~= 32 + 96 * m then
     return redis.error_reply('CUTOUT_FOREIGN_KEY string')
   end
-else
-  ms = tonumber(ARGV[1]); m = tonumber(ARGV[2]); born = t[1] * 1000000 + t[2]
+end
+local publish = #ARGV > 14 and ARGV[15] ~= ''
+local ask = #ARGV > 14 and ARGV[16] ~= ''
+local rec, nxt = 0, 0
+local rkey = KEYS[2]
+if publish or ask then
+  local rv = redis.pcall('GET', rkey)
+  if type(rv) == 'table' then
+    if string.sub(tostring(rv.err), 1, 9) == 'WRONGTYPE' then
+      return redis.error_reply('CUTOUT_FOREIGN_KEY ' .. redis.call('TYPE', rkey)['ok'])
+    end
+    return rv
+  end
+  if rv then
+    local rmagic
+    if #rv == 24 then rmagic, rec, nxt = struct.unpack('<lll', rv) end
+    if rmagic ~= 5675308099 or rec < 0 or nxt < 0 then
+      return redis.error_reply('CUTOUT_FOREIGN_KEY string')
+    end
+  end
+end
+if not value then
+  ms = tonumber(ARGV[1]); m = tonumber(ARGV[2]); born = us
   value = struct.pack('<llll', 5574644803, ms, m, born) .. string.rep('\0', 96 * m)
   redis.call('SET', key, value, 'PX', ARGV[3])
+end
+local written, slot = false, 0
+if publish then
+  local at = us - tonumber(ARGV[15]) * 1000
+  if at > rec then rec = at; written = true end
+end
+if ask then
+  local opened = us - tonumber(ARGV[16]) * 1000
+  if rec > 0 and rec > opened then
+    local at = math.max(nxt, us)
+    if at < us + tonumber(ARGV[17]) * 1000 then
+      slot = at; nxt = at + tonumber(ARGV[18]); written = true
+    end
+  end
+end
+if written then
+  redis.call('SET', rkey, struct.pack('<lll', 5675308099, rec, nxt), 'PX', ARGV[3])
 end
 local b = math.floor(now / ms)
 local ring = 2 * m
@@ -202,7 +272,7 @@ if cap > 0 then
     local xe = struct.unpack('<l', value, 33 + (x % ring) * 48)
     if xe == x then n = n - lo end
   end
-  if n >= cap then return {now, b, 0, born} end
+  if n >= cap then return {now, b, 0, born, us, rec, slot} end
   open = 1
 end
 local head = ''
@@ -231,7 +301,7 @@ if head ~= '' or bucket ~= string.sub(value, at, at + 47) then
   redis.call('SETRANGE', key, from - 1, head .. bucket)
 end
 if reset then redis.call('PEXPIRE', key, ARGV[3]) end
-return {now, b, 1, born}
+return {now, b, 1, born, us, rec, slot}
 ";
 
 /// A connection with the script loaded on it.
@@ -244,6 +314,8 @@ pub(crate) struct Link {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Publish<'a> {
     pub(crate) key: &'a str,
+    /// The breaker's recovery key (`recovery::key` of `key`).
+    pub(crate) recovery_key: &'a str,
     pub(crate) request: &'a Request,
 }
 
@@ -468,11 +540,15 @@ impl Link {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for publish in publishes {
-            pipe.cmd("EVALSHA")
-                .arg(&self.sha)
-                .arg(1)
-                .arg(publish.key)
-                .arg(&publish.request.args()[..]);
+            let command = pipe.cmd("EVALSHA").arg(&self.sha);
+            // The recovery key only for a round that reads it (its `ARGV` has the four
+            // recovery arguments then): a closed pod's round names one key, as before.
+            if publish.request.recovery.any() {
+                command.arg(2).arg(publish.key).arg(publish.recovery_key);
+            } else {
+                command.arg(1).arg(publish.key);
+            }
+            command.arg(&publish.request.args()[..]);
             pipe.cmd("GET").arg(publish.key);
         }
         pipe.query_async::<Vec<Value>>(&mut self.conn)
@@ -503,17 +579,24 @@ fn key_reply(script: Value, read: Value) -> KeyReply {
             return KeyReply::Error(FleetError::from_redis(&error));
         }
         Value::Array(parts) => match parts.as_slice() {
-            [now, epoch, wrote, born] => {
-                match (number(now), number(epoch), number(wrote), number(born)) {
-                    (Some(now_ms), Some(epoch), Some(wrote @ 0..=1), Some(born)) => Outcome {
-                        now_ms,
-                        epoch: i64::try_from(epoch).unwrap_or(i64::MAX),
-                        wrote: wrote == 1,
-                        born,
-                    },
-                    _ => return KeyReply::Malformed,
-                }
-            }
+            [now, epoch, wrote, born, now_us, recovered, slot] => match (
+                (number(now), number(epoch), number(wrote), number(born)),
+                (number(now_us), number(recovered), number(slot)),
+            ) {
+                (
+                    (Some(now_ms), Some(epoch), Some(wrote @ 0..=1), Some(born)),
+                    (Some(now_us), Some(recovered_us), Some(slot_us)),
+                ) => Outcome {
+                    now_ms,
+                    epoch: i64::try_from(epoch).unwrap_or(i64::MAX),
+                    wrote: wrote == 1,
+                    born,
+                    now_us,
+                    recovered_us,
+                    slot_us,
+                },
+                _ => return KeyReply::Malformed,
+            },
             _ => return KeyReply::Malformed,
         },
         _ => return KeyReply::Malformed,
@@ -566,9 +649,18 @@ impl Connection {
         &mut self,
         calls: &[(&str, &Request)],
     ) -> Result<Vec<crate::sim::Reply>, FleetError> {
+        let recovery_keys: Vec<String> = calls
+            .iter()
+            .map(|(key, _)| crate::recovery::key(key))
+            .collect();
         let publishes: Vec<Publish<'_>> = calls
             .iter()
-            .map(|&(key, request)| Publish { key, request })
+            .zip(&recovery_keys)
+            .map(|(&(key, request), recovery_key)| Publish {
+                key,
+                recovery_key,
+                request,
+            })
             .collect();
         let replies = self.link.exchange(&publishes, self.timeout).await?;
         Ok(replies.into_iter().map(crate::sim::Reply).collect())
@@ -615,6 +707,8 @@ mod tests {
     fn the_script_and_its_twin_agree_on_the_magic_word() {
         assert!(SCRIPT.contains(&crate::report::MAGIC.to_string()));
         assert_eq!(&crate::report::MAGIC.to_le_bytes()[..5], b"CTFL\x01");
+        assert!(SCRIPT.contains(&crate::recovery::MAGIC.to_string()));
+        assert_eq!(&crate::recovery::MAGIC.to_le_bytes()[..5], b"CTFR\x01");
     }
 
     #[test]
@@ -626,8 +720,10 @@ mod tests {
             report: crate::report::Counts::default(),
             ledger: None,
             closed: true,
+            recovery: crate::recovery::Args::default(),
         };
-        let applied = crate::report::apply(&mut value, &request, 1_700_000_000_123_456).unwrap();
+        let applied =
+            crate::report::apply(&mut value, &mut None, &request, 1_700_000_000_123_456).unwrap();
         let ring = value.unwrap();
         let script = |born: u64| {
             Value::Array(vec![
@@ -635,6 +731,9 @@ mod tests {
                 Value::Int(applied.outcome.epoch),
                 Value::Int(1),
                 Value::Int(i64::try_from(born).unwrap()),
+                Value::Int(1_700_000_000_123_456),
+                Value::Int(0),
+                Value::Int(0),
             ])
         };
         match key_reply(script(applied.outcome.born), bulk(&ring)) {
@@ -654,6 +753,19 @@ mod tests {
                     Value::Int(1),
                     Value::Int(2),
                     Value::Int(1),
+                    Value::Int(1),
+                    Value::Int(0),
+                    Value::Int(0),
+                ]),
+                bulk(&ring),
+            ),
+            // The layout before fleet recovery answered four numbers.
+            (
+                Value::Array(vec![
+                    Value::Int(1_700_000_000_123),
+                    Value::Int(applied.outcome.epoch),
+                    Value::Int(1),
+                    Value::Int(i64::try_from(applied.outcome.born).unwrap()),
                 ]),
                 bulk(&ring),
             ),

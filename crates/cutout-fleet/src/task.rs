@@ -47,6 +47,7 @@ use crate::fleet::{Shared, Watched};
 use crate::grace::TripGrace;
 use crate::health::Status;
 use crate::pacing::{Backoff, WarnPace};
+use crate::recovery::{self, Recovery};
 use crate::report::{Geometry, Ledger, Local, Request};
 use crate::rule::Trigger;
 use crate::store::{KeyReply, Link, Publish, Target};
@@ -81,6 +82,19 @@ struct KeyState {
     ledger: Option<Ledger>,
     /// A trip from closed lately (on the task's milliseconds since it started).
     grace: TripGrace,
+    /// Fleet recovery: a probe close to publish, the release slot granted.
+    recovery: Recovery,
+    /// The timer that ends the break at the slot granted.
+    release: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for KeyState {
+    fn drop(&mut self) {
+        // An unwatched breaker, or a fleet gone: its slot is not used.
+        if let Some(release) = self.release.take() {
+            release.abort();
+        }
+    }
 }
 
 /// What one breaker's reply asks of the task.
@@ -159,12 +173,13 @@ impl Task {
         let requests: Vec<Request> = watched
             .iter()
             .zip(&locals)
-            .map(|(w, local)| Request {
+            .map(|(w, (local, recovery))| Request {
                 geometry,
                 cap: 0,
                 report: local.counts(),
                 ledger: self.keys.get(&w.key).and_then(|key| key.ledger),
                 closed: local.closed,
+                recovery: *recovery,
             })
             .collect();
         let publishes: Vec<Publish<'_>> = watched
@@ -172,17 +187,20 @@ impl Task {
             .zip(&requests)
             .map(|(w, request)| Publish {
                 key: &w.key,
+                recovery_key: &w.recovery_key,
                 request,
             })
             .collect();
+        let sent = millis(self.started.elapsed());
         let replies = link.exchange(&publishes, config.timeout).await;
+        let received = millis(self.started.elapsed());
         drop(publishes);
         match replies {
             Ok(replies) => {
                 let mut server_error = None;
                 let mut claims = Vec::new();
                 for ((w, request), reply) in watched.iter().zip(&requests).zip(replies) {
-                    let applied = self.apply(w, request, reply);
+                    let applied = self.apply(w, request, reply, (sent, received));
                     if let Some(error) = applied.error {
                         server_error.get_or_insert(error);
                     }
@@ -217,13 +235,16 @@ impl Task {
         }
     }
 
-    /// Snapshots every watched breaker and notes its state in its trip grace, on every tick
-    /// whether or not a round follows; returns what each would publish now. `snapshot`
-    /// changes nothing and is the only read of a breaker. Taken right before the round, so
-    /// that what is published is what the breakers hold now.
-    fn observe(&mut self, watched: &[Arc<Watched>]) -> Vec<Local> {
+    /// Snapshots every watched breaker and notes its state in its trip grace and its fleet
+    /// recovery, on every tick whether or not a round follows; returns what each would
+    /// publish now and ask of its recovery key. `snapshot` changes nothing and is the only
+    /// read of a breaker, with, for an open one that holds no release slot,
+    /// `break_may_end` and `break_remaining`. Taken right before the round, so that what is
+    /// published is what the breakers hold now.
+    fn observe(&mut self, watched: &[Arc<Watched>]) -> Vec<(Local, recovery::Args)> {
         let now_ms = millis(self.started.elapsed());
         let grace_ms = millis(self.shared.config.staleness);
+        let recovering = self.shared.config.recovery_budget.is_some();
         // Keep the per-key state bounded by what is watched now.
         let keys: HashSet<&str> = watched.iter().map(|w| w.key.as_str()).collect();
         self.keys.retain(|key, _| keys.contains(&key.as_str()));
@@ -233,7 +254,26 @@ impl Task {
                 let snapshot = w.breaker.snapshot();
                 let key = self.keys.entry(w.key.clone()).or_default();
                 let tripped_lately = key.grace.observe(snapshot.state, now_ms, grace_ms);
-                Local::of(&snapshot, tripped_lately)
+                let mut args = recovery::Args::default();
+                if recovering {
+                    let held = key.recovery.next_release().is_some();
+                    key.recovery.observe(&snapshot, w.publishes, now_ms);
+                    if held
+                        && key.recovery.next_release().is_none()
+                        && let Some(release) = key.release.take()
+                    {
+                        // Dropped by a new state (see `Recovery::observe`): not used.
+                        release.abort();
+                    }
+                    if key.recovery.take_due(now_ms).is_some() {
+                        // Come: its timer ends the break (or has); the handle goes.
+                        key.release = None;
+                    }
+                    args = key
+                        .recovery
+                        .args(&w.breaker, &snapshot, w.spacing_us, now_ms);
+                }
+                (Local::of(&snapshot, tripped_lately), args)
             })
             .collect()
     }
@@ -250,6 +290,8 @@ impl Task {
             .map(|(w, request, cap, _)| Request {
                 cap: *cap,
                 ledger: self.keys.get(&w.key).and_then(|key| key.ledger),
+                // The round before asked what fleet recovery had to ask.
+                recovery: recovery::Args::default(),
                 ..request.clone()
             })
             .collect();
@@ -258,12 +300,14 @@ impl Task {
             .zip(&requests)
             .map(|((w, ..), request)| Publish {
                 key: &w.key,
+                recovery_key: &w.recovery_key,
                 request,
             })
             .collect();
         let Some(link) = self.link.as_mut() else {
             return Ok(());
         };
+        let sent = millis(self.started.elapsed());
         let replies = match link.exchange(&publishes, self.shared.config.timeout).await {
             Ok(replies) => replies,
             Err(error) => {
@@ -276,11 +320,12 @@ impl Task {
                 return Err(error);
             }
         };
+        let received = millis(self.started.elapsed());
         drop(publishes);
         let mut server_error = None;
         for (((w, _, _, trigger), request), reply) in claims.iter().zip(&requests).zip(replies) {
             let claimed = matches!(&reply, KeyReply::Ring { outcome, .. } if outcome.wrote);
-            let applied = self.apply(w, request, reply);
+            let applied = self.apply(w, request, reply, (sent, received));
             if let Some(error) = applied.error {
                 server_error.get_or_insert(error);
             }
@@ -297,9 +342,17 @@ impl Task {
         }
     }
 
-    /// One breaker's reply: update what it holds and its view; whether the fleet's window
-    /// fires for it (closed), and the server error that failed its part of the round.
-    fn apply(&mut self, w: &Watched, request: &Request, reply: KeyReply) -> Applied {
+    /// One breaker's reply to a round sent and answered at `(sent, received)` (the task's
+    /// ms): update what it holds, its view and its fleet recovery (a release slot granted
+    /// starts its timer); whether the fleet's window fires for it (closed), and the server
+    /// error that failed its part of the round.
+    fn apply(
+        &mut self,
+        w: &Watched,
+        request: &Request,
+        reply: KeyReply,
+        (sent, received): (u64, u64),
+    ) -> Applied {
         let pod = self.shared.config.pod.as_str();
         let key = self.keys.entry(w.key.clone()).or_default();
         let (outcome, ring) = match reply {
@@ -338,6 +391,19 @@ impl Task {
             }
         };
         let aggregate = absorb(request, &outcome, &ring, &mut key.ledger);
+        let had = key.recovery.next_release();
+        key.recovery.answered(
+            &request.recovery,
+            (outcome.now_us, outcome.recovered_us, outcome.slot_us),
+            sent,
+            received,
+        );
+        if let Some(ticket) = key.recovery.ticket().filter(|_| had.is_none()) {
+            if let Some(old) = key.release.take() {
+                old.abort();
+            }
+            key.release = Some(release_at(&self.shared.config.pod, w, ticket, self.started));
+        }
         w.slot.store(&aggregate, self.shared.config.staleness);
         let view = aggregate.view;
         let fires = if request.closed && request.cap == 0 {
@@ -409,6 +475,41 @@ impl Task {
             );
         }
     }
+}
+
+/// Starts the timer that ends `w`'s break at the slot of `ticket` (on the task's clock, which
+/// started at `started`), with the evidence's age then: `end_break_on_signal` judges it
+/// against the breaker's opening, so a breaker that opened again since, or that left open
+/// on its own, is left as it is. A timer of its own, so that a round that waits on Redis
+/// never makes a release late (the budget's spacing holds to the millisecond).
+fn release_at(
+    pod: &str,
+    w: &Watched,
+    ticket: recovery::Ticket,
+    started: Instant,
+) -> tokio::task::AbortHandle {
+    let at = started + Duration::from_millis(ticket.release_ms);
+    let evidence = started + Duration::from_millis(ticket.evidence_ms);
+    let breaker = w.breaker.clone();
+    let pod = pod.to_owned();
+    #[cfg(feature = "metrics")]
+    let releases = w.releases.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep_until(at.into()).await;
+        let age = evidence.elapsed();
+        if breaker.end_break_on_signal(cutout::BreakEndReason::PeerRecovered, age) {
+            #[cfg(feature = "metrics")]
+            releases.increment(1);
+            tracing::info!(
+                pod = pod.as_str(),
+                breaker = %breaker.id(),
+                evidence_age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+                "fleet recovery: a peer's probes closed its breaker; this one's break ended \
+                 early, its own probes decide"
+            );
+        }
+    })
+    .abort_handle()
 }
 
 /// Opens a breaker on the fleet's window (a no-op if it is no longer closed).

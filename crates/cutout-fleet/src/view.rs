@@ -194,9 +194,10 @@ pub mod sim {
     use std::collections::HashMap;
     use std::time::Duration;
 
-    use cutout::Snapshot;
+    use cutout::{BreakEndReason, Breaker, Settings, Snapshot};
 
     use super::{FleetView, absorb};
+    use crate::recovery::{self, Recovery};
     pub use crate::report::Request;
     use crate::report::{Geometry, Ledger, Ring, apply};
     use crate::rule::ResolvedRule;
@@ -221,35 +222,78 @@ pub mod sim {
         pub fn wrote(&self) -> bool {
             matches!(&self.0, KeyReply::Ring { outcome, .. } if outcome.wrote)
         }
+
+        /// Fleet recovery's answer, when the script answered with a ring: Redis's clock, the
+        /// latest recovery's date and the slot granted, in µs (0: none, or not asked).
+        pub fn recovery(&self) -> Option<(u64, u64, u64)> {
+            match &self.0 {
+                KeyReply::Ring { outcome, .. } => {
+                    Some((outcome.now_us, outcome.recovered_us, outcome.slot_us))
+                }
+                _ => None,
+            }
+        }
     }
+
+    /// The default fleet recovery budget, probes per second (see
+    /// [`FleetBuilder::recovery_budget`](crate::FleetBuilder::recovery_budget)).
+    pub const RECOVERY_BUDGET: u32 = crate::builder::RECOVERY_BUDGET;
+    /// The largest fleet recovery budget a fleet accepts.
+    pub const MAX_RECOVERY_BUDGET: u32 = crate::builder::MAX_RECOVERY_BUDGET;
 
     /// The key of breaker `id`'s ring under `prefix`, as [`Fleet::key`](crate::Fleet::key).
     pub fn key(prefix: &str, id: &str) -> String {
         crate::store::key(prefix, id)
     }
 
+    /// The recovery key of the breaker whose ring is `ring_key`, as
+    /// [`Fleet::recovery_key`](crate::Fleet::recovery_key).
+    pub fn recovery_key(ring_key: &str) -> String {
+        recovery::key(ring_key)
+    }
+
     /// One pod's side of one breaker, as the task keeps it: the ring's geometry it asks for,
-    /// the rule, and what it holds.
+    /// the rule, what it holds, and its side of fleet recovery (off unless
+    /// [`with_recovery`](Publisher::with_recovery)).
     #[derive(Debug, Clone)]
     pub struct Publisher {
         geometry: Geometry,
         rule: ResolvedRule,
         ledger: Option<Ledger>,
+        recovery: Recovery,
+        /// The spacing of release slots (µs) and whether this breaker's closes are
+        /// published; `None`: fleet recovery off.
+        recovery_config: Option<(u64, bool)>,
+    }
+
+    fn ms(duration: Duration) -> u64 {
+        u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
     }
 
     impl Publisher {
         /// A pod of a fleet with this staleness bound and retention, judging by `rule`.
         pub fn new(staleness: Duration, retention: Duration, rule: ResolvedRule) -> Publisher {
-            let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
             Publisher {
                 geometry: Geometry::new(ms(staleness), ms(retention)),
                 rule,
                 ledger: None,
+                recovery: Recovery::default(),
+                recovery_config: None,
             }
         }
 
+        /// With fleet recovery, as a fleet of this recovery budget (probes per second) runs
+        /// it for a breaker of these settings (see
+        /// [`FleetBuilder::recovery_budget`](crate::FleetBuilder::recovery_budget)).
+        pub fn with_recovery(mut self, budget: u32, settings: &Settings) -> Publisher {
+            let spacing = recovery::spacing_us(budget, recovery::probes_per_release(settings));
+            self.recovery_config = Some((spacing, recovery::publishes(settings)));
+            self
+        }
+
         /// The request of a round: the report of `snapshot` (with the trip grace's verdict),
-        /// and what this pod holds.
+        /// and what this pod holds. Asks nothing of fleet recovery (see
+        /// [`Publisher::round`]).
         pub fn request(&self, snapshot: &Snapshot, tripped_lately: bool) -> Request {
             let local = crate::report::Local::of(snapshot, tripped_lately);
             Request {
@@ -258,14 +302,31 @@ pub mod sim {
                 report: local.counts(),
                 ledger: self.ledger,
                 closed: local.closed,
+                recovery: recovery::Args::default(),
             }
         }
 
-        /// A claim of an open slot under `cap`, in the place of the last request.
+        /// The request of a round at `now` (any clock of the pod's, in whole milliseconds):
+        /// the snapshot of `breaker` noted by fleet recovery as the task notes it, its report,
+        /// and, with fleet recovery, the recovery to publish and the slot to ask for.
+        pub fn round(&mut self, breaker: &Breaker, tripped_lately: bool, now: Duration) -> Request {
+            let snapshot = breaker.snapshot();
+            let mut request = self.request(&snapshot, tripped_lately);
+            if let Some((spacing, publishes)) = self.recovery_config {
+                let now = ms(now);
+                self.recovery.observe(&snapshot, publishes, now);
+                request.recovery = self.recovery.args(breaker, &snapshot, spacing, now);
+            }
+            request
+        }
+
+        /// A claim of an open slot under `cap`, in the place of the last request (it asks
+        /// nothing of fleet recovery: the request it follows did).
         pub fn claim(&self, request: &Request, cap: u32) -> Request {
             Request {
                 cap: cap.max(1),
                 ledger: self.ledger,
+                recovery: recovery::Args::default(),
                 ..request.clone()
             }
         }
@@ -285,6 +346,41 @@ pub mod sim {
                     .fires(view.calls, view.failures, view.slow)
                     .is_some();
             Some((view, fires))
+        }
+
+        /// [`Publisher::absorb`] for a round sent at `sent` and answered at `received` (the
+        /// pod's clock): also takes in fleet recovery's answer (the recovery published, the
+        /// slot granted).
+        pub fn absorb_at(
+            &mut self,
+            request: &Request,
+            reply: &Reply,
+            sent: Duration,
+            received: Duration,
+        ) -> Option<(FleetView, bool)> {
+            if let KeyReply::Ring { outcome, .. } = &reply.0 {
+                self.recovery.answered(
+                    &request.recovery,
+                    (outcome.now_us, outcome.recovered_us, outcome.slot_us),
+                    ms(sent),
+                    ms(received),
+                );
+            }
+            self.absorb(request, reply)
+        }
+
+        /// When the slot granted comes, on the pod's clock.
+        pub fn next_release(&self) -> Option<Duration> {
+            self.recovery.next_release().map(Duration::from_millis)
+        }
+
+        /// At `now`: if the slot granted has come, ends `breaker`'s break with
+        /// [`end_break_on_signal`](cutout::Breaker::end_break_on_signal)`(PeerRecovered,
+        /// age)`, as the task does. Returns whether the break ended.
+        pub fn release(&mut self, breaker: &Breaker, now: Duration) -> bool {
+            self.recovery
+                .take_due(ms(now))
+                .is_some_and(|age| breaker.end_break_on_signal(BreakEndReason::PeerRecovered, age))
         }
 
         /// A reply that never came: the call may or may not have run, so the pod no longer
@@ -307,20 +403,27 @@ pub mod sim {
             Store::default()
         }
 
-        /// The script and the read after it, for `request` on `key` at `now` on the store's
-        /// clock.
+        /// The script and the read after it, for `request` on `key` (and its recovery key)
+        /// at `now` on the store's clock.
         pub fn round(&mut self, key: &str, request: &Request, now: Duration) -> Reply {
             let now_us = u64::try_from(now.as_micros()).unwrap_or(u64::MAX);
             let now_ms = now_us / 1000;
-            let (mut value, mut expires) = match self.keys.remove(key) {
+            let recovery_key = recovery::key(key);
+            let mut live = |key: &str| match self.keys.remove(key) {
                 Some((value, expires)) if expires > now_ms => (Some(value), expires),
                 _ => (None, 0),
             };
-            let applied = apply(&mut value, request, now_us);
+            let (mut value, mut expires) = live(key);
+            let (mut recovered, mut recovered_expires) = live(&recovery_key);
+            let applied = apply(&mut value, &mut recovered, request, now_us);
+            let ttl = now_ms.saturating_add(request.geometry.ttl_ms);
             let reply = match (applied, &value) {
                 (Some(applied), Some(bytes)) => {
                     if applied.expiry {
-                        expires = now_ms.saturating_add(request.geometry.ttl_ms);
+                        expires = ttl;
+                    }
+                    if applied.recovery_written {
+                        recovered_expires = ttl;
                     }
                     match Ring::parse(bytes) {
                         Some(ring) => KeyReply::Ring {
@@ -334,6 +437,9 @@ pub mod sim {
             };
             if let Some(value) = value {
                 self.keys.insert(key.to_owned(), (value, expires));
+            }
+            if let Some(value) = recovered {
+                self.keys.insert(recovery_key, (value, recovered_expires));
             }
             Reply(reply)
         }
@@ -350,6 +456,11 @@ pub mod sim {
         /// Sets a key's value and expiry (ms on the store's clock), as another writer would.
         pub fn insert(&mut self, key: &str, value: Vec<u8>, expires_ms: u64) {
             self.keys.insert(key.to_owned(), (value, expires_ms));
+        }
+
+        /// Deletes a key, as another writer would (or its expiry).
+        pub fn remove(&mut self, key: &str) {
+            self.keys.remove(key);
         }
     }
 }
@@ -377,8 +488,9 @@ mod tests {
             },
             ledger: None,
             closed: !open,
+            recovery: crate::recovery::Args::default(),
         };
-        let applied = apply(value, &request, at_ms * 1000).unwrap();
+        let applied = apply(value, &mut None, &request, at_ms * 1000).unwrap();
         (applied.outcome, request.ledger_after(&applied.outcome))
     }
 

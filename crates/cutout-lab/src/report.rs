@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use cutout::{State, Transition};
+use cutout::{BreakEndReason, State, Transition};
 
 use crate::incident::Incident;
 use crate::latency::Histogram;
@@ -67,6 +67,9 @@ pub struct Metrics {
     pub trips_overloaded: u32,
     /// Breakers re-opened from half-open (failed, slow or timed-out probes).
     pub probe_reopens: u32,
+    /// Breaks ended early because a peer's probes closed its breaker (fleet recovery,
+    /// `[fleet-signals]`; see [`crate::signals`]).
+    pub peer_releases: u32,
     /// Every opening (trips and probe re-opens) by reason, sorted by reason name.
     pub reasons: BTreeMap<&'static str, u32>,
     /// Successful requests per second over the whole run.
@@ -120,6 +123,7 @@ impl Metrics {
             trips_after_incident: 0,
             trips_overloaded: 0,
             probe_reopens: 0,
+            peer_releases: 0,
             reasons: BTreeMap::new(),
             goodput: goodput(run, 0, scenario.duration),
             goodput_in_trouble: script
@@ -137,6 +141,13 @@ impl Metrics {
             against_oracle: None,
         };
         for t in &run.transitions {
+            if let Transition::BreakEnded {
+                reason: BreakEndReason::PeerRecovered,
+                ..
+            } = t.transition
+            {
+                m.peer_releases += 1;
+            }
             let Transition::Opened { from, reason, .. } = t.transition else {
                 continue;
             };
@@ -462,6 +473,13 @@ impl Metrics {
             f(
                 "probes that re-opened",
                 count(self.probe_reopens.into()),
+                None,
+                Count,
+                "-",
+            ),
+            f(
+                "breaks ended early by a peer's recovery",
+                count(self.peer_releases.into()),
                 None,
                 Count,
                 "-",

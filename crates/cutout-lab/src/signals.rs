@@ -2,7 +2,9 @@
 //! simulated Redis and reads the fleet's back, as cutout-fleet does, through cutout-fleet's
 //! own layout, and trips its closed breaker with
 //! [`Breaker::trip_on_signal`](cutout::Breaker::trip_on_signal) when the fleet's window reaches
-//! the fleet rule.
+//! the fleet rule; and fleet recovery, as cutout-fleet runs it: a pod whose own probes closed
+//! its breaker publishes it, and open pods end their break early in release slots within a
+//! probe budget.
 //!
 //! ```toml
 //! [fleet-signals]
@@ -11,6 +13,8 @@
 //! store-latency = "5ms"   # one way: a round reaches the store this late, and its answer
 //! loss = 0.01             # probability that a round's call, or its answer, is lost
 //! staleness = "1s"        # default: 3 × interval + 250 ms, as cutout-fleet's
+//! recovery = true         # default, as cutout-fleet's; false: no fleet recovery
+//! recovery-budget = 25    # probes per second fleet-wide (default cutout-fleet's, 25)
 //! ```
 //!
 //! With the section (and `enabled = true`), every setting runs twice: its own column, local
@@ -36,6 +40,25 @@
 //! its bucket is in the window (between ¾ of the staleness bound and all of it after the
 //! pod's last round); rings expire cutout-fleet's default retention (60 s) after their last
 //! write. A read costs the same whatever the number of pods, as it does on Redis.
+//!
+//! **Fleet recovery** goes through the same rounds, with cutout-fleet's own side of a pod
+//! (`sim::Publisher::round`, `absorb_at` and `release`: the code the task runs) and the
+//! script's twin for the breaker's recovery key. At each round the pod's snapshot is noted as
+//! the task notes it at each tick: a close by its own probes since the last round (open or
+//! half-open then, closed or recovering now, no manual action between) is published, dated at
+//! the round before; an open breaker on a break of its own that holds no release slot asks
+//! for one, with its opening's age and its own break's remainder. The store dates the
+//! recovery on its clock and hands out slots a spacing apart (cutout-fleet's
+//! `recovery_budget`: `1 / (⌊budget / w⌋ − 1)` s, `w` the probes one release may send, 2 at
+//! the core's defaults). The answer's slot becomes an event of the run at the slot's time on
+//! the pod's clock (the answer's arrival plus the slot's distance from the store's time),
+//! where the pod's breaker gets `end_break_on_signal(PeerRecovered, age)`, the age being how
+//! long before then the recovery was gathered; the core judges it against the breaker's
+//! opening, and the breaker's own probes decide. A lost round publishes nothing (the
+//! recovery goes with the next round) and grants nothing the pod learns of; a slot the store
+//! granted whose answer was lost goes unused. Left out: cutout-fleet's timers run on the
+//! task's millisecond clock, the lab's on the simulated one (the slot is rounded up to the
+//! millisecond in both).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -63,6 +86,12 @@ pub struct FleetSignalsSpec {
     /// How old a report may be and count (default 3 × interval + 250 ms, from one interval
     /// to 1 h, as cutout-fleet's).
     pub staleness: Option<String>,
+    /// Whether the pods take part in fleet recovery (default true, as cutout-fleet's
+    /// `FleetBuilder::recovery`).
+    pub recovery: Option<bool>,
+    /// Fleet recovery's probe budget, probes per second fleet-wide (default cutout-fleet's,
+    /// 25; from 1 to 100,000, as cutout-fleet allows).
+    pub recovery_budget: Option<u32>,
 }
 
 /// `[fleet-signals]`, checked.
@@ -76,6 +105,8 @@ pub struct FleetSignals {
     pub loss: f64,
     /// How old a report may be and count.
     pub staleness: Duration,
+    /// Fleet recovery's probe budget (probes per second fleet-wide); `None`: off.
+    pub recovery: Option<u32>,
 }
 
 impl FleetSignalsSpec {
@@ -133,6 +164,16 @@ impl FleetSignalsSpec {
                 humantime::format_duration(Self::MAX_STALENESS)
             ));
         }
+        let budget = self
+            .recovery_budget
+            .unwrap_or(cutout_fleet::sim::RECOVERY_BUDGET);
+        let most = cutout_fleet::sim::MAX_RECOVERY_BUDGET;
+        if !(1..=most).contains(&budget) {
+            return Err(format!(
+                "fleet-signals.recovery-budget = {budget}: from 1 to {most} probes per second, \
+                 as cutout-fleet allows (recovery = false switches fleet recovery off)"
+            ));
+        }
         if !self.enabled.unwrap_or(true) {
             return Ok(None);
         }
@@ -141,6 +182,7 @@ impl FleetSignalsSpec {
             store_latency,
             loss,
             staleness,
+            recovery: self.recovery.unwrap_or(true).then_some(budget),
         }))
     }
 }
@@ -156,13 +198,21 @@ pub fn rule(settings: &Settings) -> Result<ResolvedRule, String> {
 /// How long a ring outlives its last writer: cutout-fleet's default retention.
 const RETENTION: Duration = Duration::from_secs(60);
 
-/// What one round sent: one request per breaker, and whether the call and its answer get
-/// through.
+/// What one round sent: one request per breaker, when, and whether the call and its answer
+/// get through.
 #[derive(Debug)]
 struct Outbound {
     requests: Vec<Request>,
+    sent: u64,
     arrives: bool,
     answered: bool,
+}
+
+/// What came back for one round: when it was sent, and each breaker's request and reply.
+#[derive(Debug)]
+struct Inbound {
+    sent: u64,
+    replies: Vec<(Request, Reply)>,
 }
 
 /// The simulated store and every pod's side of the signals, for one run.
@@ -175,23 +225,32 @@ pub struct Signals {
     /// `[pod][breaker]`: what the pod holds and its grace.
     pods: Vec<Vec<(Publisher, TripGrace)>>,
     outbound: Vec<VecDeque<Outbound>>,
-    replies: Vec<VecDeque<Vec<(Request, Reply)>>>,
+    replies: Vec<VecDeque<Inbound>>,
     loss: fastrand::Rng,
     /// Trips `trip_on_signal()` made.
     pub trips: u64,
+    /// Breaks fleet recovery ended (`end_break_on_signal(PeerRecovered, …)` that took
+    /// effect).
+    pub releases: u64,
+    /// Per pod, the release slot last handed to the event loop.
+    scheduled: Vec<Option<u64>>,
 }
 
 impl Signals {
-    /// Signals for `pods` pods of `breakers` breakers each, judged by `rule`.
+    /// Signals for `pods` pods of `breakers` breakers each of `settings`, judged by `rule`.
     pub fn new(
         spec: FleetSignals,
+        settings: &Settings,
         rule: ResolvedRule,
         pods: u32,
         breakers: usize,
         seed: u64,
     ) -> Signals {
         let pods = pods as usize;
-        let publisher = Publisher::new(spec.staleness, RETENTION, rule);
+        let mut publisher = Publisher::new(spec.staleness, RETENTION, rule);
+        if let Some(budget) = spec.recovery {
+            publisher = publisher.with_recovery(budget, settings);
+        }
         Signals {
             spec,
             keys: (0..breakers)
@@ -203,6 +262,8 @@ impl Signals {
             replies: (0..pods).map(|_| VecDeque::new()).collect(),
             loss: fastrand::Rng::with_seed(mix(seed, u64::MAX - 2)),
             trips: 0,
+            releases: 0,
+            scheduled: vec![None; pods],
         }
     }
 
@@ -238,13 +299,14 @@ impl Signals {
             .iter()
             .zip(&mut self.pods[pod])
             .map(|(breaker, (publisher, seen))| {
-                let snapshot = breaker.snapshot();
-                let tripped_lately = seen.observe(snapshot.state, now, grace);
-                publisher.request(&snapshot, tripped_lately)
+                let state = breaker.snapshot().state;
+                let tripped_lately = seen.observe(state, now, grace);
+                publisher.round(breaker, tripped_lately, Duration::from_nanos(now))
             })
             .collect();
         self.outbound[pod].push_back(Outbound {
             requests,
+            sent: now,
             arrives,
             answered,
         });
@@ -276,23 +338,53 @@ impl Signals {
             }
             return false;
         }
-        self.replies[pod].push_back(replies);
+        self.replies[pod].push_back(Inbound {
+            sent: out.sent,
+            replies,
+        });
         true
     }
 
-    /// `pod`'s oldest answer arrives: trips each of its breakers the fleet rule fired for.
-    pub fn reply(&mut self, pod: usize, breakers: &[Breaker]) {
-        let Some(replies) = self.replies[pod].pop_front() else {
-            return;
-        };
-        for ((breaker, (publisher, _)), (request, reply)) in
-            breakers.iter().zip(&mut self.pods[pod]).zip(replies)
+    /// `pod`'s oldest answer arrives at `now`: trips each of its breakers the fleet rule
+    /// fired for, and takes in fleet recovery's answer. Returns when the release slot a
+    /// breaker of `pod` holds comes, if one does (call [`Signals::release`] then).
+    pub fn reply(&mut self, pod: usize, now: u64, breakers: &[Breaker]) -> Option<u64> {
+        let inbound = self.replies[pod].pop_front()?;
+        let (sent, received) = (
+            Duration::from_nanos(inbound.sent),
+            Duration::from_nanos(now),
+        );
+        for ((breaker, (publisher, _)), (request, reply)) in breakers
+            .iter()
+            .zip(&mut self.pods[pod])
+            .zip(inbound.replies)
         {
             let fires = publisher
-                .absorb(&request, &reply)
+                .absorb_at(&request, &reply, sent, received)
                 .is_some_and(|(_, fires)| fires);
             if fires && breaker.trip_on_signal() {
                 self.trips += 1;
+            }
+        }
+        let next = self.pods[pod]
+            .iter()
+            .filter_map(|(publisher, _)| publisher.next_release())
+            .map(nanos)
+            .min();
+        if next == self.scheduled[pod] {
+            return None;
+        }
+        self.scheduled[pod] = next;
+        next
+    }
+
+    /// At `now`, a release slot of `pod` has come: ends the break of each of its breakers
+    /// whose slot it is, as cutout-fleet's task does (`end_break_on_signal(PeerRecovered,
+    /// age)`, which the core judges against the breaker's opening).
+    pub fn release(&mut self, pod: usize, now: u64, breakers: &[Breaker]) {
+        for (breaker, (publisher, _)) in breakers.iter().zip(&mut self.pods[pod]) {
+            if publisher.release(breaker, Duration::from_nanos(now)) {
+                self.releases += 1;
             }
         }
     }

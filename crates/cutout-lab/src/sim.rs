@@ -224,6 +224,8 @@ enum What {
     Store(u32),
     /// The store's answer to a pod's read arrives.
     Reply(u32),
+    /// A release slot (fleet recovery) of a pod's breaker comes.
+    Release(u32),
     Tick,
 }
 
@@ -380,6 +382,7 @@ fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) 
                 .expect("the scenario checked the fleet rule of every setting");
             Some(Signals::new(
                 spec,
+                settings,
                 rule,
                 scenario.traffic.pods,
                 breakers as usize,
@@ -506,8 +509,17 @@ impl World<'_> {
             What::Round(pod) => self.round(now, pod as usize),
             What::Store(pod) => self.at_store(now, pod as usize),
             What::Reply(pod) => {
+                if let Some(signals) = &mut self.signals
+                    && let Some(at) =
+                        signals.reply(pod as usize, now, &self.fleet.pods[pod as usize].breakers)
+                    && at < self.end
+                {
+                    self.queue.push(at.max(now), What::Release(pod));
+                }
+            }
+            What::Release(pod) => {
                 if let Some(signals) = &mut self.signals {
-                    signals.reply(pod as usize, &self.fleet.pods[pod as usize].breakers);
+                    signals.release(pod as usize, now, &self.fleet.pods[pod as usize].breakers);
                 }
             }
             What::Tick => self.tick(now),

@@ -223,6 +223,7 @@ fn the_shipped_scenarios_read_cleanly() {
         [
             "brownout",
             "brownout-throttle",
+            "brownout-tradeoffs",
             "caller-saturation",
             "capacity-recovery",
             "fleet-24h",
@@ -235,7 +236,9 @@ fn the_shipped_scenarios_read_cleanly() {
             "noisy",
             "outage-0.1rps",
             "outage-fleet",
+            "outage-fleet-recovery",
             "outage-fleet-throttle",
+            "outage-fleet-tradeoffs",
             "partial-outage",
             "retry-storm"
         ]
