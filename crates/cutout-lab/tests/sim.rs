@@ -236,6 +236,7 @@ fn the_shipped_scenarios_read_cleanly() {
             "noisy",
             "outage-0.1rps",
             "outage-fleet",
+            "outage-fleet-one-probe",
             "outage-fleet-recovery",
             "outage-fleet-throttle",
             "outage-fleet-tradeoffs",
