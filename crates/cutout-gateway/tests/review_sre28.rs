@@ -31,13 +31,13 @@
 mod common;
 
 use common::{
-    BusyLoop, Proc, WrkReport, client, dead_port, opens, shipped, start_gateway, status,
-    upstream_process, wrk_or_skip,
+    BusyLoop, Proc, Wrk, WrkReport, client, dead_port, opens, served, shipped, start_gateway,
+    status, upstream_process, wrk_or_skip,
 };
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -131,51 +131,6 @@ fn retried(lines: &[String]) -> usize {
         .iter()
         .filter(|l| field(l, "retried_from=") != "-")
         .count()
-}
-
-/// Business requests a `cutout-gateway upstream` process has received so far.
-async fn served(port: u16) -> u64 {
-    let body = common::get(&format!("http://127.0.0.1:{port}/chaos"))
-        .await
-        .body;
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
-    json["started"].as_u64().unwrap()
-}
-
-/// A `wrk` run in the background, killed (by its id) if dropped before it ends.
-struct Wrk(Option<Child>);
-
-impl Wrk {
-    fn start(args: &[&str], url: &str) -> Wrk {
-        Wrk(Some(
-            Command::new("wrk")
-                .args(args)
-                .arg(url)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        ))
-    }
-
-    /// Waits for it to end and reads its report.
-    async fn finish(mut self) -> WrkReport {
-        let child = self.0.take().unwrap();
-        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
-        WrkReport::of(&out)
-    }
-}
-
-impl Drop for Wrk {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// wrk's latency line (`Latency avg stdev max +/-`) and socket errors, as it wrote them.

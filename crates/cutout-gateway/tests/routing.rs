@@ -26,12 +26,11 @@
 mod common;
 
 use common::{
-    Proc, WrkReport, client, dead_port, opens, shipped, start_gateway, status, upstream_process,
+    Proc, Wrk, client, dead_port, opens, served, shipped, start_gateway, status, upstream_process,
 };
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -85,51 +84,6 @@ fn five_xx(lines: &[String]) -> BTreeMap<String, usize> {
         }
     }
     out
-}
-
-/// Business requests a `cutout-gateway upstream` process has received so far.
-async fn served(port: u16) -> u64 {
-    let body = common::get(&format!("http://127.0.0.1:{port}/chaos"))
-        .await
-        .body;
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
-    json["started"].as_u64().unwrap()
-}
-
-/// A `wrk` run in the background.
-struct Wrk(Option<Child>);
-
-impl Wrk {
-    fn start(args: &[&str], url: &str) -> Wrk {
-        Wrk(Some(
-            Command::new("wrk")
-                .args(args)
-                .arg(url)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        ))
-    }
-
-    /// Waits for it to end: its requests, non-2xx answers, requests per second and report.
-    async fn finish(mut self) -> WrkReport {
-        let child = self.0.take().unwrap();
-        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
-        WrkReport::of(&out)
-    }
-}
-
-impl Drop for Wrk {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// Held by each load test for its whole run: they share two cores with wrk, so one at a time.

@@ -10,7 +10,7 @@ mod shipped;
 #[allow(unused_imports)]
 pub use logs::{lines_with, log};
 #[allow(unused_imports)]
-pub use processes::{BusyLoop, Proc, WrkReport, upstream_process, wrk_or_skip};
+pub use processes::{BusyLoop, Proc, Wrk, WrkReport, served, upstream_process, wrk_or_skip};
 #[allow(unused_imports)]
 pub use shipped::{
     HttpClient, Running, client, opens, serve_gateway, shipped, skip_breaks_until_grown,

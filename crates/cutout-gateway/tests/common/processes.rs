@@ -123,3 +123,49 @@ impl Drop for BusyLoop {
         let _ = self.0.wait();
     }
 }
+
+/// A `wrk` run in the background, killed if dropped before it ends.
+pub struct Wrk(Option<Child>);
+
+impl Wrk {
+    /// Starts `wrk <args> <url>`.
+    pub fn start(args: &[&str], url: &str) -> Wrk {
+        Wrk(Some(
+            Command::new("wrk")
+                .args(args)
+                .arg(url)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ))
+    }
+
+    /// Waits for it to end and reads its report.
+    pub async fn finish(mut self) -> WrkReport {
+        let child = self.0.take().unwrap();
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        WrkReport::of(&out)
+    }
+}
+
+impl Drop for Wrk {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Business requests a `cutout-gateway upstream` process on `port` has received so far.
+pub async fn served(port: u16) -> u64 {
+    let body = super::get(&format!("http://127.0.0.1:{port}/chaos"))
+        .await
+        .body;
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    json["started"].as_u64().unwrap()
+}
