@@ -79,6 +79,7 @@ pub struct BreakerMiddleware {
     classifier: ReqwestClassifier,
     pause: Option<Duration>,
     max_redirects: usize,
+    cross_origin: bool,
 }
 
 /// How many redirects the middleware follows by default (as reqwest's own default policy).
@@ -134,6 +135,7 @@ impl BreakerMiddleware {
             classifier: ReqwestClassifier::default(),
             pause: None,
             max_redirects: MAX_REDIRECTS,
+            cross_origin: false,
         }
     }
 
@@ -190,9 +192,9 @@ impl BreakerMiddleware {
     /// Following, the middleware does what reqwest's own policy does: 301, 302 and 303 turn a
     /// request other than `GET` or `HEAD` into a `GET` without a body, 307 and 308 resend the
     /// same method and body; a body that cannot be cloned (a
-    /// stream) is not resent, and the redirect is handed back; `Authorization`, `Cookie` and
-    /// `Proxy-Authorization` are dropped on a hop to another host; only `http` and `https`
-    /// targets are followed.
+    /// stream) is not resent, and the redirect is handed back; only `http` and `https`
+    /// targets are followed. A redirect to another origin (scheme, host or port) is handed
+    /// back to the caller unless [`follow_cross_origin`](Self::follow_cross_origin) is on.
     ///
     /// ```
     /// use cutout::{Breaker, Settings};
@@ -210,6 +212,36 @@ impl BreakerMiddleware {
     /// ```
     pub fn max_redirects(mut self, max: usize) -> Self {
         self.max_redirects = max;
+        self
+    }
+
+    /// Whether the middleware follows a redirect to another origin (another scheme, host or
+    /// port; default `false`: such a redirect is handed back to the caller as it came, as
+    /// `reqwest::redirect::Policy::none()` would).
+    ///
+    /// Why off by default: each hop the middleware follows is a new execution by the client,
+    /// and reqwest adds the client's default headers (`ClientBuilder::default_headers`) to
+    /// every request it executes. reqwest's own redirect policy strips `Authorization`,
+    /// `Cookie`, `Cookie2`, `Proxy-Authorization` and `WWW-Authenticate` on a hop to another
+    /// origin *after* that merge; the middleware sits above the client, cannot see its default
+    /// headers and cannot keep them off the next request (the request's own headers of those
+    /// names it does drop on such a hop). Following another origin would send a client's
+    /// default bearer token or session cookie to whatever host a `Location` names.
+    ///
+    /// Turn it on only for a client without credentials in its default headers (credentials
+    /// set per request are dropped on the hop, as reqwest's policy drops them).
+    ///
+    /// ```
+    /// use cutout::{Breaker, Settings};
+    /// use cutout_reqwest::BreakerMiddleware;
+    ///
+    /// // This client sets its credentials per request, never as default headers.
+    /// let middleware = BreakerMiddleware::new(Breaker::new("api", Settings::default()))
+    ///     .follow_cross_origin(true);
+    /// # let _ = middleware;
+    /// ```
+    pub fn follow_cross_origin(mut self, follow: bool) -> Self {
+        self.cross_origin = follow;
         self
     }
 
@@ -317,6 +349,7 @@ impl fmt::Debug for BreakerMiddleware {
         d.field("classifier", &self.classifier)
             .field("refusal_pause", &self.pause)
             .field("max_redirects", &self.max_redirects)
+            .field("follow_cross_origin", &self.cross_origin)
             .finish()
     }
 }
@@ -336,7 +369,7 @@ impl Middleware for BreakerMiddleware {
                 .then(|| request.try_clone())
                 .flatten();
             let response = self.send(request, extensions, next.clone()).await?;
-            let Some(next_request) = redirected(&response, resend) else {
+            let Some(next_request) = redirected(&response, resend, self.cross_origin) else {
                 return Ok(response);
             };
             if hops == self.max_redirects {
@@ -398,8 +431,10 @@ impl BreakerMiddleware {
 }
 
 /// The next request when `response` is a redirect the middleware follows (see
-/// [`BreakerMiddleware::max_redirects`]), made from `resend`, a copy of the request sent.
-fn redirected(response: &Response, resend: Option<Request>) -> Option<Request> {
+/// [`BreakerMiddleware::max_redirects`]), made from `resend`, a copy of the request sent; a
+/// redirect to another origin only when `cross_origin` (see
+/// [`BreakerMiddleware::follow_cross_origin`]).
+fn redirected(response: &Response, resend: Option<Request>, cross_origin: bool) -> Option<Request> {
     let status = response.status();
     if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
         return None;
@@ -411,6 +446,12 @@ fn redirected(response: &Response, resend: Option<Request>) -> Option<Request> {
         .ok()?;
     let target = response.url().join(location).ok()?;
     if !matches!(target.scheme(), "http" | "https") {
+        return None;
+    }
+    // The origin as reqwest's policy compares it: scheme, host and port (default ports
+    // filled in).
+    let other_origin = crate::host_key(&target) != crate::host_key(response.url());
+    if other_origin && !cross_origin {
         return None;
     }
     let mut request = resend?;
@@ -434,12 +475,15 @@ fn redirected(response: &Response, resend: Option<Request>) -> Option<Request> {
             headers.remove(name);
         }
     }
-    if crate::host_key(&target) != crate::host_key(request.url()) {
+    if other_origin || crate::host_key(&target) != crate::host_key(request.url()) {
+        // As reqwest's `remove_sensitive_headers`.
         let headers = request.headers_mut();
         for name in [
             http::header::AUTHORIZATION,
             http::header::COOKIE,
+            http::header::HeaderName::from_static("cookie2"),
             http::header::PROXY_AUTHORIZATION,
+            http::header::WWW_AUTHENTICATE,
         ] {
             headers.remove(name);
         }
