@@ -177,7 +177,10 @@ impl BreakerMiddleware {
     }
 
     /// How many redirects the middleware follows for one request (default 10; 0 hands every
-    /// redirect back to the caller). Each hop goes through the breaker of its own host (per
+    /// redirect back to the caller). A request's own timeout (`RequestBuilder::timeout`)
+    /// bounds the whole chain: each hop is sent with what is left of it. The client's timeout
+    /// (`ClientBuilder::timeout`) cannot be read from a middleware, so each hop gets all of it:
+    /// give a request that may be redirected its own timeout. Each hop goes through the breaker of its own host (per
     /// host) as a request of its own: a redirect is a success of the host that answered it,
     /// the target's answer counts against the target, and a target whose breaker refuses is
     /// never reached (the request fails with that refusal). Past the limit the request fails
@@ -364,7 +367,19 @@ impl Middleware for BreakerMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let mut request = request;
         let mut hops = 0;
+        // The request's own timeout bounds the whole chain, as reqwest's bounds its own
+        // redirects: each hop gets what is left of it (zero once it has passed, which reqwest
+        // answers with its timeout error).
+        let deadline = request
+            .timeout()
+            .and_then(|timeout| std::time::Instant::now().checked_add(*timeout));
         loop {
+            if hops > 0
+                && let Some(deadline) = deadline
+            {
+                *request.timeout_mut() =
+                    Some(deadline.saturating_duration_since(std::time::Instant::now()));
+            }
             let resend = (self.max_redirects > 0)
                 .then(|| request.try_clone())
                 .flatten();
