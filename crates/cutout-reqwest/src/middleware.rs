@@ -36,7 +36,8 @@ use crate::error::Refused;
 ///   request reqwest would not send, the caller's own upload failing, or one refused by
 ///   another breaker further down, is ignored. Anything but a success is recorded on the
 ///   headers; a success waits for the body's end (a body error, reqwest's total timeout
-///   during the body: a failure; dropped unread: the success). The response or error is
+///   during the body: a failure; dropped unread: the success; dropped after reading began:
+///   nothing). The response or error is
 ///   passed back as it came: a 500 is still an `Ok` response to the caller. The call's
 ///   duration (for slow-call trips and the latency baseline) runs from the permit to the
 ///   verdict: to the headers, or for a success to the body's end, so a caller that leaves a
@@ -418,7 +419,7 @@ impl BreakerMiddleware {
         let classifier = self.classifier.clone();
         // cutout-tower's services take the permit (and, per host, keep the key busy) and
         // record the verdict when the headers or the body's end decide it; dropping the
-        // future or the body before then records nothing (a dropped body: the success its
+        // future or the body before then records nothing (a body dropped unread: the success its
         // headers promised).
         let result = match &self.guard {
             Guard::One(breaker) => {
