@@ -288,6 +288,22 @@ impl Admission {
     /// The permit for the call being made, or the refusal to fail it with.
     pub(crate) fn take(&mut self) -> Result<OwnedPermit, Rejected> {
         match std::mem::take(&mut self.ready) {
+            Ready::Admitted(permit) if admits_freely(self.breaker.peek().0) => {
+                // The permit may be old: a balancer (p2c) keeps a ready service's readiness
+                // until it picks it, seconds later when traffic is quiet, and a call timed
+                // from it would count that wait as the dependency's slowness. A closed
+                // breaker's call is timed from the call: a fresh permit, taken before the
+                // old one is given back. If the fresh one is refused (a throttling or ramp
+                // draw), the admission already drawn stands: one request never loses two
+                // draws.
+                match self.breaker.try_acquire_owned() {
+                    Ok(fresh) => {
+                        drop(permit);
+                        Ok(fresh)
+                    }
+                    Err(_) => Ok(permit),
+                }
+            }
             Ready::Admitted(permit) => Ok(permit),
             Ready::Refused(rejected) => Err(rejected),
             // Called without `poll_ready` (a contract breach tower allows services to punish):
