@@ -23,9 +23,11 @@ use crate::future::ResponseFuture;
 ///   `ConcurrencyLimit`, a `Buffer`) draws one admission however often it is polled: with
 ///   throttling on, one draw, not one per poll (each refused draw raises the next one's odds,
 ///   so drawing per poll refused almost every request under backpressure and never
-///   recovered); with a ramp, one admission. The call's duration runs from the permit, taken
-///   when the request can be sent: the wait for readiness is the caller's, not the
-///   dependency's, and is not timed.
+///   recovered); with a ramp, one admission. The call's duration runs from the call: a
+///   permit held since `poll_ready` (a balancer such as p2c keeps a ready service unpicked
+///   for as long as traffic is quiet) is swapped for a fresh one at `call`, and if that fresh
+///   draw is refused the admission already drawn stands; the wait for readiness and for
+///   being picked is the caller's, not the dependency's, and is not timed.
 /// - **Open, half-open or isolated**: the breaker first. When it refuses, `poll_ready` does
 ///   not poll the inner service (which may be stuck behind the very outage the breaker saw);
 ///   what it answers is the service's [readiness mode](Readiness): by default `Ready`,
@@ -82,9 +84,13 @@ pub(crate) struct Admission {
 ///   tokio's clock (paused time drives it); a breaker on another clock (the default
 ///   `SystemClock`) counts its break in real time too, so the two agree outside tests.
 /// - No lost wake-ups: every `Pending` has registered the polling task's waker with the timer
-///   it returns on. What it cannot see: a break that ends sooner (a health check, another
-///   clone's probe closing the breaker, a `reset`) is noticed only at the timer. A refusal
-///   with no retry-after (isolated) is asked again every second, and a half-open breaker whose
+///   it returns on. A break that ends sooner (a health check, another clone's probe closing
+///   the breaker, a `reset`) is noticed at the next re-check: an open or isolated breaker is
+///   asked again every 500 ms at most (what it can no longer see: an early end is up to
+///   500 ms late; the cost is one breaker read per waiting service per interval). A recovering
+///   breaker's ramp refusal is waited out too, asked again every 50 ms (a new draw each time,
+///   the admitted fraction growing), so a `WaitForBreak` call is never a ramp refusal. A
+///   half-open breaker whose
 ///   probe slots are taken every 100 ms at most (the probe in flight decides within its
 ///   latency; the refusal's own retry-after can be the rest of the whole half-open wait).
 /// - A throttled refusal (adaptive throttling) is not waited on: it is a draw per request, not
@@ -110,6 +116,16 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// probe slots are taken: the probe in flight decides within its latency, while the refusal's
 /// own retry-after may be what is left of the whole half-open wait (a minute by default).
 const PROBE_RECHECK: Duration = Duration::from_millis(100);
+
+/// How often at most a [`Readiness::WaitForBreak`] service asks again an open breaker: a
+/// break can end before its timer (a health check that passes, an operator's reset), and the
+/// waiting caller should get its traffic back within this, not at the break's planned end.
+/// The cost is one breaker read per waiting service per interval.
+const BREAK_RECHECK: Duration = Duration::from_millis(500);
+
+/// How often a [`Readiness::WaitForBreak`] service asks a recovering breaker again after a
+/// ramp refusal: each ask is a new draw against a fraction that grows with time.
+const RAMP_RECHECK: Duration = Duration::from_millis(50);
 
 /// The [`Load`](tower::load::Load) of a breaker service: whether it would refuse the next
 /// call, before the inner service's load. A refusing service compares above any that would
@@ -205,12 +221,47 @@ impl Admission {
             }
             Poll::Ready(Ok(())) => {
                 self.ready = match self.breaker.try_acquire_owned() {
-                    Ok(permit) => Ready::Admitted(permit),
+                    Ok(permit) => {
+                        self.wake = None;
+                        Ready::Admitted(permit)
+                    }
+                    Err(rejected)
+                        if self.readiness == Readiness::WaitForBreak
+                            && rejected.reason() == RejectReason::Ramp =>
+                    {
+                        // WaitForBreak promises a call that is not refused: a ramp refusal
+                        // is waited out like a break, asking again shortly (a new draw).
+                        self.ready = Ready::Unpolled;
+                        let after = rejected
+                            .retry_after()
+                            .unwrap_or(RAMP_RECHECK)
+                            .clamp(Duration::from_millis(1), RAMP_RECHECK);
+                        return self.sleep(after, cx);
+                    }
                     Err(rejected) => Ready::Refused(rejected),
                 };
                 Poll::Ready(Ok(()))
             }
         }
+    }
+
+    /// Sleeps `after` on this service's timer, registering the task's waker; wakes the task
+    /// at once if the timer has run out already.
+    fn sleep(&mut self, after: Duration, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let deadline = tokio::time::Instant::now() + after;
+        let wake = match &mut self.wake {
+            Some(wake) => {
+                wake.as_mut().reset(deadline);
+                wake
+            }
+            None => self
+                .wake
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        if wake.as_mut().poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
     }
 
     /// Open, half-open or isolated (or a permit held from an earlier poll): the breaker first,
@@ -245,8 +296,14 @@ impl Admission {
                     }
                     self.ready = Ready::Unpolled;
                     let mut after = rejected.retry_after().unwrap_or(RECHECK);
-                    if rejected.reason() == RejectReason::HalfOpenFull {
-                        after = after.min(PROBE_RECHECK);
+                    match rejected.reason() {
+                        RejectReason::HalfOpenFull => after = after.min(PROBE_RECHECK),
+                        // A break may end early (a health check, a reset): ask again often
+                        // enough to see it.
+                        RejectReason::Open | RejectReason::Isolated => {
+                            after = after.min(BREAK_RECHECK)
+                        }
+                        _ => {}
                     }
                     let after = after.max(Duration::from_millis(1));
                     let deadline = tokio::time::Instant::now() + after;
