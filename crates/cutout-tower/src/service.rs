@@ -132,7 +132,11 @@ const RAMP_RECHECK: Duration = Duration::from_millis(50);
 /// send the call, so tower's p2c `Balance` picks it only when both of its draws refuse (every
 /// endpoint of the pair is open), and among those that would send, the inner load decides.
 ///
-/// A service reads as refusing when its last `poll_ready` kept a refusal, or, not polled yet,
+/// A service reads as refusing when its last `poll_ready` kept a refusal that still stands at
+/// the `load()` read (its breaker open or isolated now, or half-open with its probe slots
+/// taken; a kept refusal whose break has run out reads as sending, so p2c picks the endpoint,
+/// re-polls it and probes it: p2c re-polls only the endpoint it picks, and a refusal read as
+/// standing for ever kept a recovered endpoint out of traffic for ever), or, not polled yet,
 /// when its breaker is open, half-open or isolated as last published. One that holds a probe's
 /// permit reads as sending: p2c may pick it, and its probe is how the breaker learns that
 /// the endpoint is back.
@@ -175,7 +179,17 @@ impl Admission {
     pub(crate) fn refusing(&self) -> bool {
         match self.ready {
             Ready::Admitted(_) => false,
-            Ready::Refused(_) => true,
+            // A kept refusal is read against the breaker's state now (which advances with its
+            // clock): p2c re-polls only the endpoint it picks, so a refusal read as refusing
+            // for ever would keep a recovered endpoint unpicked, never probed, never closed.
+            Ready::Refused(ref rejected) => match self.breaker.state() {
+                State::Open | State::Isolated => true,
+                // The break ran out: a probe slot may be free, unless the refusal said the
+                // slots were taken.
+                State::HalfOpen => rejected.reason() == RejectReason::HalfOpenFull,
+                // A throttling or ramp refusal is one draw; the next is another.
+                _ => false,
+            },
             Ready::Unpolled => !admits_freely(self.breaker.peek().0),
         }
     }
