@@ -1054,7 +1054,9 @@ where
         if map.len() >= self.inner.max_keys {
             self.sweep_locked(map, now);
         }
-        if map.len() >= self.inner.max_keys {
+        // Evict until there is room: a map that went beyond `max_keys` (no key could go)
+        // shrinks back as soon as its keys may go, not one eviction per new key for ever.
+        while map.len() >= self.inner.max_keys {
             let idle = self.inner.idle_nanos;
             let mut quiet: Option<(u64, &K)> = None;
             let mut troubled: Option<(u64, &K)> = None;
@@ -1080,6 +1082,7 @@ where
                 }
                 None => {
                     self.inner.over_capacity.fetch_add(1, Ordering::Relaxed);
+                    break;
                 }
             }
         }
