@@ -314,6 +314,17 @@ impl Entry {
     /// As [`Entry::ghost`], and for a key opened by hand (no event: its break's end is read
     /// from the breaker under its lock). Under the map's lock, never under a gate.
     fn ghost_locked(&self, now: u64) -> bool {
+        // An open key whose breaker still serves a break is no ghost, whatever its last
+        // opening's event said: an operator's `open_for` (which raises no event) replaces
+        // the break, and its key must not be evicted (and come back closed) during it.
+        if self.breaker.peek().0 == State::Open
+            && self
+                .breaker
+                .break_remaining()
+                .is_some_and(|left| !left.is_zero())
+        {
+            return false;
+        }
         if self.ghost(now) {
             return true;
         }
