@@ -53,7 +53,9 @@
 //!   breaker closes. A ghost's window is forgotten (it tripped long ago).
 //! - A full map evicts the least recently used key that may go and has no recent trouble
 //!   (no failure within its trip window, for a count window within `idle_after`; no opening
-//!   within `idle_after`; no carried growth), and only when there is none the least recently
+//!   within `idle_after`; no carried growth; its last judged call not a failure, so a host
+//!   called more slowly than its window but failing every time keeps its streak), and only
+//!   when there is none the least recently
 //!   used of the others. So a stream of new hosts (an attacker choosing host names) pushes out
 //!   keys like its own, and a host failing between them keeps its window until it trips:
 //!   failures are noted by the map's own services ([`KeyedService`], cutout-reqwest's
@@ -215,7 +217,7 @@ impl<K> fmt::Debug for SettingsSource<K> {
 /// which loses nothing but a closed key's window. The statistics are plain `Relaxed` counters.
 ///
 /// The times a key's listener and services note (`break_ends`, `half_open_since`,
-/// `last_failure`, `last_opened`, `carried_opens`) are `Relaxed` too: each is one value read
+/// `last_failure`, `failing`, `last_opened`, `carried_opens`) are `Relaxed` too: each is one value read
 /// on its own, as a hint whose staleness is bounded by one transition or one call. A gate that
 /// reads an older `break_ends` or `half_open_since` sees a key a ghost a little late or early
 /// (its slot is kept a little longer, or its next call takes a slot again or is closed); the
@@ -285,6 +287,11 @@ pub(crate) struct Entry {
     half_open_since: AtomicU64,
     /// When a call through the map's services last failed (`NEVER`: none).
     last_failure: AtomicU64,
+    /// Whether the last call judged through the map's services failed (a failure streak
+    /// under way, however slowly the key is called): keeps the key out of the quiet tier of
+    /// the least-recently-used eviction, so host churn cannot evict a slowly called failing
+    /// host between its failures, and with it its consecutive failures.
+    failing: AtomicBool,
     /// When the breaker last opened (`NEVER`: never).
     last_opened: AtomicU64,
     /// How long a tripped key may sit unprobed past its break's end (or in half-open) before
@@ -356,7 +363,8 @@ impl Entry {
         recent(
             self.last_failure.load(Ordering::Relaxed),
             self.failure_horizon,
-        ) || recent(self.last_opened.load(Ordering::Relaxed), idle)
+        ) || self.failing.load(Ordering::Relaxed)
+            || recent(self.last_opened.load(Ordering::Relaxed), idle)
             || self.carried_opens.load(Ordering::Relaxed) > 0
     }
 
@@ -392,9 +400,14 @@ impl Entry {
     /// Notes what a call through the map's services was judged: a failure keeps the key
     /// out of the least-recently-used eviction for its failure horizon.
     pub(crate) fn saw(&self, verdict: &Verdict) {
-        if *verdict == Verdict::Failure {
-            self.last_failure
-                .store(self.clock.recent(), Ordering::Relaxed);
+        match verdict {
+            Verdict::Failure => {
+                self.last_failure
+                    .store(self.clock.recent(), Ordering::Relaxed);
+                self.failing.store(true, Ordering::Relaxed);
+            }
+            Verdict::Success => self.failing.store(false, Ordering::Relaxed),
+            _ => {}
         }
     }
 }
@@ -1178,6 +1191,7 @@ where
                 break_ends: AtomicU64::new(NEVER),
                 half_open_since: AtomicU64::new(NEVER),
                 last_failure: AtomicU64::new(NEVER),
+                failing: AtomicBool::new(false),
                 last_opened: AtomicU64::new(NEVER),
                 ghost_after,
                 failure_horizon,
