@@ -46,7 +46,10 @@
 //! - A tripped key nobody calls any more is a **ghost** once it has sat, open past its break's
 //!   end or half-open, for its `max_wait_in_half_open` (else `idle_after`) with no probe: its
 //!   state advances with the clock (the lapsed break reads half-open, [`Breaker::state`]),
-//!   and past that wait its next call would re-open or close it anyway. A ghost gives its
+//!   and past that wait its next call would re-open or close it anyway. A recovering key
+//!   unused for that long is a ghost too (its ramp advances only on calls, so it would
+//!   recover for ever). An open key whose breaker still serves a break (an operator's
+//!   `open_for`, which raises no event) is never one. A ghost gives its
 //!   open-cap slot back and may be evicted. Its break growth is not dropped: the map keeps
 //!   it as a *scar* (the key and its consecutive opens, at most `max_keys` of them, the oldest
 //!   going first) and the key's next entry starts its break schedule from there, until that
@@ -308,11 +311,15 @@ pub(crate) struct Entry {
 impl Entry {
     /// Whether the key is a tripped key nobody probes any more (a ghost): open past its
     /// break's end, or half-open, for longer than `ghost_after`, as the events of its own
-    /// breaker tell. Lock-free (atomic loads), so a gate may ask it of other keys.
+    /// breaker tell, or recovering and unused for longer than `ghost_after`. Lock-free (atomic loads), so a gate may ask it of other keys.
     fn ghost(&self, now: u64) -> bool {
         let since = match self.breaker.peek().0 {
             State::Open => self.break_ends.load(Ordering::Relaxed),
             State::HalfOpen => self.half_open_since.load(Ordering::Relaxed),
+            // A recovering key's ramp advances only on calls: one nobody calls again would
+            // recover for ever, holding its slot and its place in the map. Idle that long
+            // past its last use, it is a ghost too.
+            State::Recovering => self.last_used.load(Ordering::Relaxed),
             _ => return false,
         };
         since != NEVER && now >= since.saturating_add(self.ghost_after)
@@ -1118,13 +1125,14 @@ where
     }
 
     /// Whether a key may be evicted at all (calls in flight aside): closed, or a tripped key
-    /// nobody probes any more (a ghost, whose growth is kept as a scar). Never an open,
-    /// half-open or recovering key still serving its break, nor an isolated or disabled one
+    /// nobody probes any more (a ghost, whose growth is kept as a scar; a recovering key
+    /// unused past `ghost_after` is one). Never an open, half-open or recovering key still
+    /// serving its break or its ramp, nor an isolated or disabled one
     /// (both until reset).
     fn may_evict(&self, entry: &Entry, now: u64) -> bool {
         match entry.breaker.state() {
             State::Closed => true,
-            State::Open | State::HalfOpen => entry.ghost_locked(now),
+            State::Open | State::HalfOpen | State::Recovering => entry.ghost_locked(now),
             _ => false,
         }
     }
