@@ -228,7 +228,8 @@ impl<K> fmt::Debug for SettingsSource<K> {
 /// scan. `carried_opens` is written when the entry is created (before it is shared) and
 /// cleared by the breaker's own listener after it closed, so the break schedule that reads it
 /// under the breaker's lock sees it cleared by the next opening, which comes after the close.
-/// `ASKED` is a thread-local `Cell`: set and read on the one thread that records a verdict.
+/// `ASKED` is a thread-local `Cell`: set and read on the one thread that records a verdict;
+/// the first gate that reads it clears it, so listeners that run after see it unset.
 pub struct KeyedBreakers<K> {
     inner: Arc<Inner<K>>,
 }
@@ -557,7 +558,10 @@ impl Cap {
 
     /// The gate of `entry`'s breaker, under that breaker's lock: whether it may open.
     fn admit(&self, entry: &Arc<Entry>) -> bool {
-        if !self.count_asked && ASKED.with(Cell::get) {
+        // Taken, not read: the flag is for the one opening being recorded. Cleared here,
+        // before the breaker's listeners run on this thread, a trip a listener causes on
+        // another key is not taken for an asked opening and still needs a slot.
+        if ASKED.with(|asked| asked.replace(false)) && !self.count_asked {
             // An opening the dependency asked for (`Retry-After`), recorded through this
             // crate's futures: no slot to take (the listener gives back the one a gate took
             // for an opening recorded some other way).
