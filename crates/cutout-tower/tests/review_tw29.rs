@@ -589,7 +589,6 @@ fn a_recovering_key_nobody_calls_again_gives_its_slot_back_and_may_be_evicted() 
 /// a trip beyond the cap stays closed"; issue 29: "eviction never drops a tripped key's
 /// growth". The cap closes the ghost with `Breaker::reset`, which drops its growth: its next
 /// opening is the first break again, not the third.
-#[ignore = "open defect (issue #29 review): the cap closes a ghost with Breaker::reset, which drops its growth; not fixed by the deadline"]
 #[test]
 fn a_ghost_closed_by_the_full_cap_keeps_its_break_growth() {
     let clock = ManualClock::new();

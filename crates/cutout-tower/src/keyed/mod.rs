@@ -225,8 +225,9 @@ impl<K> fmt::Debug for SettingsSource<K> {
 /// reads an older `break_ends` or `half_open_since` sees a key a ghost a little late or early
 /// (its slot is kept a little longer, or its next call takes a slot again or is closed); the
 /// eviction that reads an older `last_failure` may evict a key whose failure landed during the
-/// scan. `carried_opens` is written when the entry is created (before it is shared) and
-/// cleared by the breaker's own listener after it closed, so the break schedule that reads it
+/// scan. `carried_opens` is written when the entry is created (before it is shared), raised
+/// by the cap's listener just before it resets a key it closes (the next opening, which reads
+/// it, comes after that reset), and cleared by the breaker's own listener after it closed, so the break schedule that reads it
 /// under the breaker's lock sees it cleared by the next opening, which comes after the close.
 /// `ASKED` is a thread-local `Cell`: set and read on the one thread that records a verdict;
 /// the first gate that reads it clears it, so listeners that run after see it unset.
@@ -552,6 +553,11 @@ impl Cap {
         }
         if !self.take(entry) {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
+            // Closed as a trip beyond the cap stays closed, its break growth kept: the reset
+            // drops the breaker's own consecutive opens, so they are carried, as a scar's are,
+            // until the breaker next closes on its own.
+            let opens = entry.breaker.snapshot().consecutive_opens;
+            entry.carried_opens.fetch_add(opens, Ordering::Relaxed);
             entry.breaker.reset();
         }
     }
@@ -1148,9 +1154,12 @@ where
         now: u64,
     ) -> Arc<Entry> {
         let carried_opens = Arc::new(AtomicU32::new(scar.map_or(0, |scar| scar.opens)));
-        let settings = match scar {
-            Some(_) => carry_growth(settings, Arc::clone(&carried_opens)),
-            None => settings,
+        // A key that carries growth from a scar, or one an open cap may close by reset (which
+        // drops the breaker's own growth), breaks on a schedule that adds the carried opens.
+        let settings = if scar.is_some() || self.inner.cap.is_some() {
+            carry_growth(settings, Arc::clone(&carried_opens))
+        } else {
+            settings
         };
         let idle = self.inner.idle_nanos;
         let ghost_after = settings
