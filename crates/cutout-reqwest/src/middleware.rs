@@ -36,7 +36,8 @@ use crate::error::Refused;
 ///   request reqwest would not send, the caller's own upload failing, or one refused by
 ///   another breaker further down, is ignored. Anything but a success is recorded on the
 ///   headers; a success waits for the body's end (a body error, reqwest's total timeout
-///   during the body: a failure; dropped unread: the success). The response or error is
+///   during the body: a failure; dropped unread: the success; dropped after reading began:
+///   nothing). The response or error is
 ///   passed back as it came: a 500 is still an `Ok` response to the caller. The call's
 ///   duration (for slow-call trips and the latency baseline) runs from the permit to the
 ///   verdict: to the headers, or for a success to the body's end, so a caller that leaves a
@@ -79,6 +80,7 @@ pub struct BreakerMiddleware {
     classifier: ReqwestClassifier,
     pause: Option<Duration>,
     max_redirects: usize,
+    cross_origin: bool,
 }
 
 /// How many redirects the middleware follows by default (as reqwest's own default policy).
@@ -134,6 +136,7 @@ impl BreakerMiddleware {
             classifier: ReqwestClassifier::default(),
             pause: None,
             max_redirects: MAX_REDIRECTS,
+            cross_origin: false,
         }
     }
 
@@ -175,7 +178,10 @@ impl BreakerMiddleware {
     }
 
     /// How many redirects the middleware follows for one request (default 10; 0 hands every
-    /// redirect back to the caller). Each hop goes through the breaker of its own host (per
+    /// redirect back to the caller). A request's own timeout (`RequestBuilder::timeout`)
+    /// bounds the whole chain: each hop is sent with what is left of it. The client's timeout
+    /// (`ClientBuilder::timeout`) cannot be read from a middleware, so each hop gets all of it:
+    /// give a request that may be redirected its own timeout. Each hop goes through the breaker of its own host (per
     /// host) as a request of its own: a redirect is a success of the host that answered it,
     /// the target's answer counts against the target, and a target whose breaker refuses is
     /// never reached (the request fails with that refusal). Past the limit the request fails
@@ -190,9 +196,9 @@ impl BreakerMiddleware {
     /// Following, the middleware does what reqwest's own policy does: 301, 302 and 303 turn a
     /// request other than `GET` or `HEAD` into a `GET` without a body, 307 and 308 resend the
     /// same method and body; a body that cannot be cloned (a
-    /// stream) is not resent, and the redirect is handed back; `Authorization`, `Cookie` and
-    /// `Proxy-Authorization` are dropped on a hop to another host; only `http` and `https`
-    /// targets are followed.
+    /// stream) is not resent, and the redirect is handed back; only `http` and `https`
+    /// targets are followed. A redirect to another origin (scheme, host or port) is handed
+    /// back to the caller unless [`follow_cross_origin`](Self::follow_cross_origin) is on.
     ///
     /// ```
     /// use cutout::{Breaker, Settings};
@@ -210,6 +216,36 @@ impl BreakerMiddleware {
     /// ```
     pub fn max_redirects(mut self, max: usize) -> Self {
         self.max_redirects = max;
+        self
+    }
+
+    /// Whether the middleware follows a redirect to another origin (another scheme, host or
+    /// port; default `false`: such a redirect is handed back to the caller as it came, as
+    /// `reqwest::redirect::Policy::none()` would).
+    ///
+    /// Why off by default: each hop the middleware follows is a new execution by the client,
+    /// and reqwest adds the client's default headers (`ClientBuilder::default_headers`) to
+    /// every request it executes. reqwest's own redirect policy strips `Authorization`,
+    /// `Cookie`, `Cookie2`, `Proxy-Authorization` and `WWW-Authenticate` on a hop to another
+    /// origin *after* that merge; the middleware sits above the client, cannot see its default
+    /// headers and cannot keep them off the next request (the request's own headers of those
+    /// names it does drop on such a hop). Following another origin would send a client's
+    /// default bearer token or session cookie to whatever host a `Location` names.
+    ///
+    /// Turn it on only for a client without credentials in its default headers (credentials
+    /// set per request are dropped on the hop, as reqwest's policy drops them).
+    ///
+    /// ```
+    /// use cutout::{Breaker, Settings};
+    /// use cutout_reqwest::BreakerMiddleware;
+    ///
+    /// // This client sets its credentials per request, never as default headers.
+    /// let middleware = BreakerMiddleware::new(Breaker::new("api", Settings::default()))
+    ///     .follow_cross_origin(true);
+    /// # let _ = middleware;
+    /// ```
+    pub fn follow_cross_origin(mut self, follow: bool) -> Self {
+        self.cross_origin = follow;
         self
     }
 
@@ -317,6 +353,7 @@ impl fmt::Debug for BreakerMiddleware {
         d.field("classifier", &self.classifier)
             .field("refusal_pause", &self.pause)
             .field("max_redirects", &self.max_redirects)
+            .field("follow_cross_origin", &self.cross_origin)
             .finish()
     }
 }
@@ -331,12 +368,24 @@ impl Middleware for BreakerMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let mut request = request;
         let mut hops = 0;
+        // The request's own timeout bounds the whole chain, as reqwest's bounds its own
+        // redirects: each hop gets what is left of it (zero once it has passed, which reqwest
+        // answers with its timeout error).
+        let deadline = request
+            .timeout()
+            .and_then(|timeout| std::time::Instant::now().checked_add(*timeout));
         loop {
+            if hops > 0
+                && let Some(deadline) = deadline
+            {
+                *request.timeout_mut() =
+                    Some(deadline.saturating_duration_since(std::time::Instant::now()));
+            }
             let resend = (self.max_redirects > 0)
                 .then(|| request.try_clone())
                 .flatten();
             let response = self.send(request, extensions, next.clone()).await?;
-            let Some(next_request) = redirected(&response, resend) else {
+            let Some(next_request) = redirected(&response, resend, self.cross_origin) else {
                 return Ok(response);
             };
             if hops == self.max_redirects {
@@ -370,7 +419,7 @@ impl BreakerMiddleware {
         let classifier = self.classifier.clone();
         // cutout-tower's services take the permit (and, per host, keep the key busy) and
         // record the verdict when the headers or the body's end decide it; dropping the
-        // future or the body before then records nothing (a dropped body: the success its
+        // future or the body before then records nothing (a body dropped unread: the success its
         // headers promised).
         let result = match &self.guard {
             Guard::One(breaker) => {
@@ -398,8 +447,10 @@ impl BreakerMiddleware {
 }
 
 /// The next request when `response` is a redirect the middleware follows (see
-/// [`BreakerMiddleware::max_redirects`]), made from `resend`, a copy of the request sent.
-fn redirected(response: &Response, resend: Option<Request>) -> Option<Request> {
+/// [`BreakerMiddleware::max_redirects`]), made from `resend`, a copy of the request sent; a
+/// redirect to another origin only when `cross_origin` (see
+/// [`BreakerMiddleware::follow_cross_origin`]).
+fn redirected(response: &Response, resend: Option<Request>, cross_origin: bool) -> Option<Request> {
     let status = response.status();
     if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
         return None;
@@ -411,6 +462,12 @@ fn redirected(response: &Response, resend: Option<Request>) -> Option<Request> {
         .ok()?;
     let target = response.url().join(location).ok()?;
     if !matches!(target.scheme(), "http" | "https") {
+        return None;
+    }
+    // The origin as reqwest's policy compares it: scheme, host and port (default ports
+    // filled in).
+    let other_origin = crate::host_key(&target) != crate::host_key(response.url());
+    if other_origin && !cross_origin {
         return None;
     }
     let mut request = resend?;
@@ -434,12 +491,15 @@ fn redirected(response: &Response, resend: Option<Request>) -> Option<Request> {
             headers.remove(name);
         }
     }
-    if crate::host_key(&target) != crate::host_key(request.url()) {
+    if other_origin || crate::host_key(&target) != crate::host_key(request.url()) {
+        // As reqwest's `remove_sensitive_headers`.
         let headers = request.headers_mut();
         for name in [
             http::header::AUTHORIZATION,
             http::header::COOKIE,
+            http::header::HeaderName::from_static("cookie2"),
             http::header::PROXY_AUTHORIZATION,
+            http::header::WWW_AUTHENTICATE,
         ] {
             headers.remove(name);
         }

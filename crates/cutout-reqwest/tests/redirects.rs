@@ -25,7 +25,8 @@ async fn a_redirect_targets_failures_open_the_target_not_the_redirecting_host() 
     let front = Server::start().await;
     let target = Server::start().await;
     let hosts = KeyedBreakers::builder(settings()).build();
-    let client = client_not_following(BreakerMiddleware::per_host(hosts.clone()));
+    let client =
+        client_not_following(BreakerMiddleware::per_host(hosts.clone()).follow_cross_origin(true));
     let url = front.url(&format!("/redirect?to={}", target.url("/fail")));
     for _ in 0..3 {
         let response = client.get(&url).send().await.unwrap();
@@ -61,7 +62,8 @@ async fn an_isolated_host_is_never_reached_through_a_redirect() {
     let target = Server::start().await;
     let hosts = KeyedBreakers::builder(settings()).build();
     assert!(hosts.isolate(&key(&target)));
-    let client = client_not_following(BreakerMiddleware::per_host(hosts.clone()));
+    let client =
+        client_not_following(BreakerMiddleware::per_host(hosts.clone()).follow_cross_origin(true));
     for path in ["/redirect", "/see-other"] {
         let url = front.url(&format!("{path}?to={}", target.url("/ok")));
         let error = client.get(&url).send().await.unwrap_err();

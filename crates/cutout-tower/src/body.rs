@@ -171,10 +171,12 @@ pub trait ClassifyEnd<E>: Sized {
         Verdict::Failure
     }
 
-    /// The verdict on a body dropped before its end (its consumer stopped reading), asked
-    /// when the body starts waiting. Default: `None`, nothing is recorded (a client that
-    /// leaves is not the dependency's failure, and its permit gives a probe slot back). A
-    /// client library whose callers often drop bodies unread may answer the headers' verdict.
+    /// The verdict on a body dropped unread, before its first poll (its consumer never read
+    /// it), asked when the body starts waiting. Default: `None`, nothing is recorded (a
+    /// client that leaves is not the dependency's failure, and its permit gives a probe slot
+    /// back). A client library whose callers often drop bodies unread may answer the headers'
+    /// verdict. A body dropped after it was polled (read in part, or waited on) never records
+    /// this: its upstream may be hanging mid-body, so nothing is recorded.
     fn dropped(&self) -> Option<Verdict> {
         None
     }

@@ -23,9 +23,11 @@ use crate::future::ResponseFuture;
 ///   `ConcurrencyLimit`, a `Buffer`) draws one admission however often it is polled: with
 ///   throttling on, one draw, not one per poll (each refused draw raises the next one's odds,
 ///   so drawing per poll refused almost every request under backpressure and never
-///   recovered); with a ramp, one admission. The call's duration runs from the permit, taken
-///   when the request can be sent: the wait for readiness is the caller's, not the
-///   dependency's, and is not timed.
+///   recovered); with a ramp, one admission. The call's duration runs from the call: a
+///   permit held since `poll_ready` (a balancer such as p2c keeps a ready service unpicked
+///   for as long as traffic is quiet) is swapped for a fresh one at `call`, and if that fresh
+///   draw is refused the admission already drawn stands; the wait for readiness and for
+///   being picked is the caller's, not the dependency's, and is not timed.
 /// - **Open, half-open or isolated**: the breaker first. When it refuses, `poll_ready` does
 ///   not poll the inner service (which may be stuck behind the very outage the breaker saw);
 ///   what it answers is the service's [readiness mode](Readiness): by default `Ready`,
@@ -82,9 +84,13 @@ pub(crate) struct Admission {
 ///   tokio's clock (paused time drives it); a breaker on another clock (the default
 ///   `SystemClock`) counts its break in real time too, so the two agree outside tests.
 /// - No lost wake-ups: every `Pending` has registered the polling task's waker with the timer
-///   it returns on. What it cannot see: a break that ends sooner (a health check, another
-///   clone's probe closing the breaker, a `reset`) is noticed only at the timer. A refusal
-///   with no retry-after (isolated) is asked again every second, and a half-open breaker whose
+///   it returns on. A break that ends sooner (a health check, another clone's probe closing
+///   the breaker, a `reset`) is noticed at the next re-check: an open or isolated breaker is
+///   asked again every 500 ms at most (what it can no longer see: an early end is up to
+///   500 ms late; the cost is one breaker read per waiting service per interval). A recovering
+///   breaker's ramp refusal is waited out too, asked again every 50 ms (a new draw each time,
+///   the admitted fraction growing), so a `WaitForBreak` call is never a ramp refusal. A
+///   half-open breaker whose
 ///   probe slots are taken every 100 ms at most (the probe in flight decides within its
 ///   latency; the refusal's own retry-after can be the rest of the whole half-open wait).
 /// - A throttled refusal (adaptive throttling) is not waited on: it is a draw per request, not
@@ -111,12 +117,26 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// own retry-after may be what is left of the whole half-open wait (a minute by default).
 const PROBE_RECHECK: Duration = Duration::from_millis(100);
 
+/// How often at most a [`Readiness::WaitForBreak`] service asks again an open breaker: a
+/// break can end before its timer (a health check that passes, an operator's reset), and the
+/// waiting caller should get its traffic back within this, not at the break's planned end.
+/// The cost is one breaker read per waiting service per interval.
+const BREAK_RECHECK: Duration = Duration::from_millis(500);
+
+/// How often a [`Readiness::WaitForBreak`] service asks a recovering breaker again after a
+/// ramp refusal: each ask is a new draw against a fraction that grows with time.
+const RAMP_RECHECK: Duration = Duration::from_millis(50);
+
 /// The [`Load`](tower::load::Load) of a breaker service: whether it would refuse the next
 /// call, before the inner service's load. A refusing service compares above any that would
 /// send the call, so tower's p2c `Balance` picks it only when both of its draws refuse (every
 /// endpoint of the pair is open), and among those that would send, the inner load decides.
 ///
-/// A service reads as refusing when its last `poll_ready` kept a refusal, or, not polled yet,
+/// A service reads as refusing when its last `poll_ready` kept a refusal that still stands at
+/// the `load()` read (its breaker open or isolated now, or half-open with its probe slots
+/// taken; a kept refusal whose break has run out reads as sending, so p2c picks the endpoint,
+/// re-polls it and probes it: p2c re-polls only the endpoint it picks, and a refusal read as
+/// standing for ever kept a recovered endpoint out of traffic for ever), or, not polled yet,
 /// when its breaker is open, half-open or isolated as last published. One that holds a probe's
 /// permit reads as sending: p2c may pick it, and its probe is how the breaker learns that
 /// the endpoint is back.
@@ -159,7 +179,17 @@ impl Admission {
     pub(crate) fn refusing(&self) -> bool {
         match self.ready {
             Ready::Admitted(_) => false,
-            Ready::Refused(_) => true,
+            // A kept refusal is read against the breaker's state now (which advances with its
+            // clock): p2c re-polls only the endpoint it picks, so a refusal read as refusing
+            // for ever would keep a recovered endpoint unpicked, never probed, never closed.
+            Ready::Refused(ref rejected) => match self.breaker.state() {
+                State::Open | State::Isolated => true,
+                // The break ran out: a probe slot may be free, unless the refusal said the
+                // slots were taken.
+                State::HalfOpen => rejected.reason() == RejectReason::HalfOpenFull,
+                // A throttling or ramp refusal is one draw; the next is another.
+                _ => false,
+            },
             Ready::Unpolled => !admits_freely(self.breaker.peek().0),
         }
     }
@@ -205,12 +235,47 @@ impl Admission {
             }
             Poll::Ready(Ok(())) => {
                 self.ready = match self.breaker.try_acquire_owned() {
-                    Ok(permit) => Ready::Admitted(permit),
+                    Ok(permit) => {
+                        self.wake = None;
+                        Ready::Admitted(permit)
+                    }
+                    Err(rejected)
+                        if self.readiness == Readiness::WaitForBreak
+                            && rejected.reason() == RejectReason::Ramp =>
+                    {
+                        // WaitForBreak promises a call that is not refused: a ramp refusal
+                        // is waited out like a break, asking again shortly (a new draw).
+                        self.ready = Ready::Unpolled;
+                        let after = rejected
+                            .retry_after()
+                            .unwrap_or(RAMP_RECHECK)
+                            .clamp(Duration::from_millis(1), RAMP_RECHECK);
+                        return self.sleep(after, cx);
+                    }
                     Err(rejected) => Ready::Refused(rejected),
                 };
                 Poll::Ready(Ok(()))
             }
         }
+    }
+
+    /// Sleeps `after` on this service's timer, registering the task's waker; wakes the task
+    /// at once if the timer has run out already.
+    fn sleep(&mut self, after: Duration, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let deadline = tokio::time::Instant::now() + after;
+        let wake = match &mut self.wake {
+            Some(wake) => {
+                wake.as_mut().reset(deadline);
+                wake
+            }
+            None => self
+                .wake
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        if wake.as_mut().poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
     }
 
     /// Open, half-open or isolated (or a permit held from an earlier poll): the breaker first,
@@ -245,8 +310,14 @@ impl Admission {
                     }
                     self.ready = Ready::Unpolled;
                     let mut after = rejected.retry_after().unwrap_or(RECHECK);
-                    if rejected.reason() == RejectReason::HalfOpenFull {
-                        after = after.min(PROBE_RECHECK);
+                    match rejected.reason() {
+                        RejectReason::HalfOpenFull => after = after.min(PROBE_RECHECK),
+                        // A break may end early (a health check, a reset): ask again often
+                        // enough to see it.
+                        RejectReason::Open | RejectReason::Isolated => {
+                            after = after.min(BREAK_RECHECK)
+                        }
+                        _ => {}
                     }
                     let after = after.max(Duration::from_millis(1));
                     let deadline = tokio::time::Instant::now() + after;
@@ -288,6 +359,22 @@ impl Admission {
     /// The permit for the call being made, or the refusal to fail it with.
     pub(crate) fn take(&mut self) -> Result<OwnedPermit, Rejected> {
         match std::mem::take(&mut self.ready) {
+            Ready::Admitted(permit) if admits_freely(self.breaker.peek().0) => {
+                // The permit may be old: a balancer (p2c) keeps a ready service's readiness
+                // until it picks it, seconds later when traffic is quiet, and a call timed
+                // from it would count that wait as the dependency's slowness. A closed
+                // breaker's call is timed from the call: a fresh permit, taken before the
+                // old one is given back. If the fresh one is refused (a throttling or ramp
+                // draw), the admission already drawn stands: one request never loses two
+                // draws.
+                match self.breaker.try_acquire_owned() {
+                    Ok(fresh) => {
+                        drop(permit);
+                        Ok(fresh)
+                    }
+                    Err(_) => Ok(permit),
+                }
+            }
             Ready::Admitted(permit) => Ok(permit),
             Ready::Refused(rejected) => Err(rejected),
             // Called without `poll_ready` (a contract breach tower allows services to punish):

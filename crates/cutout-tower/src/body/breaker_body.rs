@@ -25,9 +25,13 @@ pin_project! {
     ///   again): [`ClassifyEnd::end`] with `None`;
     /// - the inner body yields an error: [`ClassifyEnd::body_error`].
     ///
-    /// Dropping it before any of these records the classifier's
-    /// [`ClassifyEnd::dropped`] verdict if it has one; by default it drops the permit
-    /// unrecorded: nothing is counted and a half-open probe slot is given back. [`awaits_end`](Self::awaits_end) tells whether the
+    /// Dropping it before any of these drops the permit unrecorded (nothing is counted and a
+    /// half-open probe slot is given back), except a body dropped unread, before its first
+    /// poll, which records the classifier's [`ClassifyEnd::dropped`] verdict if it has one.
+    /// A body its consumer started reading and then abandoned (read part of it, or gave up
+    /// waiting for the next frame) is no evidence either way: the upstream may be hanging
+    /// mid-body, so it must not count as the success its headers promised (a hung probe would
+    /// close a half-open breaker). [`awaits_end`](Self::awaits_end) tells whether the
     /// verdict is still to come.
     pub struct BreakerBody<B, A> {
         #[pin]
@@ -42,17 +46,20 @@ struct Watch<A> {
     permit: Option<OwnedPermit>,
     /// Taken with the permit.
     at_end: Option<A>,
-    /// What a drop before the end records ([`ClassifyEnd::dropped`]).
+    /// What a drop before the first poll records ([`ClassifyEnd::dropped`]).
     on_drop: Option<Verdict>,
+    /// Whether the body was polled: a drop after that records nothing.
+    polled: bool,
     /// A keyed call's hold on its key (no eviction while the call runs).
     guard: Option<CallGuard>,
 }
 
-/// A body dropped before its end: its classifier's [`ClassifyEnd::dropped`] verdict, if any;
-/// else the permit is dropped unrecorded.
+/// A body dropped before its end: unread, its classifier's [`ClassifyEnd::dropped`] verdict,
+/// if any; else (or once polled) the permit is dropped unrecorded.
 impl<A> Drop for Watch<A> {
     fn drop(&mut self) {
-        if let (Some(permit), Some(verdict)) = (self.permit.take(), self.on_drop) {
+        let on_drop = if self.polled { None } else { self.on_drop };
+        if let (Some(permit), Some(verdict)) = (self.permit.take(), on_drop) {
             crate::keyed::record_verdict(permit, verdict, self.guard.as_ref());
         }
     }
@@ -80,6 +87,7 @@ impl<B, A> BreakerBody<B, A> {
             permit: Some(permit),
             at_end: Some(at_end),
             on_drop,
+            polled: false,
             guard,
         });
         if inner.is_end_stream() {
@@ -126,6 +134,10 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let mut this = self.project();
+        if let Some(watch) = this.watch.as_mut() {
+            // Read (or waited on) from now on: a drop records nothing.
+            watch.polled = true;
+        }
         let frame = ready!(this.inner.as_mut().poll_frame(cx));
         if this.watch.is_some() {
             match &frame {

@@ -62,13 +62,17 @@ impl HostKey {
     /// breakers by host (cutout-reqwest's `host_key` too), so one host has one key however it
     /// is spelled: scheme and host in lower case; the port given, else 443 for `https` and 80
     /// otherwise; a DNS name without its trailing dot (`a.example.` is `a.example`); an IPv6
-    /// address in brackets in its canonical form (`[0:0:0:0:0:0:0:1]` is `[::1]`).
+    /// address in brackets in its canonical form (`[0:0:0:0:0:0:0:1]` is `[::1]`); an IPv4
+    /// address in dotted decimal however the URL standard lets it be spelled (`127.1`,
+    /// `0x7f.0.0.1`, `2130706433` and `0177.0.0.1` are `127.0.0.1`, as a `reqwest::Url` reads
+    /// them, while `http::Uri` keeps the spelling).
     ///
     /// ```
     /// use cutout_tower::keyed::HostKey;
     ///
     /// assert_eq!(HostKey::new("HTTPS", "API.example.", None).to_string(), "https://api.example:443");
     /// assert_eq!(HostKey::new("http", "[0:0:0:0:0:0:0:1]", Some(8080)).to_string(), "http://[::1]:8080");
+    /// assert_eq!(HostKey::new("http", "0x7f.1", Some(80)).to_string(), "http://127.0.0.1:80");
     /// ```
     pub fn new(scheme: &str, host: &str, port: Option<u16>) -> HostKey {
         let scheme = scheme.to_ascii_lowercase();
@@ -116,10 +120,74 @@ fn canonical_host(host: &str) -> String {
         return format!("[{v6}]");
     }
     let lower = host.to_ascii_lowercase();
+    if let Some(v4) = whatwg_ipv4(&lower) {
+        return v4.to_string();
+    }
     match lower.strip_suffix('.') {
         Some(name) if !name.is_empty() && !name.ends_with('.') => name.to_owned(),
         _ => lower,
     }
+}
+
+/// `host` read as an IPv4 address the way the URL standard's host parser reads it (what a
+/// `reqwest::Url` does before cutout-reqwest sees it; `http::Uri` keeps the spelling): one to
+/// four dot-separated numbers, each decimal, octal (a leading `0`) or hexadecimal (`0x`), the
+/// last filling the remaining bytes, one trailing dot allowed. `127.1`, `0x7f.0.0.1`,
+/// `2130706433` and `0177.0.0.1` are all `127.0.0.1`. `None` when `host` does not end in a
+/// number (a DNS name) or is not a valid address (the spelling is then kept as it is).
+fn whatwg_ipv4(host: &str) -> Option<std::net::Ipv4Addr> {
+    let mut parts: Vec<&str> = host.split('.').collect();
+    if parts.len() > 1 && parts.last() == Some(&"") {
+        parts.pop();
+    }
+    let last = parts.last()?;
+    // "Ends in a number": only then is the host an IPv4 address at all.
+    let ends_in_number = (!last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
+        || ipv4_number(last).is_some();
+    if !ends_in_number || parts.len() > 4 {
+        return None;
+    }
+    let numbers: Vec<u64> = parts
+        .iter()
+        .map(|part| ipv4_number(part))
+        .collect::<Option<_>>()?;
+    let (last, init) = numbers.split_last()?;
+    if init.iter().any(|&n| n > 255) {
+        return None;
+    }
+    let room = 5 - numbers.len() as u32; // bytes the last number fills: 4, 3, 2 or 1
+    if *last >= 256u64.pow(room) {
+        return None;
+    }
+    let mut address = *last;
+    for (i, &n) in init.iter().enumerate() {
+        address += n << (8 * (3 - i as u32));
+    }
+    u32::try_from(address).ok().map(std::net::Ipv4Addr::from)
+}
+
+/// One part of an IPv4 host, as the URL standard's IPv4 number parser reads it: `0x`/`0X`
+/// hexadecimal (empty after the prefix is 0), a leading `0` octal, else decimal. `None` when
+/// it is not a number, or too large to be one part of an address.
+fn ipv4_number(part: &str) -> Option<u64> {
+    if part.is_empty() {
+        return None;
+    }
+    let (digits, radix) =
+        if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+            (hex, 16)
+        } else if part.len() > 1 && part.starts_with('0') {
+            (&part[1..], 8)
+        } else {
+            (part, 10)
+        };
+    if digits.is_empty() {
+        return Some(0);
+    }
+    if digits.len() > 12 || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
 }
 
 impl fmt::Display for HostKey {

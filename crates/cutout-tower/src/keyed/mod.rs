@@ -46,14 +46,19 @@
 //! - A tripped key nobody calls any more is a **ghost** once it has sat, open past its break's
 //!   end or half-open, for its `max_wait_in_half_open` (else `idle_after`) with no probe: its
 //!   state advances with the clock (the lapsed break reads half-open, [`Breaker::state`]),
-//!   and past that wait its next call would re-open or close it anyway. A ghost gives its
+//!   and past that wait its next call would re-open or close it anyway. A recovering key
+//!   unused for that long is a ghost too (its ramp advances only on calls, so it would
+//!   recover for ever). An open key whose breaker still serves a break (an operator's
+//!   `open_for`, which raises no event) is never one. A ghost gives its
 //!   open-cap slot back and may be evicted. Its break growth is not dropped: the map keeps
 //!   it as a *scar* (the key and its consecutive opens, at most `max_keys` of them, the oldest
 //!   going first) and the key's next entry starts its break schedule from there, until that
 //!   breaker closes. A ghost's window is forgotten (it tripped long ago).
 //! - A full map evicts the least recently used key that may go and has no recent trouble
 //!   (no failure within its trip window, for a count window within `idle_after`; no opening
-//!   within `idle_after`; no carried growth), and only when there is none the least recently
+//!   within `idle_after`; no carried growth; its last judged call not a failure, so a host
+//!   called more slowly than its window but failing every time keeps its streak), and only
+//!   when there is none the least recently
 //!   used of the others. So a stream of new hosts (an attacker choosing host names) pushes out
 //!   keys like its own, and a host failing between them keeps its window until it trips:
 //!   failures are noted by the map's own services ([`KeyedService`], cutout-reqwest's
@@ -215,15 +220,17 @@ impl<K> fmt::Debug for SettingsSource<K> {
 /// which loses nothing but a closed key's window. The statistics are plain `Relaxed` counters.
 ///
 /// The times a key's listener and services note (`break_ends`, `half_open_since`,
-/// `last_failure`, `last_opened`, `carried_opens`) are `Relaxed` too: each is one value read
+/// `last_failure`, `failing`, `last_opened`, `carried_opens`) are `Relaxed` too: each is one value read
 /// on its own, as a hint whose staleness is bounded by one transition or one call. A gate that
 /// reads an older `break_ends` or `half_open_since` sees a key a ghost a little late or early
 /// (its slot is kept a little longer, or its next call takes a slot again or is closed); the
 /// eviction that reads an older `last_failure` may evict a key whose failure landed during the
-/// scan. `carried_opens` is written when the entry is created (before it is shared) and
-/// cleared by the breaker's own listener after it closed, so the break schedule that reads it
+/// scan. `carried_opens` is written when the entry is created (before it is shared), raised
+/// by the cap's listener just before it resets a key it closes (the next opening, which reads
+/// it, comes after that reset), and cleared by the breaker's own listener after it closed, so the break schedule that reads it
 /// under the breaker's lock sees it cleared by the next opening, which comes after the close.
-/// `ASKED` is a thread-local `Cell`: set and read on the one thread that records a verdict.
+/// `ASKED` is a thread-local `Cell`: set and read on the one thread that records a verdict;
+/// the first gate that reads it clears it, so listeners that run after see it unset.
 pub struct KeyedBreakers<K> {
     inner: Arc<Inner<K>>,
 }
@@ -285,6 +292,11 @@ pub(crate) struct Entry {
     half_open_since: AtomicU64,
     /// When a call through the map's services last failed (`NEVER`: none).
     last_failure: AtomicU64,
+    /// Whether the last call judged through the map's services failed (a failure streak
+    /// under way, however slowly the key is called): keeps the key out of the quiet tier of
+    /// the least-recently-used eviction, so host churn cannot evict a slowly called failing
+    /// host between its failures, and with it its consecutive failures.
+    failing: AtomicBool,
     /// When the breaker last opened (`NEVER`: never).
     last_opened: AtomicU64,
     /// How long a tripped key may sit unprobed past its break's end (or in half-open) before
@@ -301,11 +313,15 @@ pub(crate) struct Entry {
 impl Entry {
     /// Whether the key is a tripped key nobody probes any more (a ghost): open past its
     /// break's end, or half-open, for longer than `ghost_after`, as the events of its own
-    /// breaker tell. Lock-free (atomic loads), so a gate may ask it of other keys.
+    /// breaker tell, or recovering and unused for longer than `ghost_after`. Lock-free (atomic loads), so a gate may ask it of other keys.
     fn ghost(&self, now: u64) -> bool {
         let since = match self.breaker.peek().0 {
             State::Open => self.break_ends.load(Ordering::Relaxed),
             State::HalfOpen => self.half_open_since.load(Ordering::Relaxed),
+            // A recovering key's ramp advances only on calls: one nobody calls again would
+            // recover for ever, holding its slot and its place in the map. Idle that long
+            // past its last use, it is a ghost too.
+            State::Recovering => self.last_used.load(Ordering::Relaxed),
             _ => return false,
         };
         since != NEVER && now >= since.saturating_add(self.ghost_after)
@@ -314,6 +330,17 @@ impl Entry {
     /// As [`Entry::ghost`], and for a key opened by hand (no event: its break's end is read
     /// from the breaker under its lock). Under the map's lock, never under a gate.
     fn ghost_locked(&self, now: u64) -> bool {
+        // An open key whose breaker still serves a break is no ghost, whatever its last
+        // opening's event said: an operator's `open_for` (which raises no event) replaces
+        // the break, and its key must not be evicted (and come back closed) during it.
+        if self.breaker.peek().0 == State::Open
+            && self
+                .breaker
+                .break_remaining()
+                .is_some_and(|left| !left.is_zero())
+        {
+            return false;
+        }
         if self.ghost(now) {
             return true;
         }
@@ -345,7 +372,8 @@ impl Entry {
         recent(
             self.last_failure.load(Ordering::Relaxed),
             self.failure_horizon,
-        ) || recent(self.last_opened.load(Ordering::Relaxed), idle)
+        ) || self.failing.load(Ordering::Relaxed)
+            || recent(self.last_opened.load(Ordering::Relaxed), idle)
             || self.carried_opens.load(Ordering::Relaxed) > 0
     }
 
@@ -381,9 +409,14 @@ impl Entry {
     /// Notes what a call through the map's services was judged: a failure keeps the key
     /// out of the least-recently-used eviction for its failure horizon.
     pub(crate) fn saw(&self, verdict: &Verdict) {
-        if *verdict == Verdict::Failure {
-            self.last_failure
-                .store(self.clock.recent(), Ordering::Relaxed);
+        match verdict {
+            Verdict::Failure => {
+                self.last_failure
+                    .store(self.clock.recent(), Ordering::Relaxed);
+                self.failing.store(true, Ordering::Relaxed);
+            }
+            Verdict::Success => self.failing.store(false, Ordering::Relaxed),
+            _ => {}
         }
     }
 }
@@ -520,13 +553,21 @@ impl Cap {
         }
         if !self.take(entry) {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
+            // Closed as a trip beyond the cap stays closed, its break growth kept: the reset
+            // drops the breaker's own consecutive opens, so they are carried, as a scar's are,
+            // until the breaker next closes on its own.
+            let opens = entry.breaker.snapshot().consecutive_opens;
+            entry.carried_opens.fetch_add(opens, Ordering::Relaxed);
             entry.breaker.reset();
         }
     }
 
     /// The gate of `entry`'s breaker, under that breaker's lock: whether it may open.
     fn admit(&self, entry: &Arc<Entry>) -> bool {
-        if !self.count_asked && ASKED.with(Cell::get) {
+        // Taken, not read: the flag is for the one opening being recorded. Cleared here,
+        // before the breaker's listeners run on this thread, a trip a listener causes on
+        // another key is not taken for an asked opening and still needs a slot.
+        if ASKED.with(|asked| asked.replace(false)) && !self.count_asked {
             // An opening the dependency asked for (`Retry-After`), recorded through this
             // crate's futures: no slot to take (the listener gives back the one a gate took
             // for an opening recorded some other way).
@@ -1054,7 +1095,9 @@ where
         if map.len() >= self.inner.max_keys {
             self.sweep_locked(map, now);
         }
-        if map.len() >= self.inner.max_keys {
+        // Evict until there is room: a map that went beyond `max_keys` (no key could go)
+        // shrinks back as soon as its keys may go, not one eviction per new key for ever.
+        while map.len() >= self.inner.max_keys {
             let idle = self.inner.idle_nanos;
             let mut quiet: Option<(u64, &K)> = None;
             let mut troubled: Option<(u64, &K)> = None;
@@ -1080,6 +1123,7 @@ where
                 }
                 None => {
                     self.inner.over_capacity.fetch_add(1, Ordering::Relaxed);
+                    break;
                 }
             }
         }
@@ -1091,13 +1135,14 @@ where
     }
 
     /// Whether a key may be evicted at all (calls in flight aside): closed, or a tripped key
-    /// nobody probes any more (a ghost, whose growth is kept as a scar). Never an open,
-    /// half-open or recovering key still serving its break, nor an isolated or disabled one
+    /// nobody probes any more (a ghost, whose growth is kept as a scar; a recovering key
+    /// unused past `ghost_after` is one). Never an open, half-open or recovering key still
+    /// serving its break or its ramp, nor an isolated or disabled one
     /// (both until reset).
     fn may_evict(&self, entry: &Entry, now: u64) -> bool {
         match entry.breaker.state() {
             State::Closed => true,
-            State::Open | State::HalfOpen => entry.ghost_locked(now),
+            State::Open | State::HalfOpen | State::Recovering => entry.ghost_locked(now),
             _ => false,
         }
     }
@@ -1109,9 +1154,12 @@ where
         now: u64,
     ) -> Arc<Entry> {
         let carried_opens = Arc::new(AtomicU32::new(scar.map_or(0, |scar| scar.opens)));
-        let settings = match scar {
-            Some(_) => carry_growth(settings, Arc::clone(&carried_opens)),
-            None => settings,
+        // A key that carries growth from a scar, or one an open cap may close by reset (which
+        // drops the breaker's own growth), breaks on a schedule that adds the carried opens.
+        let settings = if scar.is_some() || self.inner.cap.is_some() {
+            carry_growth(settings, Arc::clone(&carried_opens))
+        } else {
+            settings
         };
         let idle = self.inner.idle_nanos;
         let ghost_after = settings
@@ -1164,6 +1212,7 @@ where
                 break_ends: AtomicU64::new(NEVER),
                 half_open_since: AtomicU64::new(NEVER),
                 last_failure: AtomicU64::new(NEVER),
+                failing: AtomicBool::new(false),
                 last_opened: AtomicU64::new(NEVER),
                 ghost_after,
                 failure_horizon,
