@@ -667,9 +667,9 @@ impl Samples {
                 }
                 j += 1;
             }
-            let nearest_rank = |pct: u64| {
+            let normal = (m >= LATENCY_ARMED).then(|| {
                 let total = m as u64;
-                let rank = (pct * total).div_ceil(100).clamp(1, total);
+                let rank = (quantile_pct * total).div_ceil(100).clamp(1, total);
                 let mut seen = 0;
                 counts
                     .iter()
@@ -679,12 +679,10 @@ impl Samples {
                     })
                     .expect("rank within total")
                     .0
-            };
-            let armed = m >= LATENCY_ARMED;
+            });
             out.push(Merged {
                 samples: m as u64,
-                normal: armed.then(|| nearest_rank(quantile_pct)),
-                tail: armed.then(|| nearest_rank(99)),
+                normal,
                 counts: counts.clone(),
             });
         }
@@ -698,8 +696,6 @@ struct Merged {
     samples: u64,
     /// The normal latency (the quantile's sample, in nanoseconds); `None` until armed.
     normal: Option<u64>,
-    /// The 99th percentile's sample (a probe's limit stands on it); `None` until armed.
-    tail: Option<u64>,
     /// Counts per duration, by duration.
     counts: Vec<(u64, u64)>,
 }
@@ -1502,9 +1498,8 @@ impl Model {
     }
 
     /// Whether a call of `duration` judged while half-open (a probe) is slow: slow as any
-    /// call is, and also above the baseline's 99th percentile (capped at 10 × the normal
-    /// latency, and at least it; none: 0) plus the margin (the configured one, else 50 ms):
-    /// a limit neither a fresh connection nor the dependency's normal tail crosses by itself.
+    /// call is, and also above the normal latency in force (none: 0) plus the margin (the
+    /// configured one, else 50 ms): a limit a fresh connection cannot cross by itself.
     fn is_slow_probe(&mut self, duration: u64) -> bool {
         if !self.is_slow(duration) {
             return false;
@@ -1520,12 +1515,10 @@ impl Model {
         let candidates = self.samples.candidates(rel.quantile_pct);
         let verdicts: Vec<Option<bool>> = candidates
             .iter()
-            .map(|merged| match merged.normal.zip(merged.tail) {
+            .map(|merged| match merged.normal {
                 None => Some(duration > margin),
-                Some((v, t)) => {
-                    let limit = |normal: u64, tail: u64| normal.max(tail.min(10 * normal));
-                    let ((low_v, high_v), (low_t, high_t)) = (reported(v), reported(t));
-                    let (low, high) = (limit(low_v, low_t), limit(high_v, high_t));
+                Some(v) => {
+                    let (low, high) = reported(v);
                     if duration <= low + margin {
                         Some(false)
                     } else if duration > high + margin {

@@ -105,9 +105,6 @@ pub(crate) struct Machine {
     latency: Option<LatencyBaseline>,
     /// The normal latency as of the last merge of samples.
     normal_latency: Option<u64>,
-    /// The baseline's tail (its 99th percentile, nanoseconds) as of the last merge: the
-    /// latency a healthy dependency's own calls reach, below which no probe is slow.
-    normal_tail: Option<u64>,
     /// Of the latency baseline's samples, how many are above the slow threshold in force, as
     /// of the last merge (`None` until armed).
     normal_slow: Option<Share>,
@@ -236,7 +233,6 @@ impl Machine {
             failure_baseline,
             latency,
             normal_latency: None,
-            normal_tail: None,
             normal_slow: None,
             latency_due: 0,
             marks: settings.relative_slow_calls().map(|_| Marks::new()),
@@ -400,7 +396,6 @@ impl Machine {
         if let Some(latency) = &mut self.latency {
             feed(&mut |bucket| latency.merge(now, std::iter::once((bucket, 1))));
             self.normal_latency = latency.normal(now);
-            self.normal_tail = latency.tail(now);
             self.latency_due = now.saturating_add(LATENCY_REFRESH);
         }
         let threshold = self.slow_nanos();
@@ -589,25 +584,14 @@ impl Machine {
         }
     }
 
-    /// A probe is slow only above a limit neither a fresh connection nor the dependency's own
-    /// normal tail crosses by itself: the threshold in force, raised to at least the
-    /// baseline's 99th percentile (the normal latency before that is known, 0 while
-    /// unmeasured) plus the margin ([`SlowCalls::margin`](crate::SlowCalls::margin); 50 ms
-    /// where no relative rule is configured). A probe opens a new connection more often than
-    /// not (the pool idled out during the break), and an operator's absolute budget set close
-    /// above a fast dependency's latency (10 ms on a 2 ms one) is crossed by a TLS handshake
-    /// alone. And one probe is one sample: judged against 3 × the median, a healthy
-    /// dependency whose p99 is 5 × its median failed 3.5% of its probes (two probes a
-    /// recovery: 7% of recoveries re-opened a healthy dependency with a grown break, in the
-    /// lab a pod 77 s late). The closed state judges slowness on a window of calls; a probe
-    /// only says "not slower than this dependency ever is". What it can no longer see: a
-    /// slowdown within the normal tail plus the margin; the closed state's slow rule judges
-    /// it once the probes close the breaker.
+    /// A probe is slow only above a limit a fresh connection cannot cross by itself: the
+    /// threshold in force, raised to at least the normal latency (0 while unmeasured) plus the
+    /// margin ([`SlowCalls::margin`](crate::SlowCalls::margin); 50 ms where no relative rule
+    /// is configured). A probe opens a new connection more often than not (the pool idled out
+    /// during the break), and an operator's absolute budget set close above a fast
+    /// dependency's latency (10 ms on a 2 ms one) is crossed by a TLS handshake alone. The
+    /// relative threshold has the margin already, so this changes only the absolute one.
     fn probe_slow_nanos(&self, threshold: u64) -> u64 {
-        /// The most the tail may stand above the normal latency for a probe's limit: a
-        /// brownout's own slow calls enter the baseline before it trips and lift its p99 to the
-        /// brownout's latency; capped, a 30× brownout's probes stay slow.
-        const PROBE_TAIL_CAP: u64 = 10;
         if threshold == u64::MAX {
             return threshold;
         }
@@ -617,12 +601,10 @@ impl Machine {
             .map_or(crate::relative::DEFAULT_SLOW_MARGIN, |slow| {
                 slow.margin_duration()
             });
-        let normal = self.normal_latency.unwrap_or(0);
-        let tail = self
-            .normal_tail
+        let floor = self
+            .normal_latency
             .unwrap_or(0)
-            .min(normal.saturating_mul(PROBE_TAIL_CAP));
-        let floor = tail.max(normal).saturating_add(nanos(margin));
+            .saturating_add(nanos(margin));
         threshold.max(floor)
     }
 

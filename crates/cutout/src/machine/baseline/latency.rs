@@ -7,9 +7,6 @@ use super::LATENCY_SLICES;
 use super::histogram::Histogram;
 use crate::machine::slices::Slices;
 
-/// The quantile of the baseline a probe must exceed (plus the margin) to be slow.
-pub(crate) const TAIL_QUANTILE: f64 = 0.99;
-
 /// Successful samples needed before the normal latency is known.
 pub(crate) const MIN_SAMPLES: u64 = 20;
 
@@ -52,21 +49,12 @@ impl LatencyBaseline {
 
     /// The normal latency in nanoseconds; `None` until armed.
     pub(crate) fn normal(&self, now: u64) -> Option<u64> {
-        self.at(now, self.quantile)
-    }
-
-    /// The baseline's tail ([`TAIL_QUANTILE`]) in nanoseconds; `None` until armed.
-    pub(crate) fn tail(&self, now: u64) -> Option<u64> {
-        self.at(now, TAIL_QUANTILE)
-    }
-
-    fn at(&self, now: u64, quantile: f64) -> Option<u64> {
         let live = self.slices.live(now);
         let samples: u64 = live.clone().map(Histogram::total).sum();
         if samples < MIN_SAMPLES {
             return None;
         }
-        Histogram::quantile_of(live, samples, quantile)
+        Histogram::quantile_of(live, samples, self.quantile)
     }
 }
 
