@@ -1,0 +1,243 @@
+//! Hostile review of the probe rule "slow only above min(p99, 10 × normal) + margin" (issue
+//! #28): brownouts a probe must still catch, on the manual clock.
+
+use std::time::Duration;
+
+use cutout::clock::ManualClock;
+use cutout::{
+    Breaker, Event, OpenReason, Outcome, Settings, SettingsBuilder, SlowCalls, State, Transition,
+};
+
+const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
+
+/// A breaker on a manual clock, one call at a time, recording its events.
+struct Sim {
+    clock: ManualClock,
+    breaker: Breaker,
+    events: std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
+}
+
+impl Sim {
+    fn new(settings: SettingsBuilder) -> Sim {
+        let clock = ManualClock::new();
+        let breaker = Breaker::builder("dep")
+            .settings(settings.build().unwrap())
+            .clock(clock.clone())
+            .seed(3)
+            .build();
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = events.clone();
+        breaker.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+        Sim {
+            clock,
+            breaker,
+            events,
+        }
+    }
+
+    fn call(&self, latency: Duration, outcome: Outcome, gap: Duration) -> bool {
+        let admitted = match self.breaker.try_acquire() {
+            Ok(permit) => {
+                self.clock.advance(latency);
+                permit.record(outcome);
+                true
+            }
+            Err(_) => false,
+        };
+        self.clock
+            .advance(gap.saturating_sub(if admitted { latency } else { Duration::ZERO }));
+        admitted
+    }
+
+    fn healthy(&self, n: u32, latency: Duration, gap: Duration) {
+        for _ in 0..n {
+            assert!(self.call(latency, Outcome::Success, gap));
+        }
+    }
+
+    fn open_reasons(&self) -> Vec<OpenReason> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e.transition {
+                Transition::Opened { reason, .. } => Some(reason),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Runs a brownout (every call succeeds at `slow`) until the breaker opens; panics
+    /// after `limit`.
+    fn brownout_until_open(&self, slow: Duration, limit: Duration) -> u32 {
+        let start = self.clock.elapsed();
+        let mut calls = 0;
+        while self.clock.elapsed() - start < limit {
+            self.call(slow, Outcome::Success, slow.max(100 * MS));
+            calls += 1;
+            if self.breaker.state() == State::Open {
+                return calls;
+            }
+        }
+        panic!("a {slow:?} brownout did not trip within {limit:?}");
+    }
+
+    /// Waits out the break, then sends probes at `probe` until the breaker leaves half-open
+    /// (at most 10).
+    fn probe_through(&self, probe: Duration) -> State {
+        self.clock.elapse_break(&self.breaker);
+        for _ in 0..10 {
+            self.call(probe, Outcome::Success, probe.max(100 * MS));
+            match self.breaker.state() {
+                State::HalfOpen => continue,
+                other => return other,
+            }
+        }
+        self.breaker.state()
+    }
+}
+
+/// A 20 ms dependency browning out to `factor` × its median: after the trip its probes (at the
+/// brownout's latency) must re-open the breaker, as they did before the tail rule.
+fn brownout_probe_reopens(factor: u32) {
+    let sim = Sim::new(Settings::builder().adaptive(true));
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    let slow = 20 * MS * factor;
+    let calls = sim.brownout_until_open(slow, 60 * SEC);
+    let after = sim.probe_through(slow);
+    assert_eq!(
+        sim.open_reasons(),
+        [OpenReason::SlowCallRatio, OpenReason::ProbeSlow],
+        "a {factor}x brownout ({slow:?} on a 20 ms median, {calls} brownout calls before the \
+         trip): its first probe, at the brownout's own latency, was not slow; state after the \
+         probes: {after:?}, normal latency {:?}",
+        sim.breaker.normal_latency()
+    );
+}
+
+#[test]
+fn a_5x_brownout_s_probe_is_still_slow() {
+    brownout_probe_reopens(5);
+}
+
+#[test]
+fn a_10x_brownout_s_probe_is_still_slow() {
+    brownout_probe_reopens(10);
+}
+
+#[test]
+fn a_30x_brownout_s_probe_is_still_slow() {
+    brownout_probe_reopens(30);
+}
+
+/// A dependency whose healthy p99 is already 20 × its median (2 of 100 calls at 400 ms, the
+/// rest 20 ms) browns out to 30 × (600 ms): the probe at 600 ms stands above the cap (200 ms)
+/// plus the margin and must be slow.
+#[test]
+fn a_brownout_above_the_cap_on_a_20x_tailed_dependency_fails_its_probe() {
+    let sim = Sim::new(Settings::builder().adaptive(true));
+    for i in 0..3_000 {
+        let latency = if i % 50 == 0 { 400 * MS } else { 20 * MS };
+        assert!(sim.call(latency, Outcome::Success, 100 * MS));
+    }
+    sim.brownout_until_open(600 * MS, 60 * SEC);
+    let after = sim.probe_through(600 * MS);
+    assert_eq!(
+        sim.open_reasons(),
+        [OpenReason::SlowCallRatio, OpenReason::ProbeSlow],
+        "after: {after:?}"
+    );
+}
+
+/// An absolute threshold with no relative rule: the probe's limit is the threshold raised to
+/// the 50 ms margin, never a tail (no baseline is measured).
+#[test]
+fn an_absolute_threshold_alone_judges_probes_above_threshold_or_50ms() {
+    let settings = || {
+        Settings::builder()
+            .adaptive(true)
+            .slow_calls(None)
+            .slow_call_threshold(10 * MS)
+    };
+    // 2 ms dependency, then a brownout at 80 ms trips; an 80 ms probe is slow (> 50 ms).
+    let sim = Sim::new(settings());
+    sim.healthy(500, 2 * MS, 100 * MS);
+    sim.brownout_until_open(80 * MS, 60 * SEC);
+    sim.probe_through(80 * MS);
+    assert_eq!(
+        sim.open_reasons(),
+        [OpenReason::SlowCallRatio, OpenReason::ProbeSlow]
+    );
+    // A 40 ms probe (a fresh connection) is not slow: two close it.
+    let sim = Sim::new(settings());
+    sim.healthy(500, 2 * MS, 100 * MS);
+    sim.brownout_until_open(80 * MS, 60 * SEC);
+    assert_eq!(sim.probe_through(40 * MS), State::Closed, "{:?}", sim.open_reasons());
+}
+
+/// margin(0) on a uniform 20 ms baseline: the probe limit is 3 × 20 = 60 ms; a 100 ms
+/// brownout's probe is slow.
+#[test]
+fn margin_zero_judges_a_probe_by_the_multiple_and_tail() {
+    let sim = Sim::new(
+        Settings::builder()
+            .adaptive(true)
+            .slow_calls(SlowCalls::above(3.0).margin(Duration::ZERO)),
+    );
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    sim.brownout_until_open(100 * MS, 60 * SEC);
+    let after = sim.probe_through(100 * MS);
+    assert_eq!(
+        sim.open_reasons(),
+        [OpenReason::SlowCallRatio, OpenReason::ProbeSlow],
+        "after {after:?}"
+    );
+}
+
+/// Probe judgement right after arming: 20 samples at 20 ms, then failures open it; a probe at
+/// 200 ms (10 ×, above 20 + 50 ms and above the tail) is slow.
+#[test]
+fn a_probe_right_after_arming_is_judged_against_the_fresh_tail() {
+    let sim = Sim::new(Settings::builder().adaptive(true));
+    sim.healthy(20, 20 * MS, 100 * MS);
+    assert!(sim.breaker.normal_latency().is_some());
+    for _ in 0..5 {
+        sim.call(20 * MS, Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    sim.probe_through(200 * MS);
+    assert_eq!(sim.open_reasons().last(), Some(&OpenReason::ProbeSlow));
+}
+
+/// A breaker with no seed and seeded ones: none panics, and two seeds draw different
+/// breaks.
+#[test]
+fn seeded_and_unseeded_breakers_draw_breaks_without_panicking() {
+    let opened_at = |seed: Option<u64>| {
+        let clock = ManualClock::new();
+        let mut b = Breaker::builder("dep")
+            .settings(Settings::builder().build().unwrap())
+            .clock(clock.clone());
+        if let Some(s) = seed {
+            b = b.seed(s);
+        }
+        let breaker = b.build();
+        for _ in 0..5 {
+            if let Ok(p) = breaker.try_acquire() {
+                p.record(Outcome::Failure);
+            }
+        }
+        assert_eq!(breaker.state(), State::Open);
+        // How long until a probe is admitted, in ms steps.
+        let mut waited = 0u64;
+        while breaker.state() == State::Open && waited < 600_000 {
+            clock.advance(MS);
+            waited += 1;
+        }
+        waited
+    };
+    let _ = opened_at(None);
+    let draws: std::collections::BTreeSet<u64> = (1..=8).map(|s| opened_at(Some(s))).collect();
+    assert!(draws.len() > 1, "8 seeds all drew the same break: {draws:?}");
+}
