@@ -241,3 +241,101 @@ fn seeded_and_unseeded_breakers_draw_breaks_without_panicking() {
     let draws: std::collections::BTreeSet<u64> = (1..=8).map(|s| opened_at(Some(s))).collect();
     assert!(draws.len() > 1, "8 seeds all drew the same break: {draws:?}");
 }
+
+fn closes(sim: &Sim) -> Vec<(State, cutout::CloseReason)> {
+    sim.events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e.transition {
+            Transition::Closed { from, reason } => Some((from, reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every close path names its reason: probes succeeding (with and without a ramp), and the
+/// half-open timeout configured to close.
+#[test]
+fn every_close_names_why() {
+    let open_by_failures = |sim: &Sim| {
+        for _ in 0..5 {
+            sim.call(10 * MS, Outcome::Failure, 100 * MS);
+        }
+        assert_eq!(sim.breaker.state(), State::Open);
+        sim.clock.elapse_break(&sim.breaker);
+    };
+    let sim = Sim::new(Settings::builder());
+    open_by_failures(&sim);
+    sim.healthy(2, 10 * MS, 100 * MS);
+    assert_eq!(
+        closes(&sim),
+        [(State::HalfOpen, cutout::CloseReason::ProbesSucceeded)]
+    );
+
+    let sim = Sim::new(Settings::builder().recovery(cutout::Recovery::over(0.25)));
+    open_by_failures(&sim);
+    sim.healthy(2, 10 * MS, 100 * MS);
+    assert_eq!(sim.breaker.state(), State::Recovering);
+    assert_eq!(
+        closes(&sim),
+        [(State::HalfOpen, cutout::CloseReason::ProbesSucceeded)]
+    );
+
+    let sim = Sim::new(
+        Settings::builder()
+            .max_wait_in_half_open(5 * SEC)
+            .half_open_timeout(cutout::HalfOpenTimeout::Close),
+    );
+    open_by_failures(&sim);
+    let hung = sim.breaker.try_acquire().expect("the first probe");
+    sim.clock.advance(6 * SEC);
+    let _ = sim.breaker.try_acquire();
+    drop(hung);
+    assert_eq!(
+        closes(&sim),
+        [(State::HalfOpen, cutout::CloseReason::HalfOpenTimeout)]
+    );
+}
+
+/// The evidence on a slow-ratio opening matches what tripped: slow calls counted, none
+/// failed, the threshold in force 3 × the measured normal (20 ms).
+#[test]
+fn a_slow_trip_s_evidence_matches_the_window() {
+    let sim = Sim::new(Settings::builder().adaptive(true));
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    sim.brownout_until_open(600 * MS, 60 * SEC);
+    let events = sim.events.lock().unwrap();
+    let opened = events
+        .iter()
+        .find(|e| matches!(e.transition, Transition::Opened { .. }))
+        .expect("opened");
+    let ev = opened.evidence.expect("a closed rule's opening carries evidence");
+    assert_eq!(ev.failures, 0, "{ev:?}");
+    assert!(ev.slow > 0 && ev.slow <= ev.calls, "{ev:?}");
+    let normal = ev.normal_latency.expect("armed");
+    assert_eq!(Some(normal), sim.breaker.normal_latency(), "{ev:?}");
+    let threshold = ev.slow_threshold.expect("a slow rule in force");
+    assert!(
+        threshold >= 3 * normal && threshold < 600 * MS,
+        "{ev:?}"
+    );
+}
+
+/// A call admitted while closed that hangs through the trip and ends while half-open cannot
+/// decide the probe (DESIGN §2): the breaker stays half-open, and the probe decides.
+#[test]
+fn a_hung_closed_call_ending_in_half_open_does_not_decide_the_probe() {
+    let sim = Sim::new(Settings::builder());
+    let hung = sim.breaker.try_acquire().expect("closed");
+    for _ in 0..5 {
+        sim.call(10 * MS, Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    sim.clock.elapse_break(&sim.breaker);
+    let probe = sim.breaker.try_acquire().expect("the probe");
+    hung.record(Outcome::Failure);
+    assert_eq!(sim.breaker.state(), State::HalfOpen, "{:?}", sim.open_reasons());
+    probe.record(Outcome::Success);
+    assert_eq!(sim.open_reasons(), [OpenReason::ConsecutiveFailures(5)]);
+}
