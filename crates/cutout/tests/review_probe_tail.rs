@@ -339,3 +339,81 @@ fn a_hung_closed_call_ending_in_half_open_does_not_decide_the_probe() {
     probe.record(Outcome::Success);
     assert_eq!(sim.open_reasons(), [OpenReason::ConsecutiveFailures(5)]);
 }
+
+/// Just armed (20 samples), the p99 is the largest sample: one 200 ms outlier among nineteen
+/// 20 ms calls sets every probe's limit at 250 ms, so a 10 × probe passes after a trip by
+/// failures.
+#[test]
+fn one_outlier_in_a_just_armed_baseline_does_not_set_the_probe_limit() {
+    let sim = Sim::new(Settings::builder().adaptive(true));
+    sim.healthy(19, 20 * MS, 100 * MS);
+    sim.healthy(1, 200 * MS, 200 * MS);
+    assert!(sim.breaker.normal_latency().is_some(), "armed");
+    for _ in 0..5 {
+        sim.call(20 * MS, Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    let after = sim.probe_through(200 * MS);
+    assert_eq!(
+        sim.open_reasons().last(),
+        Some(&OpenReason::ProbeSlow),
+        "a 200 ms probe on a 20 ms median (one outlier in 20 samples): {after:?}, {:?}",
+        sim.open_reasons()
+    );
+}
+
+/// The change's doc says a slowdown the probes no longer see is judged by the closed state's
+/// slow rule once the probes close the breaker. With a recovery ramp, a 5 × brownout past the
+/// probes is served through the ramp (whose slow calls only hold its raise back), the
+/// baseline learns it meanwhile, and once closed the brownout goes on unjudged.
+#[test]
+fn a_5x_brownout_past_the_probes_is_still_judged_after_the_ramp() {
+    let sim = Sim::new(
+        Settings::builder()
+            .adaptive(true)
+            .recovery(cutout::Recovery::over(0.25)),
+    );
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    sim.brownout_until_open(100 * MS, 60 * SEC);
+    let after = sim.probe_through(100 * MS);
+    let mut ramp_calls = 0;
+    for _ in 0..6_000 {
+        if sim.breaker.state() != State::Recovering {
+            break;
+        }
+        if sim.call(100 * MS, Outcome::Success, 100 * MS) {
+            ramp_calls += 1;
+        }
+    }
+    // The brownout goes on for another minute once the ramp is over.
+    let before = sim.open_reasons().len();
+    for _ in 0..600 {
+        if sim.breaker.state() == State::Open {
+            break;
+        }
+        sim.call(100 * MS, Outcome::Success, 100 * MS);
+    }
+    assert!(
+        sim.open_reasons().len() > before,
+        "after the probes {after:?}; {ramp_calls} ramp calls at 100 ms; then a minute more of \
+         the brownout closed: {:?}; normal latency now {:?}; opens {:?}",
+        sim.breaker.state(),
+        sim.breaker.normal_latency(),
+        sim.open_reasons()
+    );
+}
+
+/// Without a ramp, the closed rule catches the 5 × brownout again after its probes passed
+/// (the mitigation the change's docs name).
+#[test]
+fn without_a_ramp_the_closed_rule_catches_a_5x_brownout_after_the_probes() {
+    let sim = Sim::new(Settings::builder().adaptive(true));
+    sim.healthy(3_000, 20 * MS, 100 * MS);
+    sim.brownout_until_open(100 * MS, 60 * SEC);
+    let after = sim.probe_through(100 * MS);
+    if after == State::Closed {
+        let took = sim.brownout_until_open(100 * MS, 60 * SEC);
+        assert!(took > 0);
+    }
+    assert!(sim.open_reasons().len() >= 2, "{:?}", sim.open_reasons());
+}
