@@ -429,3 +429,35 @@ fn without_a_ramp_the_closed_rule_catches_a_5x_brownout_after_the_probes() {
     }
     assert!(sim.open_reasons().len() >= 2, "{:?}", sim.open_reasons());
 }
+
+/// The refused count: an opening from closed starts at zero, a failed half-open's opening
+/// keeps what the half-open refused (snapshot docs).
+#[test]
+fn refused_calls_rebase_on_an_opening_from_closed_and_carry_a_failed_half_open() {
+    let sim = Sim::new(Settings::builder());
+    for _ in 0..5 {
+        sim.call(10 * MS, Outcome::Failure, 100 * MS);
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    assert_eq!(sim.breaker.snapshot().refused_calls, 0);
+    for _ in 0..3 {
+        assert!(sim.breaker.try_acquire().is_err());
+    }
+    assert_eq!(sim.breaker.snapshot().refused_calls, 3);
+    sim.clock.elapse_break(&sim.breaker);
+    let probe = sim.breaker.try_acquire().expect("the probe");
+    assert_eq!(sim.breaker.snapshot().refused_calls, 0, "half-open starts at zero");
+    for _ in 0..2 {
+        assert!(sim.breaker.try_acquire().is_err());
+    }
+    assert_eq!(sim.breaker.snapshot().refused_calls, 2);
+    probe.record(Outcome::Failure);
+    assert_eq!(sim.breaker.state(), State::Open);
+    assert_eq!(
+        sim.breaker.snapshot().refused_calls,
+        2,
+        "a failed half-open's opening keeps its count"
+    );
+    assert!(sim.breaker.try_acquire().is_err());
+    assert_eq!(sim.breaker.snapshot().refused_calls, 3);
+}
