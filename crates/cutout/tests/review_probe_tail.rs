@@ -446,7 +446,11 @@ fn refused_calls_rebase_on_an_opening_from_closed_and_carry_a_failed_half_open()
     assert_eq!(sim.breaker.snapshot().refused_calls, 3);
     sim.clock.elapse_break(&sim.breaker);
     let probe = sim.breaker.try_acquire().expect("the probe");
-    assert_eq!(sim.breaker.snapshot().refused_calls, 0, "half-open starts at zero");
+    assert_eq!(
+        sim.breaker.snapshot().refused_calls,
+        0,
+        "half-open starts at zero"
+    );
     for _ in 0..2 {
         assert!(sim.breaker.try_acquire().is_err());
     }
@@ -460,4 +464,43 @@ fn refused_calls_rebase_on_an_opening_from_closed_and_carry_a_failed_half_open()
     );
     assert!(sim.breaker.try_acquire().is_err());
     assert_eq!(sim.breaker.snapshot().refused_calls, 3);
+}
+
+/// A failure-rate trip after successes counted off the lock: the evidence on the Opened
+/// event is the window the open snapshot shows (DESIGN: while open, the snapshot still shows
+/// the window that tripped it), and its rate is at the threshold.
+#[test]
+fn a_failure_rate_trip_s_evidence_counts_the_successes_folded_off_the_lock() {
+    let sim = Sim::new(
+        Settings::builder()
+            .consecutive_failures(None)
+            .failure_ratio(0.5),
+    );
+    sim.healthy(500, MS, 10 * MS);
+    let mut n = 0;
+    while sim.breaker.state() == State::Closed && n < 10_000 {
+        let outcome = if n % 3 == 0 {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        };
+        sim.call(MS, outcome, 10 * MS);
+        n += 1;
+    }
+    assert_eq!(sim.breaker.state(), State::Open);
+    let snap = sim.breaker.snapshot();
+    let events = sim.events.lock().unwrap();
+    let ev = events
+        .iter()
+        .find_map(|e| match e.transition {
+            Transition::Opened { .. } => e.evidence,
+            _ => None,
+        })
+        .expect("evidence");
+    assert_eq!(
+        (ev.calls, ev.failures),
+        (snap.calls, snap.failures),
+        "{ev:?} vs {snap:?}"
+    );
+    assert!(ev.failures * 2 >= ev.calls, "{ev:?}");
 }
