@@ -31,11 +31,10 @@
 mod common;
 
 use common::{
-    BusyLoop, Proc, Wrk, WrkReport, client, dead_port, opens, served, shipped, start_gateway,
-    status, upstream_process, wrk_or_skip,
+    BusyLoop, Proc, Wrk, WrkReport, access_lines_under, client, dead_port, field, five_xx,
+    log_mark, opens, served, shipped, start_gateway, status, upstream_process, wrk_or_skip,
 };
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -83,47 +82,6 @@ fn upstreams(ports: &[u16]) -> Vec<Option<Proc>> {
 
 /// Held by each load test for its whole run: they share the machine's two cores with wrk.
 static LOAD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The end of the last whole line of the captured log, now.
-fn log_mark() -> usize {
-    let log = common::log();
-    let bytes = log.lock().unwrap();
-    bytes.iter().rposition(|b| *b == b'\n').map_or(0, |n| n + 1)
-}
-
-/// The access-log lines of paths starting with `path` the captured log holds from byte `from`
-/// (a [`log_mark`]) to `to` (tests of this binary may share the log).
-fn access_lines(path: &str, from: usize, to: Option<usize>) -> Vec<String> {
-    let path = format!(" path={path}");
-    let log = common::log();
-    let bytes = log.lock().unwrap();
-    let end = to.unwrap_or(bytes.len()).min(bytes.len());
-    String::from_utf8_lossy(&bytes[from.min(end)..end])
-        .lines()
-        .filter(|l| l.contains("cutout_gateway::access") && l.contains(&path))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The value of `name` (with its `=`) in an access-log line.
-fn field<'a>(line: &'a str, name: &str) -> &'a str {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(name))
-        .unwrap_or("-")
-}
-
-/// The 5xx answers among `lines`, by `status outcome`.
-fn five_xx(lines: &[String]) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for line in lines {
-        let status = field(line, "status=");
-        if status.starts_with('5') {
-            *out.entry(format!("{status} {}", field(line, "outcome=")))
-                .or_default() += 1;
-        }
-    }
-    out
-}
 
 /// How many of `lines` were retried on another host.
 fn retried(lines: &[String]) -> usize {
@@ -411,8 +369,8 @@ async fn one_dead_host_of_three_beside_two_busy_loops_costs_no_5xx_after_its_fir
     let (b0, c0) = (served(ports[1]).await, served(ports[2]).await);
     let report = wrk.finish().await;
     let (b1, c1) = (served(ports[1]).await, served(ports[2]).await);
-    let early = five_xx(&access_lines("/a", killed, Some(first_second)));
-    let after = access_lines("/a", first_second, None);
+    let early = five_xx(&access_lines_under("/a", killed, Some(first_second)));
+    let after = access_lines_under("/a", first_second, None);
     let bad = five_xx(&after);
     let (to_b, to_c) = (b1 - b0, c1 - c0);
     let spread = to_b.abs_diff(to_c) as f64 / to_b.max(to_c).max(1) as f64;
@@ -580,7 +538,7 @@ async fn a_host_that_accepts_and_hangs_is_ejected_its_504s_are_timeouts_and_no_c
         .finish()
         .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let lines = access_lines("/h", mark, None);
+    let lines = access_lines_under("/h", mark, None);
     let bad = five_xx(&lines);
     let (_, host) = gw
         .gateway
@@ -702,7 +660,7 @@ async fn a_host_flapping_every_two_seconds_costs_no_client_a_5xx() {
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
         let report = wrk.finish().await;
-        let lines = access_lines(&path, mark, None);
+        let lines = access_lines_under(&path, mark, None);
         let flapper = format!("127.0.0.1:{}", ports[0]);
         let by_flapper = lines
             .iter()
@@ -861,7 +819,7 @@ async fn all_three_hosts_dead_open_the_cluster_and_clients_get_quick_503s() {
         common::eventually(Duration::from_secs(5), || cluster.state() == State::Open).await;
     let took = killed.elapsed();
     let report = wrk.finish().await;
-    let lines = access_lines("/d", mark, None);
+    let lines = access_lines_under("/d", mark, None);
     let slow: Vec<&String> = lines
         .iter()
         .filter(|l| {
@@ -1182,13 +1140,13 @@ async fn one_dead_host_of_three_under_post_load_costs_only_its_in_flight_posts()
     let report = wrk.finish().await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let received = served(ports[1]).await + served(ports[2]).await - received0;
-    let early = five_xx(&access_lines("/p", killed, Some(first_second)));
-    let after = access_lines("/p", first_second, None);
+    let early = five_xx(&access_lines_under("/p", killed, Some(first_second)));
+    let after = access_lines_under("/p", first_second, None);
     let survivors = [
         format!("127.0.0.1:{}", ports[1]),
         format!("127.0.0.1:{}", ports[2]),
     ];
-    let answered = access_lines("/p", before, None)
+    let answered = access_lines_under("/p", before, None)
         .iter()
         .filter(|l| survivors.iter().any(|s| field(l, "host=") == s))
         .count() as u64;
@@ -1256,7 +1214,7 @@ async fn graceful_rolling_restarts_of_every_host_cost_no_bodiless_get_a_5xx() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let report = wrk.finish().await;
-    let lines = access_lines("/p", mark, None);
+    let lines = access_lines_under("/p", mark, None);
     let bad = five_xx(&lines);
     eprintln!(
         "{method}, six graceful rolling restarts: wrk {} requests, {} non-2xx ({}); the log {} \

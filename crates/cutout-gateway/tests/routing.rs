@@ -26,10 +26,10 @@
 mod common;
 
 use common::{
-    Proc, Wrk, client, dead_port, opens, served, shipped, start_gateway, status, upstream_process,
+    Proc, Wrk, access_lines, client, dead_port, field, five_xx, log_mark, opens, served, shipped,
+    start_gateway, status, upstream_process,
 };
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,47 +43,6 @@ use tokio::sync::watch;
 /// [`shipped`] with the access log on, as it ships (the helper turns it off).
 fn logged(cluster: &str, ports: &[u16], gateway_extra: &str) -> String {
     shipped(cluster, ports, gateway_extra).replace("access-log = false", "access-log = true")
-}
-
-/// The end of the last whole line of the captured log, now.
-fn log_mark() -> usize {
-    let log = common::log();
-    let bytes = log.lock().unwrap();
-    bytes.iter().rposition(|b| *b == b'\n').map_or(0, |n| n + 1)
-}
-
-/// The access-log lines of requests for `path` the captured log holds from byte `from` (a
-/// [`log_mark`]) to `to` (the tests of this binary may run at once and share the log).
-fn access_lines(path: &str, from: usize, to: Option<usize>) -> Vec<String> {
-    let path = format!(" path={path} ");
-    let log = common::log();
-    let bytes = log.lock().unwrap();
-    let end = to.unwrap_or(bytes.len()).min(bytes.len());
-    String::from_utf8_lossy(&bytes[from.min(end)..end])
-        .lines()
-        .filter(|l| l.contains("cutout_gateway::access") && l.contains(&path))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The value of `name` (with its `=`) in an access-log line.
-fn field<'a>(line: &'a str, name: &str) -> &'a str {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(name))
-        .unwrap_or("-")
-}
-
-/// The 5xx answers among `lines`, by `status outcome`.
-fn five_xx(lines: &[String]) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for line in lines {
-        let status = field(line, "status=");
-        if status.starts_with('5') {
-            *out.entry(format!("{status} {}", field(line, "outcome=")))
-                .or_default() += 1;
-        }
-    }
-    out
 }
 
 /// Held by each load test for its whole run: they share two cores with wrk, so one at a time.

@@ -38,3 +38,52 @@ pub fn lines_with(needles: &[&str]) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// The end of the last whole line of the captured log, now.
+pub fn log_mark() -> usize {
+    let log = log();
+    let bytes = log.lock().unwrap();
+    bytes.iter().rposition(|b| *b == b'\n').map_or(0, |n| n + 1)
+}
+
+/// The access-log lines of requests for exactly `path` the captured log holds from byte
+/// `from` (a [`log_mark`]) to `to` (the tests of one binary may run at once and share the log).
+pub fn access_lines(path: &str, from: usize, to: Option<usize>) -> Vec<String> {
+    access_lines_with(&format!(" path={path} "), from, to)
+}
+
+/// As [`access_lines`], for every path starting with `path`.
+pub fn access_lines_under(path: &str, from: usize, to: Option<usize>) -> Vec<String> {
+    access_lines_with(&format!(" path={path}"), from, to)
+}
+
+fn access_lines_with(fragment: &str, from: usize, to: Option<usize>) -> Vec<String> {
+    let log = log();
+    let bytes = log.lock().unwrap();
+    let end = to.unwrap_or(bytes.len()).min(bytes.len());
+    String::from_utf8_lossy(&bytes[from.min(end)..end])
+        .lines()
+        .filter(|l| l.contains("cutout_gateway::access") && l.contains(fragment))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The value of `name` (with its `=`) in an access-log line.
+pub fn field<'a>(line: &'a str, name: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(name))
+        .unwrap_or("-")
+}
+
+/// The 5xx answers among `lines`, by `status outcome`.
+pub fn five_xx(lines: &[String]) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in lines {
+        let status = field(line, "status=");
+        if status.starts_with('5') {
+            *out.entry(format!("{status} {}", field(line, "outcome=")))
+                .or_default() += 1;
+        }
+    }
+    out
+}

@@ -8,7 +8,7 @@ mod shipped;
 
 // Not every test binary uses every helper.
 #[allow(unused_imports)]
-pub use logs::{lines_with, log};
+pub use logs::{access_lines, access_lines_under, field, five_xx, lines_with, log, log_mark};
 #[allow(unused_imports)]
 pub use processes::{BusyLoop, Proc, Wrk, WrkReport, served, upstream_process, wrk_or_skip};
 #[allow(unused_imports)]
