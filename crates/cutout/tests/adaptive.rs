@@ -4,75 +4,15 @@
 
 use std::time::Duration;
 
-use cutout::clock::ManualClock;
 use cutout::{
-    Breaker, Event, Failures, OpenReason, Outcome, Permit, Settings, SettingsBuilder, SlowCalls,
-    State, Transition,
+    Failures, OpenReason, Outcome, Permit, Settings, SettingsBuilder, SlowCalls, State, Transition,
 };
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
-/// A breaker on a manual clock, with one call at a time.
-struct Sim {
-    clock: ManualClock,
-    breaker: Breaker,
-    opened: std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
-}
-
-impl Sim {
-    fn new(settings: SettingsBuilder) -> Sim {
-        let clock = ManualClock::new();
-        let breaker = Breaker::builder("dep")
-            .settings(settings.build().unwrap())
-            .clock(clock.clone())
-            .seed(3)
-            .build();
-        let opened = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = opened.clone();
-        breaker.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
-        Sim {
-            clock,
-            breaker,
-            opened,
-        }
-    }
-
-    /// One call taking `latency` with `outcome`, then idle until `gap` has passed since it
-    /// started. Returns whether it was admitted.
-    fn call(&self, latency: Duration, outcome: Outcome, gap: Duration) -> bool {
-        let admitted = match self.breaker.try_acquire() {
-            Ok(permit) => {
-                self.clock.advance(latency);
-                permit.record(outcome);
-                true
-            }
-            Err(_) => false,
-        };
-        self.clock
-            .advance(gap.saturating_sub(if admitted { latency } else { Duration::ZERO }));
-        admitted
-    }
-
-    /// Healthy traffic: `n` calls of `latency`, one every `gap`.
-    fn healthy(&self, n: u32, latency: Duration, gap: Duration) {
-        for _ in 0..n {
-            assert!(self.call(latency, Outcome::Success, gap));
-        }
-    }
-
-    fn open_reasons(&self) -> Vec<OpenReason> {
-        self.opened
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e.transition {
-                Transition::Opened { reason, .. } => Some(reason),
-                _ => None,
-            })
-            .collect()
-    }
-}
+mod manual_sim;
+use manual_sim::Sim;
 
 fn adaptive() -> SettingsBuilder {
     Settings::builder().adaptive(true)
@@ -504,7 +444,7 @@ fn a_slow_probe_grows_the_break_no_more_than_a_failed_one() {
 
 /// The evidence on each opening event, in order.
 fn evidence(sim: &Sim) -> Vec<Option<cutout::TripEvidence>> {
-    let events = sim.opened.lock().unwrap();
+    let events = sim.events.lock().unwrap();
     events
         .iter()
         .filter(|e| matches!(e.transition, Transition::Opened { .. }))
@@ -532,7 +472,7 @@ fn a_relative_failure_trip_says_what_it_compared_with() {
     // which the open breaker no longer feeds.
     assert_eq!(evidence.normal_failure_rate, snapshot.normal_failure_rate);
     assert!(evidence.normal_failure_rate.expect("armed") < 0.05 / 5.0);
-    let event = sim.opened.lock().unwrap()[0].to_string();
+    let event = sim.events.lock().unwrap()[0].to_string();
     assert!(
         event.contains(&format!(
             "{} of {} calls failed (normal",
@@ -559,7 +499,7 @@ fn a_slow_trip_says_its_threshold_and_normal_latency() {
         "{threshold:?}"
     );
     assert!(evidence.slow * 2 >= evidence.calls, "{evidence:?}");
-    let event = sim.opened.lock().unwrap()[0].to_string();
+    let event = sim.events.lock().unwrap()[0].to_string();
     assert!(event.contains("slow above"), "{event}");
 }
 
@@ -571,7 +511,7 @@ fn only_an_opening_by_a_closed_rule_carries_evidence() {
     // The break passes; a slow probe re-opens it: no window rule decided that.
     sim.clock.advance(30 * SEC);
     assert!(sim.call(600 * MS, Outcome::Success, 600 * MS));
-    let events = sim.opened.lock().unwrap();
+    let events = sim.events.lock().unwrap();
     let reasons: Vec<_> = events
         .iter()
         .map(|e| (e.transition.to(), e.evidence.is_some()))

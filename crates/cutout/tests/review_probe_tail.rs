@@ -4,70 +4,15 @@
 use std::time::Duration;
 
 use cutout::clock::ManualClock;
-use cutout::{
-    Breaker, Event, OpenReason, Outcome, Settings, SettingsBuilder, SlowCalls, State, Transition,
-};
+use cutout::{Breaker, OpenReason, Outcome, Settings, SlowCalls, State, Transition};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
-/// A breaker on a manual clock, one call at a time, recording its events.
-struct Sim {
-    clock: ManualClock,
-    breaker: Breaker,
-    events: std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
-}
+mod manual_sim;
+use manual_sim::Sim;
 
 impl Sim {
-    fn new(settings: SettingsBuilder) -> Sim {
-        let clock = ManualClock::new();
-        let breaker = Breaker::builder("dep")
-            .settings(settings.build().unwrap())
-            .clock(clock.clone())
-            .seed(3)
-            .build();
-        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = events.clone();
-        breaker.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
-        Sim {
-            clock,
-            breaker,
-            events,
-        }
-    }
-
-    fn call(&self, latency: Duration, outcome: Outcome, gap: Duration) -> bool {
-        let admitted = match self.breaker.try_acquire() {
-            Ok(permit) => {
-                self.clock.advance(latency);
-                permit.record(outcome);
-                true
-            }
-            Err(_) => false,
-        };
-        self.clock
-            .advance(gap.saturating_sub(if admitted { latency } else { Duration::ZERO }));
-        admitted
-    }
-
-    fn healthy(&self, n: u32, latency: Duration, gap: Duration) {
-        for _ in 0..n {
-            assert!(self.call(latency, Outcome::Success, gap));
-        }
-    }
-
-    fn open_reasons(&self) -> Vec<OpenReason> {
-        self.events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e.transition {
-                Transition::Opened { reason, .. } => Some(reason),
-                _ => None,
-            })
-            .collect()
-    }
-
     /// Runs a brownout (every call succeeds at `slow`) until the breaker opens; panics
     /// after `limit`.
     fn brownout_until_open(&self, slow: Duration, limit: Duration) -> u32 {
