@@ -55,12 +55,19 @@ use std::time::Duration;
 /// multiple alone.
 ///
 /// A half-open probe opens a fresh connection more often than not (the pool idled out during
-/// the break), so it is slow only above a limit a fresh connection cannot cross by itself:
-/// the threshold in force, raised to at least the normal latency plus the margin, which
-/// changes only an absolute threshold set close above a fast dependency (10 ms on a 2 ms one
+/// the break), and it is one sample, so it is slow only above a limit neither a fresh
+/// connection nor the healthy dependency's own tail crosses by itself: the threshold in
+/// force, raised to at least the *probe tail* plus the margin. The probe tail is the
+/// baseline's 99th percentile as it stood at least a trip window before the trip (a
+/// brownout's own calls, which enter the baseline before it trips, cannot lift it), capped at
+/// 10 × the normal latency; a young breaker with none settled yet uses the normal latency.
+/// That changes an absolute threshold set close above a fast dependency (10 ms on a 2 ms one
 /// is crossed by a TLS handshake alone; with no relative rule configured the margin is 50
-/// ms). Ramp calls come after the probes, on warm connections, and are judged as closed ones
-/// are. A slow probe re-opens the breaker exactly as a failed one does (the same grown break,
+/// ms), and the relative one for a dependency whose tail is long (p99 at 5 × its median:
+/// against 3 × the median, 3.5% of a healthy dependency's probes were slow). What it can no
+/// longer see: a slowdown within the healthy tail plus the margin, which the closed state's
+/// slow rule judges once the probes close the breaker. Ramp calls come after the probes, on
+/// warm connections, and are judged as closed ones are. A slow probe re-opens the breaker exactly as a failed one does (the same grown break,
 /// never more): it proved the dependency answers, not that it is worse than down.
 ///
 /// # Example

@@ -702,6 +702,10 @@ struct Merged {
 
 /// The range a normal latency `v` may be reported as: the histogram's bucket midpoint, within
 /// 10 % of `v` (512 ns below a microsecond).
+/// Samples the latency baseline holds before it measures a probe tail
+/// (`machine/baseline/tail.rs`).
+const PROBE_TAIL_SAMPLES: usize = 100;
+
 fn reported(v: u64) -> (u64, u64) {
     if v < 1_024 {
         (0, 1_100)
@@ -1498,8 +1502,16 @@ impl Model {
     }
 
     /// Whether a call of `duration` judged while half-open (a probe) is slow: slow as any
-    /// call is, and also above the normal latency in force (none: 0) plus the margin (the
-    /// configured one, else 50 ms): a limit a fresh connection cannot cross by itself.
+    /// call is, and also above the probe tail (at least the normal latency in force; none: 0)
+    /// plus the margin (the configured one, else 50 ms): a limit neither a fresh connection
+    /// nor the healthy dependency's own tail crosses by itself.
+    ///
+    /// The model does not follow when the breaker measures and settles its tail (at merges
+    /// while closed, a trip window apart: `machine/baseline/tail.rs`). It knows when none can
+    /// have settled: fewer than 100 samples, or less than a trip window since the 100th. Then
+    /// the limit is the normal latency plus the margin, exactly. Otherwise the limit lies
+    /// between that and the tail's most (10 × the normal latency, and no more than the
+    /// longest sample), and a probe between the two stops the case.
     fn is_slow_probe(&mut self, duration: u64) -> bool {
         if !self.is_slow(duration) {
             return false;
@@ -1512,13 +1524,22 @@ impl Model {
         let Some(rel) = self.spec.rel_slow() else {
             return duration > margin;
         };
+        let settled = self
+            .samples
+            .ends
+            .get(PROBE_TAIL_SAMPLES - 1)
+            .is_some_and(|&end| self.now >= end + self.spec.span_ms() * MS);
+        let longest = self.samples.durations.iter().copied().max().unwrap_or(0);
         let candidates = self.samples.candidates(rel.quantile_pct);
         let verdicts: Vec<Option<bool>> = candidates
             .iter()
             .map(|merged| match merged.normal {
                 None => Some(duration > margin),
                 Some(v) => {
-                    let (low, high) = reported(v);
+                    let (low, mut high) = reported(v);
+                    if settled {
+                        high = high.max((10 * high).min(reported(longest).1));
+                    }
                     if duration <= low + margin {
                         Some(false)
                     } else if duration > high + margin {

@@ -226,7 +226,11 @@ impl Machine {
             .map(FailureBaseline::new);
         let latency = settings.relative_slow_calls().and_then(|slow| {
             let window = nanos_of(settings.latency_baseline_window())?;
-            Some(LatencyBaseline::new(window, slow.quantile))
+            Some(LatencyBaseline::new(
+                window,
+                slow.quantile,
+                nanos(settings.trip_span()),
+            ))
         });
         Machine {
             window: Window::new(settings.window),
@@ -396,6 +400,9 @@ impl Machine {
         if let Some(latency) = &mut self.latency {
             feed(&mut |bucket| latency.merge(now, std::iter::once((bucket, 1))));
             self.normal_latency = latency.normal(now);
+            if self.state == State::Closed {
+                latency.watch_tail(now);
+            }
             self.latency_due = now.saturating_add(LATENCY_REFRESH);
         }
         let threshold = self.slow_nanos();
@@ -584,14 +591,21 @@ impl Machine {
         }
     }
 
-    /// A probe is slow only above a limit a fresh connection cannot cross by itself: the
-    /// threshold in force, raised to at least the normal latency (0 while unmeasured) plus the
-    /// margin ([`SlowCalls::margin`](crate::SlowCalls::margin); 50 ms where no relative rule
-    /// is configured). A probe opens a new connection more often than not (the pool idled out
-    /// during the break), and an operator's absolute budget set close above a fast
-    /// dependency's latency (10 ms on a 2 ms one) is crossed by a TLS handshake alone. The
-    /// relative threshold has the margin already, so this changes only the absolute one.
+    /// A probe is slow only above a limit neither a fresh connection nor the healthy
+    /// dependency's own tail crosses by itself: the threshold in force, raised to at least the
+    /// probe tail (the baseline's 99th percentile as it stood a trip window before the trip,
+    /// capped at 10 × the normal latency; the normal latency where none has settled, 0 while
+    /// unmeasured) plus the margin ([`SlowCalls::margin`](crate::SlowCalls::margin); 50 ms
+    /// where no relative rule is configured). A probe opens a new connection more often than
+    /// not (the pool idled out during the break), and an operator's absolute budget set close
+    /// above a fast dependency's latency (10 ms on a 2 ms one) is crossed by a TLS handshake
+    /// alone. And a probe is one sample: against 3 × the median, a healthy dependency whose
+    /// p99 is 5 × its median failed 3.5% of its probes. Why the tail is the one from before
+    /// the trip, and what the rule can no longer see: `machine/baseline/tail.rs`.
     fn probe_slow_nanos(&self, threshold: u64) -> u64 {
+        /// The most the tail may stand above the normal latency for a probe's limit: a
+        /// brownout that crept into the settled tail still fails a probe beyond it.
+        const PROBE_TAIL_CAP: u64 = 10;
         if threshold == u64::MAX {
             return threshold;
         }
@@ -601,11 +615,15 @@ impl Machine {
             .map_or(crate::relative::DEFAULT_SLOW_MARGIN, |slow| {
                 slow.margin_duration()
             });
-        let floor = self
-            .normal_latency
-            .unwrap_or(0)
-            .saturating_add(nanos(margin));
-        threshold.max(floor)
+        let normal = self.normal_latency.unwrap_or(0);
+        let tail = self
+            .latency
+            .as_ref()
+            .and_then(LatencyBaseline::probe_tail)
+            .map_or(normal, |tail| {
+                tail.min(normal.saturating_mul(PROBE_TAIL_CAP)).max(normal)
+            });
+        threshold.max(tail.saturating_add(nanos(margin)))
     }
 
     /// Ends a locked operation at `now`: what the hot path may do until the next one.
@@ -1055,6 +1073,11 @@ impl Machine {
 
     fn open(&mut self, now: u64, reason: OpenReason) -> Transition {
         let from = self.state;
+        if from == State::Closed
+            && let Some(latency) = &mut self.latency
+        {
+            latency.tripped(now);
+        }
         self.consecutive_opens = self.consecutive_opens.saturating_add(1);
         let computed = computed_break(&self.settings, self.consecutive_opens);
         let served = jittered(computed, self.settings.jitter, &mut self.rng);

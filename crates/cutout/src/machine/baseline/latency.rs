@@ -5,6 +5,7 @@
 
 use super::LATENCY_SLICES;
 use super::histogram::Histogram;
+use super::tail::ProbeTail;
 use crate::machine::slices::Slices;
 
 /// Successful samples needed before the normal latency is known.
@@ -14,13 +15,17 @@ pub(crate) const MIN_SAMPLES: u64 = 20;
 pub(crate) struct LatencyBaseline {
     quantile: f64,
     slices: Slices<Histogram>,
+    tail: ProbeTail,
 }
 
 impl LatencyBaseline {
-    pub(crate) fn new(window: u64, quantile: f64) -> LatencyBaseline {
+    /// A baseline over `window` (nanoseconds) reporting its `quantile`, whose probe tail
+    /// settles a trip window (`trip_span`, nanoseconds) after it was measured.
+    pub(crate) fn new(window: u64, quantile: f64, trip_span: u64) -> LatencyBaseline {
         LatencyBaseline {
             quantile,
             slices: Slices::new(window, LATENCY_SLICES),
+            tail: ProbeTail::new(trip_span, window),
         }
     }
 
@@ -47,6 +52,22 @@ impl LatencyBaseline {
         (samples, Histogram::count_above(live, nanos))
     }
 
+    /// At a merge while closed: the probe tail settles and is measured (see
+    /// [`ProbeTail::watch`]).
+    pub(crate) fn watch_tail(&mut self, now: u64) {
+        self.tail.watch(now, self.slices.live(now));
+    }
+
+    /// The breaker opened from closed at `now` (see [`ProbeTail::tripped`]).
+    pub(crate) fn tripped(&mut self, now: u64) {
+        self.tail.tripped(now);
+    }
+
+    /// The settled probe tail in nanoseconds, if any (see [`super::tail`]).
+    pub(crate) fn probe_tail(&self) -> Option<u64> {
+        self.tail.settled()
+    }
+
     /// The normal latency in nanoseconds; `None` until armed.
     pub(crate) fn normal(&self, now: u64) -> Option<u64> {
         let live = self.slices.live(now);
@@ -67,7 +88,7 @@ mod tests {
 
     #[test]
     fn median_of_the_window_once_armed() {
-        let mut baseline = LatencyBaseline::new(300 * SEC, 0.5);
+        let mut baseline = LatencyBaseline::new(300 * SEC, 0.5, 30 * SEC);
         for _ in 0..19 {
             baseline.record(0, 20 * MS);
         }
@@ -89,7 +110,7 @@ mod tests {
     #[test]
     fn slices_drop_out_whole() {
         // 4 slices of 75 s: the samples of the first 75 s count until 5 minutes.
-        let mut baseline = LatencyBaseline::new(300 * SEC, 0.5);
+        let mut baseline = LatencyBaseline::new(300 * SEC, 0.5, 30 * SEC);
         for _ in 0..30 {
             baseline.record(74 * SEC, 20 * MS);
         }

@@ -5,6 +5,7 @@
 mod failure;
 pub(crate) mod histogram;
 mod latency;
+mod tail;
 
 pub(crate) use failure::FailureBaseline;
 pub(crate) use latency::LatencyBaseline;
