@@ -51,7 +51,9 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::Serializer;
 
-use super::{Alone, At, DURATION, Raw};
+use super::error::Alone;
+use super::raw::Raw;
+use super::value::{At, DURATION};
 
 /// The value as the kind of value it is, for errors: `invalid duration "soon"`.
 fn at(value: &Raw) -> At<'_> {
@@ -65,7 +67,7 @@ fn at(value: &Raw) -> At<'_> {
 /// Reads a duration: `#[serde(deserialize_with = "cutout::config::duration::deserialize")]`.
 pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let raw = Raw::deserialize(deserializer)?;
-    super::duration(at(&raw), DURATION)
+    super::value::duration(at(&raw), DURATION)
         .map_err(|error| de::Error::custom(error.alone(Alone::Value)))
 }
 
@@ -103,7 +105,7 @@ pub mod option {
         if let Raw::Other("null") = raw {
             return Ok(None);
         }
-        crate::config::optional_duration(at(&raw))
+        crate::config::value::optional_duration(at(&raw))
             .map_err(|error| de::Error::custom(error.alone(Alone::Value)))
     }
 
