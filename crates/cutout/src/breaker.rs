@@ -1,6 +1,6 @@
 //! [`Breaker`]: the shared handle, how it is built, and the calls it runs.
 //!
-//! The handle's other halves live beside it: `front.rs` is the hot path (admission and the
+//! The handle's other halves live beside it: `front/` is the hot path (admission and the
 //! outcome of a call, off the lock where the published word allows), `locked.rs` the three
 //! ways of reaching the machine under its lock, and `control.rs` the reads and controls.
 //!
