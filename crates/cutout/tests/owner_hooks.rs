@@ -111,7 +111,10 @@ fn a_re_opening_from_half_open_asks_no_gate() {
     trip(&breaker);
     clock.advance(Duration::from_secs(10));
     let _ = breaker.call(|| Err::<(), _>("still down"));
-    assert_eq!(breaker.snapshot().current_break, Some(Duration::from_secs(20)));
+    assert_eq!(
+        breaker.snapshot().current_break,
+        Some(Duration::from_secs(20))
+    );
     assert_eq!(asked.lock().unwrap().len(), 1, "{asked:?}");
 }
 
