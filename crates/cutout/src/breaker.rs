@@ -207,7 +207,7 @@ impl BreakerBuilder {
     /// [`SlowCallRatio`](OpenReason::SlowCallRatio)), a [`Signal`](OpenReason::Signal)
     /// ([`Breaker::trip_on_signal`]) and [`RetryAfter`](OpenReason::RetryAfter) (a call's
     /// dependency asked not to be called for a while: a classifier's
-    /// [`Verdict::OpenFor`](crate::Verdict::OpenFor), however it was recorded: `call_with`, a
+    /// [`Verdict::OpenFor`], however it was recorded: `call_with`, a
     /// permit's `record_verdict`, an integration's future). A cap that limits what the
     /// breakers decide can so let the openings a dependency asks for through without
     /// counting them. Everything else is as for `open_gate`: under this breaker's lock, quick,
