@@ -197,10 +197,10 @@ impl BreakerMiddleware {
     /// each hop is sent with what is left of it. The client's timeout
     /// (`ClientBuilder::timeout`) cannot be read from a middleware, so without either each hop
     /// gets all of it: give the middleware the client's total as well. Each hop goes through
-    /// the breaker of its own host (per host) as a request of its own: a redirect is a success of the host that answered it,
-    /// the target's answer counts against the target, and a target whose breaker refuses is
-    /// never reached (the request fails with that refusal). Past the limit the request fails
-    /// with an error naming it.
+    /// the breaker of its own host (per host) as a request of its own: a redirect is a
+    /// success of the host that answered it, the target's answer counts against the target,
+    /// and a target whose breaker refuses is never reached (the request fails with that
+    /// refusal). Past the limit the request fails with an error naming it.
     ///
     /// The client below must not follow redirects itself, or the hops it follows are judged by
     /// nobody: build it with `redirect(reqwest::redirect::Policy::none())` (reqwest's default
@@ -301,9 +301,10 @@ impl BreakerMiddleware {
     ///     .timeout(total) // for each execution (one hop)
     ///     .redirect(reqwest::redirect::Policy::none())
     ///     .build()?;
+    /// let breaker = Breaker::new("api", Settings::default());
     /// let client = ClientBuilder::new(client)
     ///     // for the whole chain of hops the middleware follows
-    ///     .with(BreakerMiddleware::new(Breaker::new("api", Settings::default())).total_timeout(total))
+    ///     .with(BreakerMiddleware::new(breaker).total_timeout(total))
     ///     .build();
     /// # let _ = client;
     /// # Ok::<(), reqwest::Error>(())

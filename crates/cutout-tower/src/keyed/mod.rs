@@ -75,14 +75,14 @@
 //! can be open or half-open (two exceptions below: openings by hand and openings a dependency
 //! asked for). The cap is exact for trips: every key's breaker has an
 //! [open gate](cutout::BreakerBuilder::open_gate_for), asked under that breaker's lock before
-//! it opens from closed and told why. The gate takes a slot if one is free and the breaker opens; if none is,
-//! the breaker stays closed — its calls go through, its window and break growth are kept, and
-//! its next counted outcome that still meets a trip condition asks again, so it opens on the
-//! first such outcome after a slot frees. Each refused trip is counted (per key in the breaker's
-//! [`Snapshot::suppressed_opens`], also shown as [`KeySnapshot::suppressed_opens`], and in
-//! total in [`KeyedStats::suppressed_opens`]) and, with the `tracing` feature, logged as a
-//! warning from the gate (at most one per key per second: a capped key that keeps failing asks
-//! on every failure).
+//! it opens from closed and told why. The gate takes a slot if one is free and the breaker
+//! opens; if none is, the breaker stays closed — its calls go through, its window and break
+//! growth are kept, and its next counted outcome that still meets a trip condition asks
+//! again, so it opens on the first such outcome after a slot frees. Each refused trip is
+//! counted (per key in the breaker's [`Snapshot::suppressed_opens`], also shown as
+//! [`KeySnapshot::suppressed_opens`], and in total in [`KeyedStats::suppressed_opens`]) and,
+//! with the `tracing` feature, logged as a warning from the gate (at most one per key per
+//! second: a capped key that keeps failing asks on every failure).
 //!
 //! A key holds its slot from the moment its gate takes it until its breaker is seen closed,
 //! reset, disabled or isolated, or it becomes a ghost. A half-open or recovering key keeps it.
@@ -112,9 +112,9 @@
 //! and a few of them must not fill `max_open` and keep failing hosts closed. The gate knows
 //! them by the reason the core gives it ([`OpenReason::RetryAfter`]), so this holds however
 //! the verdict was recorded, through a key's own [`Breaker`] handle too; a trip a listener
-//! causes while such a verdict is being recorded has a trip's reason and needs a slot. An evicted key
-//! gives its slot back; a [`Breaker`] handle kept past its key's eviction is no longer part of
-//! the map, and trips freely.
+//! causes while such a verdict is being recorded has a trip's reason and needs a slot. An
+//! evicted key gives its slot back; a [`Breaker`] handle kept past its key's eviction is no
+//! longer part of the map, and trips freely.
 
 mod health;
 mod layer;
