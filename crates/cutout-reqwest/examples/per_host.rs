@@ -75,7 +75,8 @@ pub async fn run() -> Result<Report, Box<dyn Error>> {
             .redirect(reqwest::redirect::Policy::none())
             .build()?,
     )
-    .with(BreakerMiddleware::per_host(hosts.clone()))
+    // The client's total for the chain of redirects the middleware follows.
+    .with(BreakerMiddleware::per_host(hosts.clone()).total_timeout(Duration::from_secs(2)))
     .build();
 
     let mut report = Report {

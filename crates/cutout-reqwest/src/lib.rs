@@ -9,7 +9,9 @@
 //!   5xx, connection errors and timeouts fail; 429 and 503 with `Retry-After` are throttling
 //!   and other 4xx the caller's fault (both ignored); 1xx–3xx succeed, a good response at its
 //!   body's end (a body cut midway or a timeout during it fails). Redirects are followed by
-//!   the middleware, each hop through its own host's breaker. With
+//!   the middleware, each hop through its own host's breaker, the chain bounded by the
+//!   request's own timeout or the middleware's
+//!   [`total_timeout`](BreakerMiddleware::total_timeout) (it cannot read the client's). With
 //!   [`honor_retry_after`](BreakerMiddleware::honor_retry_after), a throttled response's
 //!   `Retry-After` (delta-seconds) opens the breaker for that long
 //!   ([`Verdict::OpenFor`](cutout::Verdict::OpenFor)).
@@ -29,12 +31,17 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let settings = Settings::builder().consecutive_failures(Some(5)).build()?;
 //! let hosts = KeyedBreakers::builder(settings).max_open(8).build();
+//! let total = Duration::from_secs(2);
 //! let client = reqwest::Client::builder()
-//!     .timeout(Duration::from_secs(2))
+//!     .timeout(total)
 //!     .redirect(reqwest::redirect::Policy::none()) // the middleware follows redirects
 //!     .build()?;
 //! let client = ClientBuilder::new(client)
-//!     .with(BreakerMiddleware::per_host(hosts.clone()).honor_retry_after(true))
+//!     .with(
+//!         BreakerMiddleware::per_host(hosts.clone())
+//!             .honor_retry_after(true)
+//!             .total_timeout(total), // it cannot read the client's (one bound per chain)
+//!     )
 //!     .build();
 //!
 //! match client.get("http://127.0.0.1:9/orders").send().await {

@@ -52,7 +52,11 @@ use crate::error::Refused;
 /// # Order
 /// Give the client its timeout (`reqwest::ClientBuilder::timeout`, or
 /// `RequestBuilder::timeout`): it runs inside the middleware, so a hung server becomes a
-/// timeout error the breaker counts. A timeout around `send()` cancels the request instead,
+/// timeout error the breaker counts. Give the client's total to the middleware as well
+/// ([`total_timeout`](Self::total_timeout)): the middleware follows redirects itself, each
+/// hop an execution of the client with the whole client timeout, and it cannot read that
+/// timeout from the client; with it, the chain of hops is bounded by the total, as reqwest's
+/// own following is. A timeout around `send()` cancels the request instead,
 /// and the breaker never learns that the server hangs. Put a retry middleware before this
 /// one (`.with(retry).with(breaker)`), so that every attempt passes the breaker and a refusal
 /// ends the retries.
@@ -64,10 +68,18 @@ use crate::error::Refused;
 /// use reqwest_middleware::ClientBuilder;
 ///
 /// let breaker = Breaker::new("payments", Settings::default());
+/// let total = Duration::from_secs(2);
 /// let client = ClientBuilder::new(
-///     reqwest::Client::builder().timeout(Duration::from_secs(2)).build()?,
+///     reqwest::Client::builder()
+///         .timeout(total)
+///         .redirect(reqwest::redirect::Policy::none())
+///         .build()?,
 /// )
-/// .with(BreakerMiddleware::new(breaker.clone()).honor_retry_after(true))
+/// .with(
+///     BreakerMiddleware::new(breaker.clone())
+///         .honor_retry_after(true)
+///         .total_timeout(total),
+/// )
 /// .build();
 /// # let _ = client;
 /// # Ok::<(), reqwest::Error>(())
@@ -81,6 +93,7 @@ pub struct BreakerMiddleware {
     pause: Option<Duration>,
     max_redirects: usize,
     cross_origin: bool,
+    total_timeout: Option<Duration>,
 }
 
 /// How many redirects the middleware follows by default (as reqwest's own default policy).
@@ -137,6 +150,7 @@ impl BreakerMiddleware {
             pause: None,
             max_redirects: MAX_REDIRECTS,
             cross_origin: false,
+            total_timeout: None,
         }
     }
 
@@ -178,14 +192,15 @@ impl BreakerMiddleware {
     }
 
     /// How many redirects the middleware follows for one request (default 10; 0 hands every
-    /// redirect back to the caller). A request's own timeout (`RequestBuilder::timeout`)
-    /// bounds the whole chain: each hop is sent with what is left of it. The client's timeout
-    /// (`ClientBuilder::timeout`) cannot be read from a middleware, so each hop gets all of it:
-    /// give a request that may be redirected its own timeout. Each hop goes through the breaker of its own host (per
-    /// host) as a request of its own: a redirect is a success of the host that answered it,
-    /// the target's answer counts against the target, and a target whose breaker refuses is
-    /// never reached (the request fails with that refusal). Past the limit the request fails
-    /// with an error naming it.
+    /// redirect back to the caller). A request's own timeout (`RequestBuilder::timeout`), or
+    /// else the middleware's [`total_timeout`](Self::total_timeout), bounds the whole chain:
+    /// each hop is sent with what is left of it. The client's timeout
+    /// (`ClientBuilder::timeout`) cannot be read from a middleware, so without either each hop
+    /// gets all of it: give the middleware the client's total as well. Each hop goes through
+    /// the breaker of its own host (per host) as a request of its own: a redirect is a
+    /// success of the host that answered it, the target's answer counts against the target,
+    /// and a target whose breaker refuses is never reached (the request fails with that
+    /// refusal). Past the limit the request fails with an error naming it.
     ///
     /// The client below must not follow redirects itself, or the hops it follows are judged by
     /// nobody: build it with `redirect(reqwest::redirect::Policy::none())` (reqwest's default
@@ -246,6 +261,56 @@ impl BreakerMiddleware {
     /// ```
     pub fn follow_cross_origin(mut self, follow: bool) -> Self {
         self.cross_origin = follow;
+        self
+    }
+
+    /// The total time one request may take, redirects the middleware follows included (default:
+    /// none). Give it the client's total timeout (`reqwest::ClientBuilder::timeout`) here as
+    /// well: a middleware cannot read the client's (reqwest 0.13's `Client` has no getter
+    /// for it, and applies it inside each execution), and each hop the middleware follows is
+    /// an execution of its own, which would get all of the client's timeout again.
+    ///
+    /// What the middleware can and cannot see:
+    /// - it sees a request's own timeout (`RequestBuilder::timeout`, `Request::timeout`) and
+    ///   this one. The bound of a request's chain is its own timeout if it has one (it
+    ///   replaces the client's timeout in reqwest, and this one here), else this one. Each
+    ///   hop is sent with what is left of that bound, from when the middleware started the
+    ///   request, as its own timeout (so for the first hop it replaces the client's too: give
+    ///   both the same value); a hop sent once the bound has passed fails at once with
+    ///   reqwest's timeout error, which counts against that hop's host like any timeout. The
+    ///   bound also covers the last response's body, as reqwest's own timeouts do.
+    /// - it cannot see the client's `timeout`, `connect_timeout` or `read_timeout`. Without
+    ///   a bound here or on the request, a chain of `n` followed hops may take up to
+    ///   `n + 1` times the client's timeout (each hop still bounded by it). The connect and
+    ///   read timeouts apply per connection and per read, so per hop, in reqwest too.
+    /// - a middleware before this one that retries (`.with(retry).with(breaker)`) runs each
+    ///   attempt through this one, so each attempt has its own total, as each attempt
+    ///   executed by reqwest has its own client timeout.
+    ///
+    /// `Duration::ZERO` times every request out at once, as reqwest's own timeout does; a
+    /// total beyond the clock's range is sent to each hop as it is.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, Settings};
+    /// use cutout_reqwest::BreakerMiddleware;
+    /// use reqwest_middleware::ClientBuilder;
+    ///
+    /// let total = Duration::from_secs(2);
+    /// let client = reqwest::Client::builder()
+    ///     .timeout(total) // for each execution (one hop)
+    ///     .redirect(reqwest::redirect::Policy::none())
+    ///     .build()?;
+    /// let breaker = Breaker::new("api", Settings::default());
+    /// let client = ClientBuilder::new(client)
+    ///     // for the whole chain of hops the middleware follows
+    ///     .with(BreakerMiddleware::new(breaker).total_timeout(total))
+    ///     .build();
+    /// # let _ = client;
+    /// # Ok::<(), reqwest::Error>(())
+    /// ```
+    pub fn total_timeout(mut self, total: Duration) -> Self {
+        self.total_timeout = Some(total);
         self
     }
 
@@ -354,6 +419,7 @@ impl fmt::Debug for BreakerMiddleware {
             .field("refusal_pause", &self.pause)
             .field("max_redirects", &self.max_redirects)
             .field("follow_cross_origin", &self.cross_origin)
+            .field("total_timeout", &self.total_timeout)
             .finish()
     }
 }
@@ -368,18 +434,22 @@ impl Middleware for BreakerMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let mut request = request;
         let mut hops = 0;
-        // The request's own timeout bounds the whole chain, as reqwest's bounds its own
-        // redirects: each hop gets what is left of it (zero once it has passed, which reqwest
-        // answers with its timeout error).
-        let deadline = request
-            .timeout()
-            .and_then(|timeout| std::time::Instant::now().checked_add(*timeout));
+        // The request's own timeout, else the middleware's total, bounds the whole chain, as
+        // reqwest's bounds its own redirects: each hop gets what is left of it (zero once it
+        // has passed, which reqwest answers with its timeout error). The client's own timeout
+        // cannot be read from here (see `total_timeout`).
+        let started = std::time::Instant::now();
+        let bound = request.timeout().copied().or(self.total_timeout);
+        let deadline = bound.and_then(|bound| started.checked_add(bound));
         loop {
-            if hops > 0
-                && let Some(deadline) = deadline
-            {
-                *request.timeout_mut() =
-                    Some(deadline.saturating_duration_since(std::time::Instant::now()));
+            match (deadline, bound) {
+                (Some(deadline), _) => {
+                    *request.timeout_mut() =
+                        Some(deadline.saturating_duration_since(std::time::Instant::now()));
+                }
+                // Beyond the clock's range: as good as no bound, sent as it is.
+                (None, Some(bound)) => *request.timeout_mut() = Some(bound),
+                (None, None) => {}
             }
             let resend = (self.max_redirects > 0)
                 .then(|| request.try_clone())

@@ -625,7 +625,6 @@ fn a_ghost_closed_by_the_full_cap_keeps_its_break_growth() {
 /// clears it, but a reset through the key's `Breaker` handle (what the README's "subscribe to
 /// a key's breaker (`hosts.breaker(&key)`)" hands out, and what the module docs say frees a
 /// slot "as surely") does not: the next trip still serves the grown break.
-#[ignore = "open defect (issue #29 review): a reset through the key's Breaker handle raises no event, so the carried scar growth is not cleared; the core must tell the break schedule or a listener of a reset"]
 #[test]
 fn a_key_reset_through_its_breaker_handle_has_no_break_growth() {
     let clock = ManualClock::new();
@@ -651,13 +650,42 @@ fn a_key_reset_through_its_breaker_handle_has_no_break_growth() {
     );
 }
 
+/// The other carried growth: a ghost that half-opens with the cap full is closed by the cap,
+/// which keeps its break growth (see `a_ghost_closed_by_the_full_cap_keeps_its_break_growth`).
+/// A reset through the key's `Breaker` handle afterwards must drop that growth too: DESIGN §2,
+/// "`reset()` → Closed with an empty window and no break growth".
+#[test]
+fn a_key_closed_by_the_full_cap_then_reset_through_its_handle_has_no_break_growth() {
+    let clock = ManualClock::new();
+    let hosts = KeyedBreakers::<String>::builder(settings())
+        .clock(clock.clone())
+        .max_open(1)
+        .build();
+    let [a, b] = ["a", "b"].map(|k| hosts.breaker(&key(k)).unwrap());
+    trip(&a);
+    clock.advance(Duration::from_secs(30));
+    assert!(fail(&a), "its probe fails: 60 s");
+    // A ghost; b takes the slot; a, called again, is closed by the cap with its growth kept.
+    clock.advance(Duration::from_secs(121));
+    trip(&b);
+    assert!(fail(&a));
+    assert_eq!(a.state(), State::Closed);
+    a.reset();
+    b.reset();
+    trip(&a);
+    assert_eq!(
+        a.snapshot().current_break,
+        Some(Duration::from_secs(30)),
+        "reset means no break growth"
+    );
+}
+
 /// Module docs: openings a dependency asked for (`Retry-After`, a classifier's
 /// `Verdict::OpenFor`) "hold none either unless `retry_after_takes_slot` says so", and with
 /// `true` "such an opening passes the gate as a trip does: beyond the cap, the key stays
 /// closed". Recorded through the key's `Breaker` handle (cutout's `call_with` and this crate's
 /// own `HttpClassifier`), the opening passes the gate as a trip does even with `false`: with
 /// the cap full, a host that asked not to be called for 20 s stays closed and is called.
-#[ignore = "open defect (issue #29 review): a Retry-After recorded through the Breaker handle is not marked ASKED; the core must pass the open reason (OpenReason) to the open gate"]
 #[test]
 fn a_retry_after_recorded_through_a_key_s_handle_opens_it_while_the_cap_is_full() {
     let clock = ManualClock::new();
@@ -686,10 +714,12 @@ fn a_retry_after_recorded_through_a_key_s_handle_opens_it_while_the_cap_is_full(
     );
 }
 
-/// The `ASKED` flag is set for the whole of `permit.record_verdict(OpenFor)`, listeners
-/// included (they run on that thread, before it returns). A listener on a rate-limited key that
-/// reacts to its opening by calling another key (a fallback host) trips that key with the flag
-/// still set: its gate takes no slot, and with `max_open(1)` two keys are then open by trips.
+/// A listener on a rate-limited key that reacts to its opening by calling another key (a
+/// fallback host) trips that key while the `Retry-After` verdict is still being recorded (the
+/// listener runs on that thread, before `record_verdict` returns). That trip has a trip's
+/// reason and needs a slot: with `max_open(1)`, two keys must never be open by trips. (Kept
+/// from the thread-local marker the map used before the core told its gate the reason: that
+/// marker, set for the whole of the recording, let such a trip through.)
 #[tokio::test]
 async fn a_trip_made_while_a_retry_after_is_recorded_still_needs_an_open_slot() {
     let hosts = KeyedBreakers::<String>::builder(settings())

@@ -41,7 +41,7 @@ use crate::BreakerId;
 use crate::classify::{Classify, DefaultClassifier, Verdict};
 use crate::clock::{Clock, TimeSource};
 use crate::error::{Error, Rejected};
-use crate::event::Event;
+use crate::event::{Event, OpenReason};
 use crate::front::cells::Cells;
 use crate::front::word::Word;
 use crate::loom::{Arc, AtomicU64, Mutex};
@@ -54,6 +54,10 @@ use crate::settings::Settings;
 /// Listeners and custom clocks sit outside the modelled protocol, so they use std's `Arc`
 /// (loom's cannot hold unsized values).
 pub(crate) type Listener = std::sync::Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// What [`BreakerBuilder::on_reset`] registers: told of every [`Breaker::reset`], under the
+/// breaker's lock.
+pub(crate) type ResetHook = std::sync::Arc<dyn Fn(&BreakerId) + Send + Sync>;
 
 /// What the hot path reads, on a cache line of its own that only locked operations write (the
 /// published values) and nothing writes after build (the rest): the mutex's line is written on
@@ -89,6 +93,9 @@ pub(crate) struct Hot {
     /// Read-only after build, like the rest; here rather than beside the mutex because this
     /// line has room (a field more there costs 128 bytes of the 4 KiB budget).
     pub(crate) settings: std::sync::Arc<Settings>,
+    /// The owner's reset hook ([`BreakerBuilder::on_reset`]), if any; here for the same
+    /// reason as `settings`.
+    pub(crate) on_reset: Option<ResetHook>,
 }
 
 pub(crate) struct Shared {
@@ -128,6 +135,7 @@ pub struct BreakerBuilder {
     clock: TimeSource,
     seed: Option<u64>,
     gate: Option<Gate>,
+    on_reset: Option<ResetHook>,
     observers: Vec<std::sync::Arc<dyn CallObserver>>,
 }
 
@@ -139,6 +147,7 @@ impl fmt::Debug for BreakerBuilder {
             .field("clock", &self.clock)
             .field("seed", &self.seed)
             .field("gate", &self.gate)
+            .field("on_reset", &self.on_reset.is_some())
             .field("observers", &self.observers.len())
             .finish()
     }
@@ -153,7 +162,9 @@ impl BreakerBuilder {
     /// For caps across a fleet of breakers, such as "at most 3 of these 500 per-host breakers
     /// open at once": the gate runs under this breaker's lock, so it must be quick and must
     /// not call into this breaker (reserving a slot in a shared counter is the intended use).
-    /// A panic in the gate is caught and keeps the breaker closed.
+    /// A panic in the gate is caught and keeps the breaker closed. A gate that must know why
+    /// the breaker would open (a trip, or an opening its dependency asked for) is set with
+    /// [`BreakerBuilder::open_gate_for`].
     ///
     /// Release the slot when [`Breaker::peek`] shows a newer generation than the one the
     /// breaker opened in, in a state that holds none (closed, disabled): `reset()`,
@@ -180,9 +191,87 @@ impl BreakerBuilder {
     /// assert_eq!(breaker.state(), State::Open);
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
-    pub fn open_gate(mut self, gate: impl Fn(&BreakerId) -> bool + Send + Sync + 'static) -> Self {
+    pub fn open_gate(self, gate: impl Fn(&BreakerId) -> bool + Send + Sync + 'static) -> Self {
+        self.open_gate_for(move |id, _reason| gate(id))
+    }
+
+    /// Like [`BreakerBuilder::open_gate`], with the gate told why the breaker would open: the
+    /// [`OpenReason`] its [`Transition::Opened`](crate::Transition::Opened) event would carry.
+    /// It replaces a gate set before (there is one gate; `open_gate` is this one, ignoring
+    /// the reason).
+    ///
+    /// The reasons a gate can see are those of an opening from closed: a trip rule's
+    /// ([`ConsecutiveFailures`](OpenReason::ConsecutiveFailures),
+    /// [`FailureRatio`](OpenReason::FailureRatio),
+    /// [`FailuresAboveNormal`](OpenReason::FailuresAboveNormal),
+    /// [`SlowCallRatio`](OpenReason::SlowCallRatio)), a [`Signal`](OpenReason::Signal)
+    /// ([`Breaker::trip_on_signal`]) and [`RetryAfter`](OpenReason::RetryAfter) (a call's
+    /// dependency asked not to be called for a while: a classifier's
+    /// [`Verdict::OpenFor`], however it was recorded: `call_with`, a
+    /// permit's `record_verdict`, an integration's future). A cap that limits what the
+    /// breakers decide can so let the openings a dependency asks for through without
+    /// counting them. Everything else is as for `open_gate`: under this breaker's lock, quick,
+    /// never calling into this breaker; a panic counts as a refusal.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, OpenReason, Settings, State, Verdict};
+    ///
+    /// // A cap that is full: no trip may open, but a dependency that asks to be left alone is.
+    /// let breaker = Breaker::builder("host-a")
+    ///     .settings(Settings::builder().consecutive_failures(Some(1)).build()?)
+    ///     .open_gate_for(|_id, reason| reason == OpenReason::RetryAfter)
+    ///     .build();
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// breaker
+    ///     .try_acquire()
+    ///     .unwrap()
+    ///     .record_verdict(Verdict::OpenFor(Duration::from_secs(20)));
+    /// assert_eq!(breaker.state(), State::Open);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn open_gate_for(
+        mut self,
+        gate: impl Fn(&BreakerId, OpenReason) -> bool + Send + Sync + 'static,
+    ) -> Self {
         let id = self.id.clone();
-        self.gate = Some(Gate(std::sync::Arc::new(move || gate(&id))));
+        self.gate = Some(Gate(std::sync::Arc::new(move |reason| gate(&id, reason))));
+        self
+    }
+
+    /// Tells `hook` of every [`Breaker::reset`] of this breaker (a reset through any clone of
+    /// the handle, or through a [`Registry`](crate::Registry)), right after the reset and
+    /// under the same lock: no call, trip or opening falls between the two.
+    ///
+    /// For the owner of a breaker that keeps state of its own about it, state a reset must
+    /// clear as it clears the breaker's (break growth carried over from an earlier breaker
+    /// for the same dependency, say). A reset still raises no event (DESIGN §2: no call
+    /// caused it): this is no listener, there is one hook, set when the breaker is built, and
+    /// it sees resets only (`isolate`, `disable` and `open_for` stay silent; their effect shows
+    /// in [`Breaker::peek`]'s generation). Like an open gate it runs under the breaker's
+    /// lock: it must be quick and must not call into this breaker (that would deadlock;
+    /// [`Breaker::peek`], lock-free, still reads the word from before the reset, which is
+    /// published when the lock is let go); a panic in it is caught and ignored (the reset
+    /// stands).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use cutout::Breaker;
+    ///
+    /// let resets = Arc::new(AtomicU32::new(0));
+    /// let seen = Arc::clone(&resets);
+    /// let breaker = Breaker::builder("host-a")
+    ///     .on_reset(move |_id| {
+    ///         seen.fetch_add(1, Ordering::Relaxed);
+    ///     })
+    ///     .build();
+    /// breaker.clone().reset();
+    /// assert_eq!(resets.load(Ordering::Relaxed), 1);
+    /// ```
+    pub fn on_reset(mut self, hook: impl Fn(&BreakerId) + Send + Sync + 'static) -> Self {
+        self.on_reset = Some(std::sync::Arc::new(hook));
         self
     }
 
@@ -261,6 +350,7 @@ impl BreakerBuilder {
             shadow: settings.shadow,
             observers,
             settings,
+            on_reset: self.on_reset,
         };
         Breaker {
             shared: Arc::new(Shared {
@@ -289,6 +379,7 @@ impl Breaker {
             clock: TimeSource::default(),
             seed: None,
             gate: None,
+            on_reset: None,
             observers: Vec::new(),
         }
     }

@@ -1,5 +1,5 @@
-//! Runs user code the breaker calls (observers, listeners, open gates, break schedules, the
-//! metrics recorder) so that nothing it panics with leaves: neither its panic nor a panic of
+//! Runs user code the breaker calls (observers, listeners, open gates, reset hooks, break
+//! schedules, the metrics recorder) so that nothing it panics with leaves: neither its panic nor a panic of
 //! dropping that panic's payload.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

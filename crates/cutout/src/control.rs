@@ -154,11 +154,17 @@ impl Breaker {
     /// Back to the configured [initial state](crate::Settings::initial_state) (closed unless
     /// configured disabled or isolated) with an empty window and no break growth. Calls in
     /// flight from before are not counted. Raises no event; shows as [`ManualAction::Reset`]
-    /// in the snapshot.
+    /// in the snapshot. The breaker's [reset hook](crate::BreakerBuilder::on_reset), if it
+    /// has one, is told under the same lock.
     pub fn reset(&self) {
         let now = self.shared.hot.clock.recent();
         self.control(now, ManualAction::Reset, |m| {
             m.reset(now);
+            if let Some(hook) = &self.shared.hot.on_reset {
+                // User code under the lock, as an open gate is: a panic is contained, so it
+                // can never poison the lock, and the reset stands.
+                let _ = crate::contained::contained(|| hook(&self.shared.id));
+            }
             true
         });
     }

@@ -12,9 +12,9 @@ pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Locks a mutex, recovering the data if a previous holder panicked.
 ///
-/// The only user code the breaker runs while holding its lock is an open gate, whose panic it
-/// catches (`Machine::trip`), so a poisoned lock can only come from a bug in the breaker
-/// itself; the state it guards is kept consistent by every transition before anything that
+/// The user code the breaker runs while holding its lock (an open gate, a break schedule, a
+/// reset hook) runs contained, its panics caught (`contained.rs`), so a poisoned lock can
+/// only come from a bug in the breaker itself; the state it guards is kept consistent by every transition before anything that
 /// could panic, so recovering is safe and keeps the breaker serving.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex

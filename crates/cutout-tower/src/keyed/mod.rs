@@ -53,7 +53,11 @@
 //!   open-cap slot back and may be evicted. Its break growth is not dropped: the map keeps
 //!   it as a *scar* (the key and its consecutive opens, at most `max_keys` of them, the oldest
 //!   going first) and the key's next entry starts its break schedule from there, until that
-//!   breaker closes. A ghost's window is forgotten (it tripped long ago).
+//!   breaker closes or is reset, through [`KeyedBreakers::reset`] or the key's own
+//!   [`Breaker`] handle alike: a reset raises no event, but the core tells the map of every
+//!   reset ([`on_reset`](cutout::BreakerBuilder::on_reset)), under the reset's lock, so the
+//!   growth carried goes with the breaker's own ("no break growth", DESIGN §2). A ghost's
+//!   window is forgotten (it tripped long ago).
 //! - A full map evicts the least recently used key that may go and has no recent trouble
 //!   (no failure within its trip window, for a count window within `idle_after`; no opening
 //!   within `idle_after`; no carried growth; its last judged call not a failure, so a host
@@ -70,15 +74,15 @@
 //! With `max_open(n)`, at most `n` keys hold an *open slot* at once, and only a key holding one
 //! can be open or half-open (two exceptions below: openings by hand and openings a dependency
 //! asked for). The cap is exact for trips: every key's breaker has an
-//! [open gate](cutout::BreakerBuilder::open_gate), asked under that breaker's lock before it
-//! trips from closed. The gate takes a slot if one is free and the breaker opens; if none is,
-//! the breaker stays closed — its calls go through, its window and break growth are kept, and
-//! its next counted outcome that still meets a trip condition asks again, so it opens on the
-//! first such outcome after a slot frees. Each refused trip is counted (per key in the breaker's
-//! [`Snapshot::suppressed_opens`], also shown as [`KeySnapshot::suppressed_opens`], and in
-//! total in [`KeyedStats::suppressed_opens`]) and, with the `tracing` feature, logged as a
-//! warning from the gate (at most one per key per second: a capped key that keeps failing asks
-//! on every failure).
+//! [open gate](cutout::BreakerBuilder::open_gate_for), asked under that breaker's lock before
+//! it opens from closed and told why. The gate takes a slot if one is free and the breaker
+//! opens; if none is, the breaker stays closed — its calls go through, its window and break
+//! growth are kept, and its next counted outcome that still meets a trip condition asks
+//! again, so it opens on the first such outcome after a slot frees. Each refused trip is
+//! counted (per key in the breaker's [`Snapshot::suppressed_opens`], also shown as
+//! [`KeySnapshot::suppressed_opens`], and in total in [`KeyedStats::suppressed_opens`]) and,
+//! with the `tracing` feature, logged as a warning from the gate (at most one per key per
+//! second: a capped key that keeps failing asks on every failure).
 //!
 //! A key holds its slot from the moment its gate takes it until its breaker is seen closed,
 //! reset, disabled or isolated, or it becomes a ghost. A half-open or recovering key keeps it.
@@ -105,9 +109,12 @@
 //! runs. Openings the dependency asked for (`Retry-After`: a classifier's
 //! [`Verdict::OpenFor`]) hold none either unless
 //! [`KeyedBuilder::retry_after_takes_slot`] says so: a rate-limiting host is defending itself,
-//! and a few of them must not fill `max_open` and keep failing hosts closed. An evicted key
-//! gives its slot back; a [`Breaker`] handle kept past its key's eviction is no longer part of
-//! the map, and trips freely.
+//! and a few of them must not fill `max_open` and keep failing hosts closed. The gate knows
+//! them by the reason the core gives it ([`OpenReason::RetryAfter`]), so this holds however
+//! the verdict was recorded, through a key's own [`Breaker`] handle too; a trip a listener
+//! causes while such a verdict is being recorded has a trip's reason and needs a slot. An
+//! evicted key gives its slot back; a [`Breaker`] handle kept past its key's eviction is no
+//! longer part of the map, and trips freely.
 
 mod health;
 mod layer;
@@ -117,7 +124,6 @@ pub use health::{CheckRound, HealthChecks};
 pub use layer::{ByHost, HostKey, KeyFn, KeyedLayer};
 pub use service::KeyedService;
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
@@ -225,12 +231,15 @@ impl<K> fmt::Debug for SettingsSource<K> {
 /// reads an older `break_ends` or `half_open_since` sees a key a ghost a little late or early
 /// (its slot is kept a little longer, or its next call takes a slot again or is closed); the
 /// eviction that reads an older `last_failure` may evict a key whose failure landed during the
-/// scan. `carried_opens` is written when the entry is created (before it is shared), raised
-/// by the cap's listener just before it resets a key it closes (the next opening, which reads
-/// it, comes after that reset), and cleared by the breaker's own listener after it closed, so the break schedule that reads it
-/// under the breaker's lock sees it cleared by the next opening, which comes after the close.
-/// `ASKED` is a thread-local `Cell`: set and read on the one thread that records a verdict;
-/// the first gate that reads it clears it, so listeners that run after see it unset.
+/// scan. `carried_opens` is written when the entry is created (before it is shared), by the
+/// breaker's reset hook under the breaker's lock (the lock orders it before the next opening,
+/// whose break schedule reads it under that lock), and cleared by the breaker's own listener
+/// after it closed (an opening after that close reads it cleared; one racing that listener
+/// on another thread may still read it, and serve a grown break once).
+/// `carry_on_reset` is written by the cap's listener just before the reset it then makes on
+/// the same thread, and taken by that reset's hook; a reset of another thread landing between
+/// the two takes it instead, and the cap's reset then carries nothing: the key ends closed
+/// without growth, as that other reset asked.
 pub struct KeyedBreakers<K> {
     inner: Arc<Inner<K>>,
 }
@@ -305,9 +314,13 @@ pub(crate) struct Entry {
     /// How long a failure keeps the key out of the least-recently-used eviction: its trip
     /// window for a time window, else `idle_after`.
     failure_horizon: u64,
-    /// Consecutive opens carried over from an earlier entry of the key (its scar): added to
-    /// the opens the break schedule is asked about, until the breaker next closes.
+    /// Consecutive opens carried over from an earlier entry of the key (its scar), or from
+    /// before the cap closed the key by reset: added to the opens the break schedule is asked
+    /// about, until the breaker next closes or is reset (through the map or its handle).
     carried_opens: Arc<AtomicU32>,
+    /// What the next reset leaves in `carried_opens` (taken by the reset hook): 0, except
+    /// for the reset by which the cap closes a key, which keeps its growth.
+    carry_on_reset: AtomicU32,
 }
 
 impl Entry {
@@ -421,28 +434,15 @@ impl Entry {
     }
 }
 
-thread_local! {
-    /// Set while a call's `Retry-After` verdict is being recorded through this crate's
-    /// futures, so that the open gate it passes knows the opening is one the dependency asked
-    /// for (see [`record_verdict`]).
-    static ASKED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Records `verdict` on `permit`, for every future of this crate: a failure is noted on the
-/// call's key (`guard`), and a [`Verdict::OpenFor`] is recorded with the gate told that the
-/// dependency asked for it, so that it takes no open slot unless the map counts them
-/// ([`KeyedBuilder::retry_after_takes_slot`]).
+/// Records `verdict` on `permit`, for every future of this crate, noting a failure or a
+/// success on the call's key (`guard`) for the least-recently-used eviction. (Whether an
+/// opening is one the dependency asked for is the gate's to tell from its reason, however the
+/// verdict was recorded: see [`Cap::admit`].)
 pub(crate) fn record_verdict(permit: OwnedPermit, verdict: Verdict, guard: Option<&CallGuard>) {
     if let Some(guard) = guard {
         guard.entry.saw(&verdict);
     }
-    if matches!(verdict, Verdict::OpenFor(_)) {
-        ASKED.with(|asked| asked.set(true));
-        permit.record_verdict(verdict);
-        ASKED.with(|asked| asked.set(false));
-    } else {
-        permit.record_verdict(verdict);
-    }
+    permit.record_verdict(verdict);
 }
 
 /// The open cap: the slots held, shared by the gates of every key's breaker.
@@ -525,8 +525,9 @@ impl Cap {
 
     /// Keeps "a key open or half-open holds a slot" through the transitions its gate is not
     /// asked about (after the fact, from the key's listener, with no lock held):
-    /// - an opening the dependency asked for (`Retry-After`) gives back the slot its gate
-    ///   took, unless the map counts them;
+    /// - an opening the dependency asked for (`Retry-After`) gives back the slot the key
+    ///   held, unless the map counts them (from closed its gate took none, told the reason;
+    ///   a probe or ramp call answered so re-opens a key that held one);
     /// - a key entering half-open, or re-opened by its own failed probe or ramp call, that
     ///   holds no slot (opened by hand, or by a `Retry-After`, or a ghost whose slot went to
     ///   another key) takes a free one; with none free it is reset to closed, as a trip
@@ -555,22 +556,25 @@ impl Cap {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
             // Closed as a trip beyond the cap stays closed, its break growth kept: the reset
             // drops the breaker's own consecutive opens, so they are carried, as a scar's are,
-            // until the breaker next closes on its own.
+            // until the breaker next closes on its own or is reset. The reset hook (under the
+            // reset's lock) sets what is carried to what is left here for this reset.
             let opens = entry.breaker.snapshot().consecutive_opens;
-            entry.carried_opens.fetch_add(opens, Ordering::Relaxed);
+            let carried = entry.carried_opens.load(Ordering::Relaxed);
+            entry
+                .carry_on_reset
+                .store(carried.saturating_add(opens), Ordering::Relaxed);
             entry.breaker.reset();
         }
     }
 
-    /// The gate of `entry`'s breaker, under that breaker's lock: whether it may open.
-    fn admit(&self, entry: &Arc<Entry>) -> bool {
-        // Taken, not read: the flag is for the one opening being recorded. Cleared here,
-        // before the breaker's listeners run on this thread, a trip a listener causes on
-        // another key is not taken for an asked opening and still needs a slot.
-        if ASKED.with(|asked| asked.replace(false)) && !self.count_asked {
-            // An opening the dependency asked for (`Retry-After`), recorded through this
-            // crate's futures: no slot to take (the listener gives back the one a gate took
-            // for an opening recorded some other way).
+    /// The gate of `entry`'s breaker, under that breaker's lock: whether it may open for
+    /// `reason`.
+    fn admit(&self, entry: &Arc<Entry>, reason: OpenReason) -> bool {
+        if reason == OpenReason::RetryAfter && !self.count_asked {
+            // An opening the dependency asked for (`Retry-After`, a classifier's
+            // `Verdict::OpenFor`), however it was recorded (this crate's futures, a key's
+            // `Breaker` handle, cutout-reqwest): the core tells the gate its reason. No slot
+            // to take.
             return true;
         }
         let mut slots = self.slots();
@@ -739,7 +743,11 @@ impl<K> KeyedBuilder<K> {
     /// fill `max_open` and keep failing ones closed; such a key holds no slot while it serves
     /// the time asked, and takes one (or is closed when none is free) when it half-opens. With
     /// `true`, such an opening passes the gate as a trip does: beyond the cap, the key stays
-    /// closed and its calls go through.
+    /// closed and its calls go through. Either way the opening is told apart from a trip by
+    /// its reason, which the core gives the gate
+    /// ([`open_gate_for`](cutout::BreakerBuilder::open_gate_for)), however the verdict was
+    /// recorded: through the map's services, cutout-reqwest's middleware or a key's own
+    /// [`Breaker`] handle (`call_with`, a permit's `record_verdict`).
     pub fn retry_after_takes_slot(mut self, takes: bool) -> Self {
         self.retry_after_takes_slot = takes;
         self
@@ -1183,9 +1191,9 @@ where
                     // the cap owns the entries of the keys holding a slot.
                     let weak_entry = weak_entry.clone();
                     let weak_cap = weak_cap.clone();
-                    builder.open_gate(move |_id| {
+                    builder.open_gate_for(move |_id, reason| {
                         match (weak_cap.upgrade(), weak_entry.upgrade()) {
-                            (Some(cap), Some(entry)) => cap.admit(&entry),
+                            (Some(cap), Some(entry)) => cap.admit(&entry, reason),
                             // The map or the entry is gone: the breaker is on its own.
                             _ => true,
                         }
@@ -1193,6 +1201,15 @@ where
                 }
                 None => builder,
             };
+            // A reset (through the map or any handle, which raises no event) drops the growth
+            // carried too, as it drops the breaker's own: "no break growth" (DESIGN §2).
+            let resetting = weak_entry.clone();
+            let builder = builder.on_reset(move |_id| {
+                if let Some(entry) = resetting.upgrade() {
+                    let left = entry.carry_on_reset.swap(0, Ordering::Relaxed);
+                    entry.carried_opens.store(left, Ordering::Relaxed);
+                }
+            });
             let breaker = builder.build();
             let listening = weak_entry.clone();
             breaker.subscribe(move |event| {
@@ -1217,6 +1234,7 @@ where
                 ghost_after,
                 failure_horizon,
                 carried_opens,
+                carry_on_reset: AtomicU32::new(0),
             }
         })
     }
@@ -1399,7 +1417,7 @@ where
         let Some(entry) = self.read().get(key).cloned() else {
             return false;
         };
-        entry.carried_opens.store(0, Ordering::Relaxed);
+        // The breaker's reset hook drops the growth carried over as well.
         entry.breaker.reset();
         true
     }

@@ -36,10 +36,10 @@ use crate::state::State;
 /// relative slow threshold recomputed) while the baseline is armed.
 const LATENCY_REFRESH: u64 = 1_000_000_000;
 
-/// Asked before a closed breaker opens; `false` keeps it closed (see
-/// [`BreakerBuilder::open_gate`](crate::BreakerBuilder::open_gate)).
+/// Asked, with the opening's reason, before a closed breaker opens; `false` keeps it closed
+/// (see [`BreakerBuilder::open_gate_for`](crate::BreakerBuilder::open_gate_for)).
 #[derive(Clone)]
-pub(crate) struct Gate(pub(crate) std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+pub(crate) struct Gate(pub(crate) std::sync::Arc<dyn Fn(OpenReason) -> bool + Send + Sync>);
 
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -461,7 +461,7 @@ impl Machine {
     /// code run under the breaker's lock: a panic in it is caught and counts as a refusal, so
     /// it can never poison the lock.
     fn trip(&mut self, now: u64, reason: OpenReason) -> Option<Transition> {
-        self.gate_allows().then(|| self.open(now, reason))
+        self.gate_allows(reason).then(|| self.open(now, reason))
     }
 
     /// A trip rule's opening (the window's rules, calls hung in flight): a throttling breaker
@@ -522,10 +522,11 @@ impl Machine {
         self.state_at(now) == State::Open && self.own_break
     }
 
-    /// Asks the open gate, if any, whether a closed breaker may open (counting a refusal).
-    fn gate_allows(&mut self) -> bool {
+    /// Asks the open gate, if any, whether a closed breaker may open for `reason` (counting a
+    /// refusal).
+    fn gate_allows(&mut self, reason: OpenReason) -> bool {
         if let Some(Gate(gate)) = &self.gate
-            && crate::contained::contained(|| gate()) != Some(true)
+            && crate::contained::contained(|| gate(reason)) != Some(true)
         {
             self.suppressed_opens += 1;
             return false;
@@ -896,8 +897,9 @@ impl Machine {
     /// Decided here (DESIGN §2 "Control" asks for the verdict, not for its every case):
     /// - as for any outcome, a call of an older generation or an uncounted one changes
     ///   nothing, and no duration at all is an ignored outcome (a probe's slot comes back);
-    /// - from closed the opening passes the open gate, as a trip does (a refusal leaves the
-    ///   call ignored); a half-open probe or a ramp call re-opens the breaker;
+    /// - from closed the opening passes the open gate (told `RetryAfter`), as a trip does (a
+    ///   refusal leaves the call ignored); a half-open probe or a ramp call re-opens the
+    ///   breaker;
     /// - no jitter, no growth (the consecutive opens stay), an event with
     ///   [`OpenReason::RetryAfter`]: a call caused it.
     pub(crate) fn record_open_for(
@@ -914,7 +916,7 @@ impl Machine {
             return None;
         }
         match (self.state, role) {
-            (State::Closed, Role::Normal) if self.gate_allows() => {}
+            (State::Closed, Role::Normal) if self.gate_allows(OpenReason::RetryAfter) => {}
             (State::HalfOpen, Role::Probe) | (State::Recovering, Role::Ramp) => {}
             _ => return None,
         }
