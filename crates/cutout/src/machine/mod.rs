@@ -400,9 +400,6 @@ impl Machine {
         if let Some(latency) = &mut self.latency {
             feed(&mut |bucket| latency.merge(now, std::iter::once((bucket, 1))));
             self.normal_latency = latency.normal(now);
-            if self.state == State::Closed {
-                latency.watch_tail(now);
-            }
             self.latency_due = now.saturating_add(LATENCY_REFRESH);
         }
         let threshold = self.slow_nanos();
@@ -414,6 +411,33 @@ impl Machine {
                 part: above,
             })
         });
+        if self.state == State::Closed {
+            let spell = self.slow_spell(now);
+            if let Some(latency) = &mut self.latency {
+                latency.watch_tail(now, spell);
+            }
+        }
+    }
+
+    /// Whether the trip window's slow calls at `now` are more than chance at the slow share of
+    /// the latency baseline outside the window (see `machine/baseline/tail.rs`): a slow spell,
+    /// which the probe tail must not learn from. Outside the window, because the baseline
+    /// holds the window's own samples too: at one call a second a 200-call window is most of a
+    /// 5-minute baseline, and a brownout would lift both shares alike. The window's timed
+    /// calls and slow ones are taken off the baseline's whole (its slow failures are in no
+    /// sample, so the share outside may come out lower than it is: more spells, never fewer).
+    /// The chance test reads the timed calls unweighted, as the slow rule's does (`trip.rs`).
+    fn slow_spell(&self, now: u64) -> bool {
+        let Some(normal) = self.normal_slow else {
+            return false;
+        };
+        let totals = self.window.totals(now);
+        crate::machine::trip::beyond_chance(
+            totals.slow,
+            totals.timed,
+            normal.rate_outside(totals.timed, totals.slow),
+            crate::machine::baseline::TAIL_CHANCE,
+        )
     }
 
     /// Whether every call is timed at `now`: a sampled breaker (one that measures latency)
@@ -1075,10 +1099,14 @@ impl Machine {
 
     fn open(&mut self, now: u64, reason: OpenReason) -> Transition {
         let from = self.state;
-        if from == State::Closed
-            && let Some(latency) = &mut self.latency
+        // An opening on slow evidence is a slow spell the probe tail must not learn from
+        // (its calls, and its probes', are in the baseline); one on failures adds no sample.
+        if matches!(
+            reason,
+            OpenReason::SlowCallRatio | OpenReason::ProbeSlow | OpenReason::ProbeRates
+        ) && let Some(latency) = &mut self.latency
         {
-            latency.tripped(now);
+            latency.taint_tail(now);
         }
         self.consecutive_opens = self.consecutive_opens.saturating_add(1);
         let computed = computed_break(&self.settings, self.consecutive_opens);

@@ -76,7 +76,7 @@ impl Share {
 
     /// The rate outside the `part` of `of` that the window itself holds, counted with one
     /// more of each (a baseline that has seen none yet still allows for some).
-    fn rate_outside(self, of: u64, part: u64) -> f64 {
+    pub(crate) fn rate_outside(self, of: u64, part: u64) -> f64 {
         let outside = self.of.saturating_sub(of);
         let part = self.part.saturating_sub(part);
         (part + 1) as f64 / (outside + 2) as f64

@@ -52,15 +52,16 @@ impl LatencyBaseline {
         (samples, Histogram::count_above(live, nanos))
     }
 
-    /// At a merge while closed: the probe tail settles and is measured (see
-    /// [`ProbeTail::watch`]).
-    pub(crate) fn watch_tail(&mut self, now: u64) {
-        self.tail.watch(now, self.slices.live(now));
+    /// At a merge while closed, `spell` saying whether the trip window's slow calls are
+    /// beyond chance (see [`ProbeTail::watch`]).
+    pub(crate) fn watch_tail(&mut self, now: u64, spell: bool) {
+        self.tail.watch(now, self.slices.live(now), spell);
     }
 
-    /// The breaker opened from closed at `now` (see [`ProbeTail::tripped`]).
-    pub(crate) fn tripped(&mut self, now: u64) {
-        self.tail.tripped(now);
+    /// A sign of a slow spell at `now` outside a merge: an opening on slow evidence (see
+    /// [`ProbeTail::taint`]).
+    pub(crate) fn taint_tail(&mut self, now: u64) {
+        self.tail.taint(now);
     }
 
     /// The settled probe tail in nanoseconds, if any (see [`super::tail`]).

@@ -1,5 +1,5 @@
-//! The probe tail: the latency baseline's 99th percentile as it stood before anything that
-//! tripped the breaker, the limit below which a healthy dependency's probe is never slow.
+//! The probe tail: the latency baseline's 99th percentile as it stood before any slow spell,
+//! the limit below which a healthy dependency's probe is never slow.
 //!
 //! # Why a probe needs the tail
 //! A probe is one sample. Judged against 3 × the median, a healthy dependency whose p99 is
@@ -10,23 +10,35 @@
 //! only above this tail (capped at 10 × the normal latency) plus the margin (see
 //! `Machine::probe_slow_nanos`).
 //!
-//! # Why "before the trip"
+//! # Why "from before the brownout"
 //! A brownout's own calls enter the baseline before it trips: a 30 s trip window needs 15 s of
 //! a full brownout to reach the 50% slow ratio, 5% of a 5-minute baseline, and its p99 is then
-//! the brownout's latency. A tail read at the trip would pass the brownout's probes. So the
-//! tail probes stand on was measured at least one trip window (the *period*) before the trip:
-//! a tail is measured, kept pending for a period, and only then *settled*; a trip discards the
-//! pending one (it may hold the brownout's start) and no tail is measured again until the
-//! baseline has turned over (one baseline window after the trip), since until then it still
-//! holds the samples from around the trip.
+//! the brownout's latency. A tail read at the trip would pass the brownout's probes. So a tail
+//! is measured only while the baseline holds nothing from a slow spell, and is kept *pending*
+//! for a trip window (the *period*) before probes stand on it (*settled*):
+//! - A slow spell is any merge, while closed, at which the trip window's slow calls are more
+//!   than chance at the baseline's own slow share ([`TAIL_CHANCE`]: a creeping brownout, one
+//!   an open gate or a throttle keeps closed, a count window filling slowly), and any opening
+//!   on slow evidence (the slow-call ratio, a slow probe, the probes' rates). It discards the
+//!   pending tail, and no tail is measured again until the baseline has turned over (one
+//!   baseline window after the spell's last sign), since until then it holds the spell's
+//!   samples, probes' included.
+//! - A brownout shows in the window within seconds, at far less than the 1% of the baseline
+//!   that moves its p99; the few samples it adds before that are in a pending tail only, which
+//!   the spell discards. The settled tail was measured a period before it settled, with no
+//!   spell since.
+//! - An opening on failures alone adds no latency sample and is no spell: a dependency that
+//!   fails now and then keeps its tail.
 //!
 //! # What it can no longer see
-//! - A brownout that trips more than a period after it began (under 50% slow calls at first,
-//!   or a count window filling slowly) can lift the settled tail; the 10 × cap bounds it: a
-//!   probe more than 10 × the normal latency (plus the margin) is still slow.
+//! - A brownout too small to show beyond chance in the trip window (a few percent of calls)
+//!   can lift the settled tail; the 10 × cap bounds it: a probe more than 10 × the normal
+//!   latency (plus the margin) is still slow, and the closed state's slow rule judges the rest
+//!   once the probes close the breaker.
 //! - A probe within the healthy tail plus the margin: the closed state's slow rule judges the
 //!   dependency again once the probes close the breaker.
-//! - A young breaker (no tail settled yet) judges its probes as before: the threshold in force,
+//! - A young breaker (no tail settled yet), or one whose baseline still holds a slow spell,
+//!   judges its probes by the tail it had, or as before there was one: the threshold in force,
 //!   at least the normal latency plus the margin.
 
 use super::histogram::Histogram;
@@ -38,15 +50,21 @@ pub(crate) const TAIL_QUANTILE: f64 = 0.99;
 /// outlier is the tail.
 pub(crate) const TAIL_SAMPLES: u64 = 100;
 
+/// The chance below which a trip window's slow calls, at the baseline's own slow share, are a
+/// slow spell. Loose beside the slow rule's 10⁻⁷: a false spell only delays the next tail by
+/// a baseline window (the settled one stays), and a healthy window of 300 calls tested every
+/// second meets it about once in a day.
+pub(crate) const TAIL_CHANCE: f64 = 1e-4;
+
 #[derive(Debug, Clone)]
 pub(crate) struct ProbeTail {
     /// The tail probes stand on: measured at least a period before now, with no trip since.
     settled: Option<u64>,
     /// The tail last measured, and when: it settles a period later unless a trip comes first.
     pending: Option<(u64, u64)>,
-    /// No tail is measured before this: the baseline still holds samples from around a trip.
+    /// No tail is measured before this: the baseline still holds samples of a slow spell.
     quiet_until: u64,
-    /// The trip window's span in nanoseconds: a brownout that trips does so within it.
+    /// The trip window's span in nanoseconds: how long a tail stays pending.
     period: u64,
     /// The baseline window in nanoseconds: a sample has left the baseline this long after.
     turnover: u64,
@@ -68,14 +86,20 @@ impl ProbeTail {
         self.settled
     }
 
-    /// At a merge of samples while closed: settles the pending tail once it is a period old,
-    /// and measures a new one (from `slices`, the baseline's live histograms) when none is
-    /// pending and the baseline holds nothing from around a trip.
+    /// At a merge of samples while closed, `spell` saying whether the trip window's slow calls
+    /// are beyond chance: a spell taints the baseline; otherwise the pending tail settles once
+    /// it is a period old, and a new one is measured (from `slices`, the baseline's live
+    /// histograms) when none is pending and the baseline holds no spell.
     pub(crate) fn watch<'a>(
         &mut self,
         now: u64,
         slices: impl Iterator<Item = &'a Histogram> + Clone,
+        spell: bool,
     ) {
+        if spell {
+            self.taint(now);
+            return;
+        }
         if let Some((tail, at)) = self.pending
             && now >= at.saturating_add(self.period)
         {
@@ -92,11 +116,11 @@ impl ProbeTail {
         self.pending = Histogram::quantile_of(slices, samples, TAIL_QUANTILE).map(|t| (t, now));
     }
 
-    /// The breaker opened from closed at `now`: the pending tail may hold what tripped it, and
+    /// A sign of a slow spell at `now` (see the module docs): the pending tail may hold it, and
     /// so does every tail until the baseline has turned over.
-    pub(crate) fn tripped(&mut self, now: u64) {
+    pub(crate) fn taint(&mut self, now: u64) {
         self.pending = None;
-        self.quiet_until = now.saturating_add(self.turnover);
+        self.quiet_until = self.quiet_until.max(now.saturating_add(self.turnover));
     }
 }
 
@@ -126,11 +150,11 @@ mod tests {
     fn a_tail_settles_one_period_after_it_was_measured() {
         let mut tail = ProbeTail::new(30 * SEC, 300 * SEC);
         let healthy = [histogram(96, 4)];
-        tail.watch(SEC, healthy.iter());
+        tail.watch(SEC, healthy.iter(), false);
         assert_eq!(tail.settled(), None, "pending, not settled");
-        tail.watch(30 * SEC, healthy.iter());
+        tail.watch(30 * SEC, healthy.iter(), false);
         assert_eq!(tail.settled(), None, "29 s old");
-        tail.watch(31 * SEC, healthy.iter());
+        tail.watch(31 * SEC, healthy.iter(), false);
         assert!(near(tail.settled(), 100 * MS), "{:?}", tail.settled());
     }
 
@@ -138,34 +162,34 @@ mod tests {
     fn too_few_samples_measure_no_tail() {
         let mut tail = ProbeTail::new(30 * SEC, 300 * SEC);
         let few = [histogram(98, 1)];
-        tail.watch(SEC, few.iter());
-        tail.watch(40 * SEC, few.iter());
+        tail.watch(SEC, few.iter(), false);
+        tail.watch(40 * SEC, few.iter(), false);
         assert_eq!(tail.settled(), None);
     }
 
     #[test]
-    fn a_trip_discards_the_pending_tail_and_quiets_the_baseline_s_turnover() {
+    fn a_spell_discards_the_pending_tail_and_quiets_the_baseline_s_turnover() {
         let mut tail = ProbeTail::new(30 * SEC, 300 * SEC);
         let healthy = [histogram(1_000, 0)];
-        tail.watch(SEC, healthy.iter());
-        tail.watch(31 * SEC, healthy.iter());
+        tail.watch(SEC, healthy.iter(), false);
+        tail.watch(31 * SEC, healthy.iter(), false);
         assert!(near(tail.settled(), 20 * MS));
-        // A brownout's calls are in the baseline when it trips at 50 s.
+        // A brownout's calls are in the baseline when its window shows it at 50 s.
         let browned = [histogram(1_000, 60)];
-        tail.watch(45 * SEC, browned.iter());
-        tail.tripped(50 * SEC);
-        tail.watch(100 * SEC, browned.iter());
-        tail.watch(200 * SEC, browned.iter());
+        tail.watch(45 * SEC, browned.iter(), false);
+        tail.watch(50 * SEC, browned.iter(), true);
+        tail.watch(100 * SEC, browned.iter(), false);
+        tail.watch(200 * SEC, browned.iter(), false);
         assert!(
             near(tail.settled(), 20 * MS),
             "the brownout's tail never settles: {:?}",
             tail.settled()
         );
         // Once the baseline has turned over, tails are measured again.
-        tail.watch(350 * SEC, healthy.iter());
-        tail.watch(381 * SEC, [histogram(90, 10)].iter());
+        tail.watch(350 * SEC, healthy.iter(), false);
+        tail.watch(381 * SEC, [histogram(90, 10)].iter(), false);
         assert!(near(tail.settled(), 20 * MS), "measured at 350 s");
-        tail.watch(411 * SEC, healthy.iter());
+        tail.watch(411 * SEC, healthy.iter(), false);
         assert!(near(tail.settled(), 100 * MS), "measured at 381 s");
     }
 }
