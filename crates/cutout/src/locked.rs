@@ -5,10 +5,10 @@
 //!   outcome, a probe slot given back): it folds what calls counted off the lock and
 //!   evaluates the trip rules, merges latency samples when due, checks the calls in flight
 //!   when due, then does the call's own step, and raises the transitions any of these made.
-//! - [`Breaker::control`], for `reset`, `isolate`, `disable`, `open_for` and `open_until`:
-//!   the folded successes still reach the baselines, but no trip rule runs and no event is
-//!   raised (no call caused it); the machine notes the action for the snapshot, and with the
-//!   `tracing` feature it is traced once the lock is let go.
+//! - [`Breaker::control`], for `reset`, `isolate`, `disable`, `open_for`, `open_until`,
+//!   `shadow` and `enforce`: the folded successes still reach the baselines, but no trip
+//!   rule runs and no event is raised (no call caused it); the machine notes the action for
+//!   the snapshot, and with the `tracing` feature it is traced once the lock is let go.
 //! - [`Breaker::read`], for every read: it changes nothing, and sees the successes waiting in
 //!   the cells as the next fold would count them.
 //!
@@ -70,9 +70,9 @@ impl Breaker {
         result
     }
 
-    /// A control at `now` (`reset`, `isolate`, `disable`, `open_for`, `open_until`): no trip
-    /// rule runs, no event. With the `tracing` feature, `action` is traced after the lock is
-    /// let go, with whether it took effect (`applied`, from `f`'s answer).
+    /// A control at `now` (`reset`, `isolate`, `disable`, `open_for`, `open_until`, `shadow`,
+    /// `enforce`): no trip rule runs, no event. With the `tracing` feature, `action` is traced
+    /// after the lock is let go, with whether it took effect (`applied`, from `f`'s answer).
     pub(crate) fn control(
         &self,
         now: u64,

@@ -94,6 +94,9 @@ pub(crate) struct Machine {
     probe_successes: u32,
     probes: Probes,
     showing_probes: bool,
+    /// Shadow mode: every would-be refusal is an uncounted admission instead (configured by
+    /// `Settings::shadow`, switched live by `Breaker::shadow` and `Breaker::enforce`).
+    shadow: bool,
     shadow_refusals: u64,
     /// The gate a trip from closed must pass, if any, and how many trips it kept closed.
     gate: Option<Gate>,
@@ -228,6 +231,7 @@ impl Machine {
             let window = nanos_of(settings.latency_baseline_window())?;
             Some(LatencyBaseline::new(window, slow.quantile))
         });
+        let shadow = settings.shadow;
         Machine {
             window: Window::new(settings.window),
             failure_baseline,
@@ -256,6 +260,7 @@ impl Machine {
             probe_successes: 0,
             probes: Probes::default(),
             showing_probes: false,
+            shadow,
             shadow_refusals: 0,
             gate,
             suppressed_opens: 0,
@@ -337,7 +342,14 @@ impl Machine {
     /// A shadow breaker's would-be throttling refusal: counted as a shadow refusal, and as a
     /// refusal for the probability (so that it moves as a throttling breaker's would). The
     /// call itself runs uncounted, as a shadow breaker's other would-be refusals do.
+    /// A breaker switched out of shadow since the caller read its word refuses it instead.
     pub(crate) fn shadow_throttled(&mut self, now: u64) -> Admission {
+        if !self.shadow {
+            return Admission::Refuse {
+                reason: RejectReason::Throttled,
+                retry_after: None,
+            };
+        }
         if let Some(throttle) = &mut self.throttle {
             throttle.add_refusal(now);
         }
@@ -660,9 +672,12 @@ impl Machine {
                     fast,
                     exact,
                     throttling,
+                    shadow: self.shadow,
                 },
             ),
-            until: if self.state == State::Open {
+            // In shadow mode no refusal is decided off the lock: a call that reads 0 here
+            // goes to the lock, which admits it uncounted.
+            until: if self.state == State::Open && !self.shadow {
                 self.until
             } else {
                 0
@@ -826,7 +841,7 @@ impl Machine {
 
     /// A refusal, or in shadow mode an uncounted admission in its place.
     fn refused(&mut self, reason: RejectReason, retry_after: Option<Duration>) -> Admission {
-        if self.settings.shadow {
+        if self.shadow {
             self.shadow_refusals += 1;
             return self.admitted(Role::Uncounted);
         }
@@ -1161,8 +1176,27 @@ impl Machine {
         self.manual(ManualAction::Disable, now);
     }
 
+    /// Into shadow mode (`on`) or out of it, at `now`: whether the mode changed (a switch to
+    /// the mode in force changes nothing and is not noted). No event, no new generation: the
+    /// state, the counts and the calls in flight are the same before and after; only what a
+    /// would-be refusal becomes changes (see `Breaker::shadow`).
+    pub(crate) fn set_shadow(&mut self, on: bool, now: u64) -> bool {
+        if self.shadow == on {
+            return false;
+        }
+        self.shadow = on;
+        let action = if on {
+            ManualAction::Shadow
+        } else {
+            ManualAction::Enforce
+        };
+        self.manual(action, now);
+        true
+    }
+
     /// Back to the configured starting state with an empty window and no break growth (an
-    /// isolated one counts as opened at `now`). No event.
+    /// isolated one counts as opened at `now`). No event. The mode (shadow or enforcing)
+    /// stays as it is.
     pub(crate) fn reset(&mut self, now: u64) {
         self.forget_history();
         match self.settings.initial_state {
@@ -1268,6 +1302,7 @@ impl Machine {
                 self.consecutive_opens
             },
             probes_in_flight: self.probes_in_flight,
+            shadow: self.shadow,
             shadow_refusals: self.shadow_refusals,
             suppressed_opens: self.suppressed_opens,
             normal_latency: self.normal_latency(),
