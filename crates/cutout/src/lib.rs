@@ -103,8 +103,8 @@ pub use permit::{OwnedPermit, Permit};
 pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use relative::{Failures, SlowCalls};
 pub use settings::{
-    BreakSchedule, HalfOpenRule, HalfOpenTimeout, InitialState, Jitter, MAX_COUNT_WINDOW, Settings,
-    SettingsBuilder, TripWindow,
+    BreakContext, BreakSchedule, HalfOpenRule, HalfOpenTimeout, InitialState, Jitter,
+    MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow,
 };
 pub use snapshot::{ManualAction, Snapshot};
 pub use state::{Health, State};

@@ -1071,7 +1071,14 @@ impl Machine {
     fn open(&mut self, now: u64, reason: OpenReason) -> Transition {
         let from = self.state;
         self.consecutive_opens = self.consecutive_opens.saturating_add(1);
-        let computed = computed_break(&self.settings, self.consecutive_opens);
+        // The counts the snapshot shows as it opens (see `BreakContext`).
+        let computed = computed_break(&self.settings, self.consecutive_opens, || {
+            let totals = match from {
+                State::HalfOpen => self.probes.totals(),
+                _ => self.window.totals(now),
+            };
+            (totals.calls, totals.failures)
+        });
         let served = jittered(computed, self.settings.jitter, &mut self.rng);
         self.opened_at = Some(now);
         self.enter_open(now.saturating_add(nanos(served)));
