@@ -52,7 +52,9 @@ impl Breaker {
                 None
             };
             let (result, own) = f(machine);
-            let transitions = [folded, hung, own];
+            // The thresholds exceeded first: a crossing comes before any opening it led to.
+            let [c0, c1, c2] = machine.take_crossings();
+            let transitions = [c0, c1, c2, folded, hung, own];
             // Read only when a rule of the closed state tripped: the window still holds what
             // tripped it (an open breaker's window shows it until half-open).
             let evidence = transitions

@@ -143,6 +143,14 @@ pub(crate) struct Machine {
     /// Adaptive throttling instead of opening (boxed: most breakers have none, and the
     /// machine's room is counted, see the layout note).
     throttle: Option<Box<Throttle>>,
+    /// The rate rule the trip rules last found above its threshold while the breaker stayed
+    /// closed (a [`RateRule`] bit; 0: none), so that a crossing is raised once (see
+    /// `event.rs`, "Threshold exceeded").
+    above: u8,
+    /// Crossings noted under the lock and not yet raised ([`RateRule`] bits): the locked
+    /// operation takes them ([`Machine::take_crossings`]) and raises them before its
+    /// transitions.
+    crossed: u8,
     // Layout: the machine lives inside the breaker's shared allocation, which a default
     // breaker fills to a whole number of cache lines; a field more there costs a line (128
     // bytes) of the 4 KiB budget (tests/memory.rs). The small fields above share their padding.
@@ -178,6 +186,26 @@ impl Probes {
             timed: u64::from(self.timed),
             slow_drawn: 0,
         }
+    }
+}
+
+/// The rate rules, as bits of [`Machine::above`] and [`Machine::crossed`], in the order the
+/// trip rules judge them.
+struct RateRule;
+
+impl RateRule {
+    const ALL: [(u8, OpenReason); 3] = [
+        (1, OpenReason::FailureRatio),
+        (2, OpenReason::FailuresAboveNormal),
+        (4, OpenReason::SlowCallRatio),
+    ];
+
+    /// The bit of a rate rule's reason; 0 for any other reason.
+    fn bit(reason: OpenReason) -> u8 {
+        RateRule::ALL
+            .iter()
+            .find(|(_, r)| *r == reason)
+            .map_or(0, |(bit, _)| *bit)
     }
 }
 
@@ -272,6 +300,8 @@ impl Machine {
             rebase_refused: false,
             observed: false,
             throttle,
+            above: 0,
+            crossed: 0,
         }
     }
 
@@ -377,7 +407,7 @@ impl Machine {
         if !self.absorb_counts(successes) {
             return None;
         }
-        let reason = self.trip_reason(self.fast_since)?;
+        let reason = self.judged(self.fast_since)?;
         self.rule_trip(now, reason)
     }
 
@@ -471,11 +501,31 @@ impl Machine {
 
     /// A trip rule's opening (the window's rules, calls hung in flight): a throttling breaker
     /// refuses in proportion instead, so no rule opens it. Every rule's trip passes here.
+    /// A rate rule's trip that leaves the breaker closed is noted as a crossing, unless that
+    /// rule is the one already reported (see `event.rs`, "Threshold exceeded").
     fn rule_trip(&mut self, now: u64, reason: OpenReason) -> Option<Transition> {
-        if self.throttle.is_some() {
-            return None;
+        let opened = if self.throttle.is_some() {
+            None
+        } else {
+            self.trip(now, reason)
+        };
+        if opened.is_none() {
+            let bit = RateRule::bit(reason);
+            if bit != 0 && self.above != bit {
+                self.above = bit;
+                self.crossed |= bit;
+            }
         }
-        self.trip(now, reason)
+        opened
+    }
+
+    /// The crossings noted since the last call, as the events to raise (in the order the
+    /// rules are judged), before the locked operation's transitions.
+    pub(crate) fn take_crossings(&mut self) -> [Option<Transition>; 3] {
+        let crossed = std::mem::take(&mut self.crossed);
+        RateRule::ALL.map(|(bit, reason)| {
+            (crossed & bit != 0).then_some(Transition::ThresholdExceeded { reason })
+        })
     }
 
     /// Opens a closed breaker on a signal from outside its own calls, as a trip does (through
@@ -996,8 +1046,18 @@ impl Machine {
         if let Some(baseline) = &mut self.failure_baseline {
             baseline.record(now, 1, u64::from(mark.failure));
         }
-        let reason = self.trip_reason(now)?;
+        let reason = self.judged(now)?;
         self.rule_trip(now, reason)
+    }
+
+    /// [`Machine::trip_reason`], noting an evaluation that finds no rule above its threshold:
+    /// the next crossing is raised again.
+    fn judged(&mut self, now: u64) -> Option<OpenReason> {
+        let reason = self.trip_reason(now);
+        if reason.is_none() {
+            self.above = 0;
+        }
+        reason
     }
 
     fn trip_reason(&self, now: u64) -> Option<OpenReason> {
@@ -1062,6 +1122,8 @@ impl Machine {
 
     fn transition_generation(&mut self) {
         self.generation = self.generation.wrapping_add(1);
+        // A new period: a crossing in it is raised again (one noted already is still raised).
+        self.above = 0;
         self.probes_in_flight = 0;
         self.probes_admitted = 0;
         self.probe_successes = 0;
