@@ -194,9 +194,17 @@ impl Breaker {
     /// (open, isolated, half-open with every probe slot taken, a ramp's or throttling's
     /// refusal) runs uncounted and is counted in
     /// [`Snapshot::shadow_refusals`]. Returns whether the mode changed (`false` when already
-    /// in shadow mode: nothing is noted). Raises no event; shows as [`ManualAction::Shadow`]
-    /// in the snapshot. Every count is carried (see the [module docs](self)); a disabled
-    /// breaker lets everything through either way.
+    /// in shadow mode: nothing is noted). A disabled breaker lets everything through either
+    /// way.
+    ///
+    /// resilience4j's METRICS_ONLY, as a mode rather than a state: the state machine runs on
+    /// (an open breaker serves its break, then probes), `state()` reports the state it is in
+    /// and [`Snapshot::shadow`] the mode. Like every control it raises no transition event (no
+    /// call caused it): it shows as [`ManualAction::Shadow`] in the snapshot and, with
+    /// `tracing`, in a trace. Every count is carried, both ways (resilience4j resets its
+    /// metrics here): the window, the consecutive failures, the consecutive opens, the break
+    /// being served, the state episode's refused count; calls in flight keep counting.
+    /// [`Breaker::reset`] leaves the mode as it is.
     ///
     /// ```
     /// use std::time::Duration;

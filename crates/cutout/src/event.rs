@@ -211,8 +211,15 @@ pub enum Transition {
     },
     /// Not a change of state (`from` and `to` are both closed): a rate rule's threshold was
     /// reached while closed and the breaker stayed closed (an open gate kept it closed, or it
-    /// throttles instead of opening); once per crossing (see the [module docs](self)). The
-    /// event's [`evidence`](Event::evidence) holds the window it read.
+    /// throttles instead of opening); resilience4j's FailureRateExceeded and
+    /// SlowCallRateExceeded. The event's [`evidence`](Event::evidence) holds the window it
+    /// read. A crossing that opens the breaker raises its [`Transition::Opened`] alone.
+    ///
+    /// Once per crossing, not on each evaluation above the threshold (the rules run on every
+    /// counted outcome: a breaker held above would raise one per call). Raised again after an
+    /// evaluation found no rate rule above, when another rate rule is the one found above,
+    /// or in a new closed period. Rules are judged in order and the first found above is
+    /// reported; the consecutive-failure rule is not a rate rule.
     ThresholdExceeded {
         /// The rule whose threshold was reached: [`OpenReason::FailureRatio`],
         /// [`OpenReason::FailuresAboveNormal`] or [`OpenReason::SlowCallRatio`].

@@ -47,8 +47,9 @@
 //! - `serde`: configuration files (the `config` module); [`Settings`] as a `Deserialize`
 //!   breaker table inside a configuration of your own, and `config::duration` for its
 //!   `"30s"`-style fields.
-//! - `tracing`: one `tracing` event per transition, and one per manual action (`reset`,
-//!   `isolate`, `disable`, `open_for`, `open_until`), which raise no transition event.
+//! - `tracing`: one `tracing` event per transition (and per threshold exceeded), and one per
+//!   manual action (`reset`, `isolate`, `disable`, `open_for`, `open_until`, `shadow`,
+//!   `enforce`), which raise no transition event.
 //! - `tokio`: `Breaker::call_async_timeout` (an attempt timeout the breaker counts as a
 //!   failure; see the `timeout` module) and `clock::TokioClock` (breakers on tokio's paused
 //!   time in tests).
