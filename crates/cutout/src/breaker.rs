@@ -15,10 +15,12 @@
 //!   one published with it or a later one. A later one was published by a later locked
 //!   operation: if that left the breaker in any state but open, it is 0 and the call goes to
 //!   the lock; if it opened the breaker again, refusing against its deadline is refusing under
-//!   that opening, which the lock had already decided. In shadow mode it is 0 too, so a call
-//!   that reads a shadow word, or a newer publication than an enforcing one, goes to the lock;
-//!   one that reads an enforcing open word and its `until` refuses as of that word, before any
-//!   later switch into shadow mode.
+//!   that opening, which the lock had already decided. In shadow mode it is 0 too: a nonzero
+//!   `until` is only ever published with an open word that enforces, so a refusal against it
+//!   is a refusal under an enforcing opening the lock decided, whichever word the call read
+//!   first (one that read a shadow word and then the `until` of a later switch to enforcing
+//!   refuses as of that switch; one that read an enforcing word and then a shadow switch's 0
+//!   goes to the lock, which admits it uncounted).
 //! - A success loads the word with `Acquire` to test its flags and the permit's generation,
 //!   then `fast_until`, which by the same pairing is the one published with that word or a
 //!   later one. A success under a still word changes nothing and is linearized at the load.
