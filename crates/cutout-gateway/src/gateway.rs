@@ -334,6 +334,8 @@ fn record(
             Some(reason.as_str())
         }
         Transition::BreakEnded { reason, .. } => Some(reason.as_str()),
+        // A host breaker held closed by its open cap: closed -> closed, with the rule.
+        Transition::ThresholdExceeded { reason } => Some(reason.as_str()),
         _ => None,
     };
     let at_unix_ms = now_unix_ms();

@@ -15,7 +15,12 @@
 //!   one published with it or a later one. A later one was published by a later locked
 //!   operation: if that left the breaker in any state but open, it is 0 and the call goes to
 //!   the lock; if it opened the breaker again, refusing against its deadline is refusing under
-//!   that opening, which the lock had already decided.
+//!   that opening, which the lock had already decided. In shadow mode it is 0 too: a nonzero
+//!   `until` is only ever published with an open word that enforces, so a refusal against it
+//!   is a refusal under an enforcing opening the lock decided, whichever word the call read
+//!   first (one that read a shadow word and then the `until` of a later switch to enforcing
+//!   refuses as of that switch; one that read an enforcing word and then a shadow switch's 0
+//!   goes to the lock, which admits it uncounted).
 //! - A success loads the word with `Acquire` to test its flags and the permit's generation,
 //!   then `fast_until`, which by the same pairing is the one published with that word or a
 //!   later one. A success under a still word changes nothing and is linearized at the load.
@@ -82,10 +87,10 @@ pub(crate) struct Hot {
     /// Whether the breaker measures latency (the relative slow-call rule) and watches calls in
     /// flight.
     pub(crate) adaptive_slow: bool,
-    pub(crate) shadow: bool,
     /// Whether a refusal while open may be decided on the inlined quick path when a
-    /// [`CoarseClock`](crate::clock::CoarseClock) runs: on the system clock, not in shadow
-    /// mode.
+    /// [`CoarseClock`](crate::clock::CoarseClock) runs: on the system clock. (Shadow mode can
+    /// be switched live, so it is not fixed here: a shadow breaker publishes its break's end
+    /// as 0, which sends the quick path to the lock.)
     pub(crate) quick_refusals: bool,
     /// The call observers, fixed at build; `None` when there are none, so that an
     /// unobserved breaker tests one pointer and calls nothing.
@@ -342,12 +347,11 @@ impl BreakerBuilder {
             slow_nanos: AtomicU64::new(published.slow_nanos),
             throttle: AtomicU64::new(published.throttle),
             cells: Cells::new(machine.generation(), seed),
-            quick_refusals: matches!(self.clock, TimeSource::System(_)) && !settings.shadow,
+            quick_refusals: matches!(self.clock, TimeSource::System(_)),
             clock: self.clock,
             timing,
             fast_limit,
             adaptive_slow,
-            shadow: settings.shadow,
             observers,
             settings,
             on_reset: self.on_reset,

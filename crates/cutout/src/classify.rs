@@ -50,7 +50,40 @@
 use std::time::Duration;
 
 /// What a finished call counts as.
+///
+/// New outcomes may be added (the enum is `#[non_exhaustive]`): a match outside this crate
+/// needs a wildcard arm. That costs a common match little: outcomes are mostly produced (by
+/// classifiers) rather than matched, and a match that must place an outcome it does not know
+/// says what it means to it (most read it as [`Outcome::Ignored`], evidence of nothing). Inside
+/// this crate every match stays exhaustive, so a new outcome is handled wherever the breaker
+/// consumes one.
+///
+/// ```compile_fail,E0004
+/// use cutout::Outcome;
+///
+/// // Refused: a downstream match without a wildcard arm does not compile.
+/// fn counts(outcome: Outcome) -> bool {
+///     match outcome {
+///         Outcome::Success | Outcome::Failure => true,
+///         Outcome::Ignored => false,
+///     }
+/// }
+/// ```
+///
+/// ```
+/// use cutout::Outcome;
+///
+/// fn counts(outcome: Outcome) -> bool {
+///     match outcome {
+///         Outcome::Success | Outcome::Failure => true,
+///         Outcome::Ignored => false,
+///         _ => false,
+///     }
+/// }
+/// assert!(counts(Outcome::Failure));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The dependency served the call.
     Success,
@@ -61,7 +94,36 @@ pub enum Outcome {
 }
 
 /// The class of an error, for classifiers that sort errors rather than decide outcomes.
+///
+/// New classes may be added (the enum is `#[non_exhaustive]`): a match outside this crate
+/// needs a wildcard arm; [`Outcome::from`] says what any class counts as.
+///
+/// ```compile_fail,E0004
+/// use cutout::ErrorClass;
+///
+/// // Refused: a downstream match without a wildcard arm does not compile.
+/// fn retry(class: ErrorClass) -> bool {
+///     match class {
+///         ErrorClass::Transient | ErrorClass::Throttled => true,
+///         ErrorClass::Permanent => false,
+///     }
+/// }
+/// ```
+///
+/// ```
+/// use cutout::ErrorClass;
+///
+/// fn retry(class: ErrorClass) -> bool {
+///     match class {
+///         ErrorClass::Transient | ErrorClass::Throttled => true,
+///         ErrorClass::Permanent => false,
+///         _ => false,
+///     }
+/// }
+/// assert!(!retry(ErrorClass::Permanent));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorClass {
     /// The dependency failed and may recover: a [`Outcome::Failure`].
     Transient,

@@ -1,6 +1,32 @@
 //! The reads and controls of a [`Breaker`]: none of them runs a trip rule or raises an event,
 //! and the reads change nothing (see `locked.rs`). The controls (`isolate`, `disable`,
-//! `reset`, `open_for`, `open_until`) are its manual actions: the snapshot shows the last one.
+//! `reset`, `open_for`, `open_until`, `shadow`, `enforce`) are its manual actions: the snapshot
+//! shows the last one.
+//!
+//! # Shadow mode, switched live
+//! [`Breaker::shadow`] and [`Breaker::enforce`] are resilience4j's transition into and out of
+//! its METRICS_ONLY state, with two differences, both on purpose:
+//! - Shadow is a mode, not a state: the breaker keeps its state machine and runs it as it
+//!   would enforcing (it trips, serves its breaks, probes and closes, and raises each of those
+//!   transitions), and only what a refusal becomes changes: an uncounted admission, counted in
+//!   [`Snapshot::shadow_refusals`]. So `state()` and `snapshot().state` report the state it is
+//!   in (an open shadow breaker reads open, and its health unhealthy: the dependency's health,
+//!   not whether calls are let through), and [`Snapshot::shadow`] the mode. resilience4j's
+//!   METRICS_ONLY has no break and no probes: switching back to enforcing there starts from
+//!   closed; here it starts from wherever the state machine is, with the break it is serving.
+//! - The switch raises no transition event, as no control does (DESIGN §2 "Control": no call
+//!   caused it): it is a manual action, shown as [`ManualAction::Shadow`] or
+//!   [`ManualAction::Enforce`] in the snapshot and, with `tracing`, traced. resilience4j raises
+//!   a state transition for it; a listener here that must know watches the snapshot.
+//!
+//! The counts are carried, both ways: the trip window, the consecutive failures, the
+//! consecutive opens (the break's growth), the break being served, the refused count of the
+//! state episode, the baselines. resilience4j resets its metrics on entering METRICS_ONLY; here
+//! the window counted the same calls in either mode (a shadow breaker counts every call it
+//! would have counted enforcing; the ones it would have refused run uncounted, as refused
+//! calls are), so there is nothing to discard, and an operator who switches back sees the
+//! window that decides the next trip. Calls in flight keep counting: no new generation.
+//! [`Breaker::reset`] returns the state and leaves the mode as it is.
 
 use std::time::Duration;
 
@@ -167,6 +193,67 @@ impl Breaker {
             }
             true
         });
+    }
+
+    /// Switches into shadow mode: the breaker keeps counting and running its trip rules, its
+    /// transitions are raised as before, and it refuses nothing: a call it would have refused
+    /// (open, isolated, half-open with every probe slot taken, a ramp's or throttling's
+    /// refusal) runs uncounted and is counted in
+    /// [`Snapshot::shadow_refusals`]. Returns whether the mode changed (`false` when already
+    /// in shadow mode: nothing is noted). A disabled breaker lets everything through either
+    /// way.
+    ///
+    /// resilience4j's METRICS_ONLY, as a mode rather than a state: the state machine runs on
+    /// (an open breaker serves its break, then probes), `state()` reports the state it is in
+    /// and [`Snapshot::shadow`] the mode. Like every control it raises no transition event (no
+    /// call caused it): it shows as [`ManualAction::Shadow`] in the snapshot and, with
+    /// `tracing`, in a trace. Every count is carried, both ways (resilience4j resets its
+    /// metrics here): the window, the consecutive failures, the consecutive opens, the break
+    /// being served, the state episode's refused count; calls in flight keep counting.
+    /// [`Breaker::reset`] leaves the mode as it is.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{Breaker, ManualAction, State, clock::ManualClock};
+    ///
+    /// let breaker = Breaker::builder("ledger").clock(ManualClock::new()).build();
+    /// breaker.open_for(Duration::from_secs(30));
+    /// assert!(breaker.call(|| Ok::<_, ()>(())).is_err(), "refused while open");
+    /// assert!(breaker.shadow());
+    /// assert!(breaker.call(|| Ok::<_, ()>(())).is_ok(), "let through in shadow mode");
+    /// let snapshot = breaker.snapshot();
+    /// assert_eq!(snapshot.state, State::Open, "the state machine runs on");
+    /// assert_eq!(snapshot.shadow_refusals, 1);
+    /// assert_eq!(snapshot.last_manual_action, Some(ManualAction::Shadow));
+    /// assert!(breaker.enforce());
+    /// assert!(breaker.call(|| Ok::<_, ()>(())).is_err(), "refused again");
+    /// ```
+    pub fn shadow(&self) -> bool {
+        self.switch_shadow(true)
+    }
+
+    /// Switches out of shadow mode: refusals are enforced again, from the state the breaker
+    /// is in (an open breaker refuses at once, with what is left of its break). Returns
+    /// whether the mode changed (`false` when already enforcing). Raises no event; shows as
+    /// [`ManualAction::Enforce`] in the snapshot. Every count is carried.
+    pub fn enforce(&self) -> bool {
+        self.switch_shadow(false)
+    }
+
+    /// Whether the breaker is in shadow mode: one atomic load, no lock (the mode is published
+    /// in the state word).
+    pub fn is_shadow(&self) -> bool {
+        self.word().is_shadow()
+    }
+
+    fn switch_shadow(&self, on: bool) -> bool {
+        let now = self.shared.hot.clock.recent();
+        let action = if on {
+            ManualAction::Shadow
+        } else {
+            ManualAction::Enforce
+        };
+        self.control(now, action, |m| m.set_shadow(on, now))
     }
 
     /// Opens the breaker for `duration` from now, then lets it half-open as after any break

@@ -1,5 +1,32 @@
 //! Transition events, raised on the call that caused them, after the state changed and outside
 //! the breaker's lock.
+//!
+//! # Threshold exceeded
+//! Besides the state changes, one event that changes no state:
+//! [`Transition::ThresholdExceeded`], resilience4j's FailureRateExceeded and
+//! SlowCallRateExceeded. It is raised when an evaluation of the closed state's trip rules finds
+//! a rate rule's threshold reached (the failure ratio, failures above normal, the slow-call
+//! ratio) and the breaker stays closed: its [open gate](crate::BreakerBuilder::open_gate)
+//! kept it closed, or it [throttles](crate::SettingsBuilder::throttle) instead of opening.
+//! A crossing that opens the breaker raises its [`Transition::Opened`] alone, whose reason and
+//! evidence say the same; resilience4j raises both there because its transition event says
+//! neither.
+//!
+//! It is raised once per crossing, not on each evaluation above the threshold: the rules are
+//! evaluated on every counted outcome, so a gated or throttling breaker above its threshold
+//! would raise one event per call, each a run of every listener on a caller's thread, when
+//! what an alert needs is the moment of the crossing. It is raised again once an evaluation
+//! has found no rate rule above its threshold, when another rate rule is the one found
+//! above, or in a new closed period (after the breaker left closed). What it can no longer
+//! see: how long the rate stayed above (the snapshot's rates, and
+//! [`Snapshot::suppressed_opens`](crate::Snapshot::suppressed_opens) for a gate, show that),
+//! and a rule below another that is above (the rules are judged in order, the first found
+//! above is the one reported). The consecutive-failure rule is not a rate rule and raises
+//! nothing of the kind.
+//!
+//! It costs nothing off the lock: the rules are evaluated under the breaker's lock, where a
+//! crossing is noted (one byte of the machine), and raised with the other events once the
+//! lock is let go; with no listener, nothing runs but the event's tracing.
 
 use std::fmt;
 use std::time::Duration;
@@ -182,6 +209,22 @@ pub enum Transition {
         /// Why.
         reason: CloseReason,
     },
+    /// Not a change of state (`from` and `to` are both closed): a rate rule's threshold was
+    /// reached while closed and the breaker stayed closed (an open gate kept it closed, or it
+    /// throttles instead of opening); resilience4j's FailureRateExceeded and
+    /// SlowCallRateExceeded. The event's [`evidence`](Event::evidence) holds the window it
+    /// read. A crossing that opens the breaker raises its [`Transition::Opened`] alone.
+    ///
+    /// Once per crossing, not on each evaluation above the threshold (the rules run on every
+    /// counted outcome: a breaker held above would raise one per call). Raised again after an
+    /// evaluation found no rate rule above, when another rate rule is the one found above,
+    /// or in a new closed period. Rules are judged in order and the first found above is
+    /// reported; the consecutive-failure rule is not a rate rule.
+    ThresholdExceeded {
+        /// The rule whose threshold was reached: [`OpenReason::FailureRatio`],
+        /// [`OpenReason::FailuresAboveNormal`] or [`OpenReason::SlowCallRatio`].
+        reason: OpenReason,
+    },
 }
 
 impl Transition {
@@ -190,6 +233,7 @@ impl Transition {
         match self {
             Transition::Opened { from, .. } | Transition::Closed { from, .. } => *from,
             Transition::HalfOpened | Transition::BreakEnded { .. } => State::Open,
+            Transition::ThresholdExceeded { .. } => State::Closed,
         }
     }
 
@@ -198,7 +242,7 @@ impl Transition {
         match self {
             Transition::Opened { .. } => State::Open,
             Transition::HalfOpened | Transition::BreakEnded { .. } => State::HalfOpen,
-            Transition::Closed { .. } => State::Closed,
+            Transition::Closed { .. } | Transition::ThresholdExceeded { .. } => State::Closed,
         }
     }
 }
@@ -213,13 +257,14 @@ pub struct Event {
     /// What happened.
     pub transition: Transition,
     /// For an opening by a rule of the closed state (consecutive failures, failure ratio,
-    /// failures above normal, slow calls): the window and the baselines it read. None for
-    /// every other transition.
+    /// failures above normal, slow calls) and a threshold exceeded: the window and the
+    /// baselines it read. None for every other transition.
     pub evidence: Option<crate::TripEvidence>,
 }
 
 /// Why the transition happened, in a few words: the open reason, "open duration elapsed", what
-/// ended the break early, or the close reason ("trial call succeeded", …).
+/// ended the break early, the close reason ("trial call succeeded", …), or the rule whose
+/// threshold was exceeded ("failure ratio reached; stayed closed").
 impl fmt::Display for Transition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -227,6 +272,7 @@ impl fmt::Display for Transition {
             Transition::HalfOpened => f.write_str("open duration elapsed"),
             Transition::BreakEnded { reason, .. } => fmt::Display::fmt(reason, f),
             Transition::Closed { reason, .. } => fmt::Display::fmt(reason, f),
+            Transition::ThresholdExceeded { reason } => write!(f, "{reason}; stayed closed"),
         }
     }
 }

@@ -67,8 +67,8 @@ impl fmt::Display for TripEvidence {
     }
 }
 
-/// Whether `transition` is an opening by a rule of the closed state: the ones whose figures
-/// [`TripEvidence`] holds.
+/// Whether `transition` is an opening by a rule of the closed state, or a threshold exceeded
+/// while closed: the ones whose figures [`TripEvidence`] holds.
 pub(crate) fn closed_rule(transition: &Transition) -> bool {
     matches!(
         transition,
@@ -79,6 +79,6 @@ pub(crate) fn closed_rule(transition: &Transition) -> bool {
                 | OpenReason::FailuresAboveNormal
                 | OpenReason::SlowCallRatio,
             ..
-        }
+        } | Transition::ThresholdExceeded { .. }
     )
 }

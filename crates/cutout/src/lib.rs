@@ -47,8 +47,9 @@
 //! - `serde`: configuration files (the `config` module); [`Settings`] as a `Deserialize`
 //!   breaker table inside a configuration of your own, and `config::duration` for its
 //!   `"30s"`-style fields.
-//! - `tracing`: one `tracing` event per transition, and one per manual action (`reset`,
-//!   `isolate`, `disable`, `open_for`, `open_until`), which raise no transition event.
+//! - `tracing`: one `tracing` event per transition (and per threshold exceeded), and one per
+//!   manual action (`reset`, `isolate`, `disable`, `open_for`, `open_until`, `shadow`,
+//!   `enforce`), which raise no transition event.
 //! - `tokio`: `Breaker::call_async_timeout` (an attempt timeout the breaker counts as a
 //!   failure; see the `timeout` module) and `clock::TokioClock` (breakers on tokio's paused
 //!   time in tests).
@@ -103,8 +104,8 @@ pub use permit::{OwnedPermit, Permit};
 pub use registry::{Registry, RegistryBuilder, RegistryError};
 pub use relative::{Failures, SlowCalls};
 pub use settings::{
-    BreakSchedule, HalfOpenRule, HalfOpenTimeout, InitialState, Jitter, MAX_COUNT_WINDOW, Settings,
-    SettingsBuilder, TripWindow,
+    BreakContext, BreakSchedule, HalfOpenRule, HalfOpenTimeout, InitialState, Jitter,
+    MAX_COUNT_WINDOW, Settings, SettingsBuilder, TripWindow,
 };
 pub use snapshot::{ManualAction, Snapshot};
 pub use state::{Health, State};

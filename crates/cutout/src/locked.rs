@@ -5,10 +5,10 @@
 //!   outcome, a probe slot given back): it folds what calls counted off the lock and
 //!   evaluates the trip rules, merges latency samples when due, checks the calls in flight
 //!   when due, then does the call's own step, and raises the transitions any of these made.
-//! - [`Breaker::control`], for `reset`, `isolate`, `disable`, `open_for` and `open_until`:
-//!   the folded successes still reach the baselines, but no trip rule runs and no event is
-//!   raised (no call caused it); the machine notes the action for the snapshot, and with the
-//!   `tracing` feature it is traced once the lock is let go.
+//! - [`Breaker::control`], for `reset`, `isolate`, `disable`, `open_for`, `open_until`,
+//!   `shadow` and `enforce`: the folded successes still reach the baselines, but no trip
+//!   rule runs and no event is raised (no call caused it); the machine notes the action for
+//!   the snapshot, and with the `tracing` feature it is traced once the lock is let go.
 //! - [`Breaker::read`], for every read: it changes nothing, and sees the successes waiting in
 //!   the cells as the next fold would count them.
 //!
@@ -52,7 +52,9 @@ impl Breaker {
                 None
             };
             let (result, own) = f(machine);
-            let transitions = [folded, hung, own];
+            // The thresholds exceeded first: a crossing comes before any opening it led to.
+            let [c0, c1, c2] = machine.take_crossings();
+            let transitions = [c0, c1, c2, folded, hung, own];
             // Read only when a rule of the closed state tripped: the window still holds what
             // tripped it (an open breaker's window shows it until half-open).
             let evidence = transitions
@@ -70,9 +72,9 @@ impl Breaker {
         result
     }
 
-    /// A control at `now` (`reset`, `isolate`, `disable`, `open_for`, `open_until`): no trip
-    /// rule runs, no event. With the `tracing` feature, `action` is traced after the lock is
-    /// let go, with whether it took effect (`applied`, from `f`'s answer).
+    /// A control at `now` (`reset`, `isolate`, `disable`, `open_for`, `open_until`, `shadow`,
+    /// `enforce`): no trip rule runs, no event. With the `tracing` feature, `action` is traced
+    /// after the lock is let go, with whether it took effect (`applied`, from `f`'s answer).
     pub(crate) fn control(
         &self,
         now: u64,

@@ -47,6 +47,18 @@ pub(crate) fn trace(event: &crate::Event) {
             remaining_ms = remaining.as_millis() as u64,
             "circuit breaker break ended early"
         ),
+        Transition::ThresholdExceeded { reason } => {
+            let evidence = event.evidence;
+            tracing::warn!(
+                breaker = %event.breaker,
+                reason = reason.as_str(),
+                calls = evidence.map(|e| e.calls),
+                failures = evidence.map(|e| e.failures),
+                slow = evidence.map(|e| e.slow),
+                normal_failure_rate = evidence.and_then(|e| e.normal_failure_rate),
+                "circuit breaker threshold exceeded; stayed closed"
+            )
+        }
         Transition::Closed { reason, .. } => tracing::info!(
             breaker = %event.breaker,
             from = t.from().as_str(),

@@ -134,15 +134,64 @@ impl InitialState {
 }
 
 /// A break schedule of your own: the computed break (before jitter) for the n-th consecutive
-/// open, n counting from 1. Replaces the growth by
-/// [`break_multiplier`](Settings::break_multiplier); see
+/// open, n counting from 1, or for the [`BreakContext`] of the opening (the consecutive opens
+/// and the counts that decided it, as Polly's break-duration generator is given them).
+/// Replaces the growth by [`break_multiplier`](Settings::break_multiplier); see
 /// [`SettingsBuilder::break_schedule`].
 ///
 /// Clones share the function. Two schedules are equal when they are clones of one another
 /// (the function itself cannot be compared), so a [`Registry`](crate::Registry) sees the
 /// settings of two calls as the same only when they share the schedule.
 #[derive(Clone)]
-pub struct BreakSchedule(Arc<dyn Fn(u32) -> Duration + Send + Sync>);
+pub struct BreakSchedule(Arc<dyn Fn(&BreakContext) -> Duration + Send + Sync>);
+
+/// What a [`BreakSchedule`] made with [`BreakSchedule::with_context`] is given at an opening:
+/// the consecutive opens and the counts that decided it. New fields may be added (the struct
+/// is `#[non_exhaustive]`): build one with [`BreakContext::new`].
+///
+/// The counts are the ones the snapshot shows as the breaker opens:
+/// - from closed (a trip rule, a signal), the trip window's calls and failures, the call
+///   that tripped it included;
+/// - from half-open (a failed or slow probe, the probes' rates, the maximum wait run out), the
+///   probes' counts, since half-open starts fresh counts;
+/// - from a recovery ramp (a ramp call failed), none: the window starts empty when the ramp
+///   does, and ramp calls are judged one at a time, not counted in it.
+///
+/// The window is read as it stands at the opening: a schedule sees neither the baselines nor
+/// slow calls (a slow-call trip shows the failures among its calls, often none), and with a
+/// time window only what the window still holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct BreakContext {
+    /// The consecutive opens, this one included (1 for the first since the breaker last
+    /// closed fully): what [`BreakSchedule::new`]'s function is given.
+    pub consecutive_opens: u32,
+    /// Counted calls in the window that decided (see above).
+    pub calls: u64,
+    /// Counted failures among them.
+    pub failures: u64,
+    /// `failures / calls`, 0 when there are no calls.
+    pub failure_rate: f64,
+}
+
+impl BreakContext {
+    /// The context of the `consecutive_opens`-th consecutive open after `failures` of `calls`
+    /// failed (for a schedule's own tests; the breaker builds its own). `failure_rate` is
+    /// computed, 0 when `calls` is 0.
+    pub fn new(consecutive_opens: u32, calls: u64, failures: u64) -> BreakContext {
+        let failure_rate = if calls == 0 {
+            0.0
+        } else {
+            failures as f64 / calls as f64
+        };
+        BreakContext {
+            consecutive_opens,
+            calls,
+            failures,
+            failure_rate,
+        }
+    }
+}
 
 impl BreakSchedule {
     /// A schedule from a function of the consecutive-open count (1 for the first open).
@@ -160,13 +209,48 @@ impl BreakSchedule {
     /// assert_eq!(steps.break_for(2), Duration::from_secs(8));
     /// ```
     pub fn new(schedule: impl Fn(u32) -> Duration + Send + Sync + 'static) -> BreakSchedule {
+        BreakSchedule(Arc::new(move |context: &BreakContext| {
+            schedule(context.consecutive_opens)
+        }))
+    }
+
+    /// A schedule from a function of the opening's [`BreakContext`]: the consecutive opens
+    /// and the calls and failures that decided it (Polly's break-duration generator). As for
+    /// [`BreakSchedule::new`], what it returns is capped at `max_break_duration` and jittered,
+    /// and a panic in it serves the multiplier's break instead. Validation asks it about the
+    /// first 16 opens with no calls (`CUT-CFG-016` if the break shrinks as the opens grow);
+    /// how it answers to the counts is its own.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cutout::{BreakContext, BreakSchedule};
+    ///
+    /// // 10 s, plus up to 100 s as the failure rate goes to 1; doubled per consecutive open.
+    /// let by_rate = BreakSchedule::with_context(|c: &BreakContext| {
+    ///     let secs = (10.0 + 100.0 * c.failure_rate) * f64::from(1u32 << c.consecutive_opens.min(8));
+    ///     Duration::from_secs_f64(secs / 2.0)
+    /// });
+    /// assert_eq!(by_rate.break_at(&BreakContext::new(1, 20, 10)), Duration::from_secs(60));
+    /// assert_eq!(by_rate.break_at(&BreakContext::new(1, 20, 20)), Duration::from_secs(110));
+    /// ```
+    pub fn with_context(
+        schedule: impl Fn(&BreakContext) -> Duration + Send + Sync + 'static,
+    ) -> BreakSchedule {
         BreakSchedule(Arc::new(schedule))
     }
 
     /// The function's break for the `opens`-th consecutive open, as it returns it (neither
-    /// capped nor jittered: the breaker does both).
+    /// capped nor jittered: the breaker does both). A schedule made with
+    /// [`BreakSchedule::with_context`] is asked with no calls (`BreakContext::new(opens, 0, 0)`).
     pub fn break_for(&self, opens: u32) -> Duration {
-        (self.0)(opens)
+        self.break_at(&BreakContext::new(opens, 0, 0))
+    }
+
+    /// The function's break for an opening of this `context`, as it returns it (neither
+    /// capped nor jittered). A schedule made with [`BreakSchedule::new`] reads the consecutive
+    /// opens alone.
+    pub fn break_at(&self, context: &BreakContext) -> Duration {
+        (self.0)(context)
     }
 
     /// Opens the validation asks the function about: a break that shrinks from one open to

@@ -35,7 +35,14 @@ pub struct Snapshot {
     pub consecutive_opens: u32,
     /// Probes admitted and not yet finished.
     pub probes_in_flight: u32,
-    /// Calls a shadow-mode breaker let through that it would have refused.
+    /// Whether the breaker is in shadow mode now (configured with
+    /// [`SettingsBuilder::shadow`](crate::SettingsBuilder::shadow), or switched by
+    /// [`Breaker::shadow`](crate::Breaker::shadow) and
+    /// [`Breaker::enforce`](crate::Breaker::enforce)): it counts and trips, and refuses
+    /// nothing. `state` is the state it is in either way.
+    pub shadow: bool,
+    /// Calls a shadow-mode breaker let through that it would have refused, since it was built
+    /// (carried across every switch and reset).
     pub shadow_refusals: u64,
     /// Trips an open gate kept closed (see
     /// [`BreakerBuilder::open_gate`](crate::BreakerBuilder::open_gate)).
@@ -50,7 +57,7 @@ pub struct Snapshot {
     /// never finishes: alert when this exceeds `current_break`.
     pub recovering_for: Option<Duration>,
     /// The last manual action that took effect (`reset`, `isolate`, `disable`, `open_for`,
-    /// `open_until`), `None` until the first. Manual actions raise no transition event; this
+    /// `open_until`, `shadow`, `enforce`), `None` until the first. Manual actions raise no transition event; this
     /// is where a dashboard sees that someone forced the state. An `open_for` or `open_until`
     /// refused by an isolated or disabled breaker changed nothing and is not shown.
     pub last_manual_action: Option<ManualAction>,
@@ -102,6 +109,10 @@ pub enum ManualAction {
     OpenFor,
     /// [`Breaker::open_until`](crate::Breaker::open_until) (`"open_until"`).
     OpenUntil,
+    /// [`Breaker::shadow`](crate::Breaker::shadow) (`"shadow"`): into shadow mode.
+    Shadow,
+    /// [`Breaker::enforce`](crate::Breaker::enforce) (`"enforce"`): out of shadow mode.
+    Enforce,
 }
 
 impl ManualAction {
@@ -113,6 +124,8 @@ impl ManualAction {
             ManualAction::Disable => "disable",
             ManualAction::OpenFor => "open_for",
             ManualAction::OpenUntil => "open_until",
+            ManualAction::Shadow => "shadow",
+            ManualAction::Enforce => "enforce",
         }
     }
 }

@@ -784,3 +784,55 @@ fn two_break_ends_and_a_call_at_once_end_the_break_once_and_admit_one_probe() {
         assert!(probes[0].is_probe());
     });
 }
+
+/// A live switch into shadow mode racing a call to an open breaker: the call is refused
+/// (before the switch) or runs uncounted as a would-be refusal (after it), never both, and
+/// every call after the switch runs. The breaker stays open, with its one opening.
+#[test]
+fn a_shadow_switch_racing_a_call_to_an_open_breaker_refuses_it_or_lets_it_through_uncounted() {
+    model(|| {
+        let (breaker, _clock, seen) = build(base());
+        breaker.try_acquire().expect("closed").failure();
+        let switcher = breaker.clone();
+        let switch = thread::spawn(move || assert!(switcher.shadow()));
+        let raced = breaker.call(|| Ok::<_, ()>(()));
+        switch.join().unwrap();
+        let s = breaker.snapshot();
+        match raced {
+            Ok(()) => assert_eq!((s.shadow_refusals, s.refused_calls), (1, 0)),
+            Err(error) => {
+                assert_eq!(error.rejection().unwrap().reason(), RejectReason::Open);
+                assert_eq!((s.shadow_refusals, s.refused_calls), (0, 1));
+            }
+        }
+        breaker
+            .call(|| Ok::<_, ()>(()))
+            .expect("shadow refuses nothing");
+        assert_eq!(breaker.state(), State::Open);
+        assert_eq!(opened_count(&seen), 1);
+    });
+}
+
+/// The switch back (`enforce`) racing a call to an open shadow breaker: let through uncounted
+/// before it, refused after it; every call after the switch is refused.
+#[test]
+fn an_enforce_switch_racing_a_call_to_an_open_shadow_breaker_lets_it_through_or_refuses_it() {
+    model(|| {
+        let (breaker, _clock, _seen) = build(base().shadow(true));
+        breaker.try_acquire().expect("closed").failure();
+        let switcher = breaker.clone();
+        let switch = thread::spawn(move || assert!(switcher.enforce()));
+        let raced = breaker.call(|| Ok::<_, ()>(()));
+        switch.join().unwrap();
+        let s = breaker.snapshot();
+        match raced {
+            Ok(()) => assert_eq!((s.shadow_refusals, s.refused_calls), (1, 0)),
+            Err(error) => {
+                assert_eq!(error.rejection().unwrap().reason(), RejectReason::Open);
+                assert_eq!((s.shadow_refusals, s.refused_calls), (0, 1));
+            }
+        }
+        let after = breaker.call(|| Ok::<_, ()>(())).unwrap_err();
+        assert_eq!(after.rejection().unwrap().reason(), RejectReason::Open);
+    });
+}

@@ -153,7 +153,8 @@ impl Breaker {
         let word = self.word();
         // The refusal while open first, in a function small enough to need few registers:
         // one coarse clock read and a load.
-        if word.state() == State::Open && !s.hot.shadow {
+        // (In shadow mode the break's end is published as 0: the lock decides.)
+        if word.state() == State::Open {
             let now = s.hot.clock.recent();
             return self
                 .refusal_while_open(now)
@@ -184,7 +185,7 @@ impl Breaker {
                 _ => self.closed_timed(word, pick),
             },
             State::Disabled => Ticket::uncounted(),
-            State::Isolated if !s.hot.shadow => {
+            State::Isolated if !word.is_shadow() => {
                 self.refuse(RejectReason::Isolated, RetryAfter::from_nanos(None))
             }
             _ => self.admit_locked(s.hot.clock.recent(), None),
@@ -211,11 +212,15 @@ impl Breaker {
             && word.is_throttling()
             && s.hot.cells.draw() < s.hot.throttle.load(Ordering::Relaxed)
         {
-            if s.hot.shadow {
+            if word.is_shadow() {
                 let admission = self.operate(now, None, |m| (m.shadow_throttled(now), None));
                 return Err(match admission {
                     Admission::Admit { generation, role } => Ticket::new(generation, role, 0),
-                    Admission::Refuse { .. } => Ticket::uncounted(),
+                    // Switched out of shadow since the word was read.
+                    Admission::Refuse {
+                        reason,
+                        retry_after,
+                    } => self.refuse(reason, RetryAfter::new(retry_after)),
                 });
             }
             return Err(self.refuse(RejectReason::Throttled, RetryAfter::from_nanos(None)));

@@ -1,7 +1,8 @@
 //! The packed state word the hot path reads.
 //!
 //! The word is one `u64`: bits 0–2 hold the [`State`], bit 3 the *still* flag, bit 4 the *fast*
-//! flag, bit 5 the *exact* flag, bits 32–63 the generation. It is written only under the
+//! flag, bit 5 the *exact* flag, bit 6 the *throttling* flag, bit 7 the *shadow* flag, bits
+//! 32–63 the generation. It is written only under the
 //! breaker's lock, after every locked operation, and read without a lock on every call. The
 //! generation changes with every transition.
 //!
@@ -23,6 +24,11 @@
 //!   (published beside the word as a threshold; see `machine/throttle.rs`). Never still nor
 //!   fast with it: every admitted call's outcome takes the lock, which recomputes the
 //!   probability.
+//! - *Shadow*: the breaker is in shadow mode (configured, or switched live by
+//!   `Breaker::shadow`): the hot path decides no refusal of its own (an isolated or throttled
+//!   call goes to the lock; an open breaker publishes its break's end as 0 for the same
+//!   reason), so the machine turns every would-be refusal into an uncounted admission. Not a
+//!   state and no new generation: a switch changes this flag alone.
 
 use crate::state::State;
 
@@ -31,6 +37,7 @@ const STILL: u64 = 0b1000;
 const FAST: u64 = 0b1_0000;
 const EXACT: u64 = 0b10_0000;
 const THROTTLING: u64 = 0b100_0000;
+const SHADOW: u64 = 0b1000_0000;
 const GENERATION_SHIFT: u32 = 32;
 
 /// The decoded state word.
@@ -44,6 +51,7 @@ pub(crate) struct Flags {
     pub(crate) fast: bool,
     pub(crate) exact: bool,
     pub(crate) throttling: bool,
+    pub(crate) shadow: bool,
 }
 
 impl Word {
@@ -52,12 +60,14 @@ impl Word {
         let fast = if flags.fast { FAST } else { 0 };
         let exact = if flags.exact { EXACT } else { 0 };
         let throttling = if flags.throttling { THROTTLING } else { 0 };
+        let shadow = if flags.shadow { SHADOW } else { 0 };
         Word(
             state.code()
                 | still
                 | fast
                 | exact
                 | throttling
+                | shadow
                 | ((generation as u64) << GENERATION_SHIFT),
         )
     }
@@ -103,6 +113,12 @@ impl Word {
     pub(crate) const fn is_throttling(self) -> bool {
         self.0 & THROTTLING != 0
     }
+
+    /// Whether the breaker is in shadow mode (it refuses nothing; see the module docs).
+    #[inline]
+    pub(crate) const fn is_shadow(self) -> bool {
+        self.0 & SHADOW != 0
+    }
 }
 
 #[cfg(test)]
@@ -113,18 +129,20 @@ mod tests {
     fn word_round_trips_every_state_and_generation_edge() {
         for state in State::ALL {
             for generation in [0, 1, u32::MAX] {
-                for bits in 0..16u8 {
+                for bits in 0..32u8 {
                     let flags = Flags {
                         still: bits & 1 != 0,
                         fast: bits & 2 != 0,
                         exact: bits & 4 != 0,
                         throttling: bits & 8 != 0,
+                        shadow: bits & 16 != 0,
                     };
                     let word = Word::from_bits(Word::new(state, generation, flags).bits());
                     assert_eq!(word.state(), state);
                     assert_eq!(word.generation(), generation);
                     assert_eq!(word.is_exact(), flags.exact);
                     assert_eq!(word.is_throttling(), flags.throttling);
+                    assert_eq!(word.is_shadow(), flags.shadow);
                     assert_eq!(
                         word.is_closed_still(),
                         flags.still && state == State::Closed

@@ -2,16 +2,21 @@
 
 use std::time::Duration;
 
-use crate::settings::{Jitter, Settings};
+use crate::settings::{BreakContext, Jitter, Settings};
 
 /// The computed break before jitter for the `opens`-th consecutive open (1-based): the
-/// settings' [`BreakSchedule`](crate::BreakSchedule) if they have one, else the first break
-/// multiplied by the break multiplier per earlier consecutive open; capped at the maximum
-/// break either way.
+/// settings' [`BreakSchedule`](crate::BreakSchedule) if they have one, asked with the
+/// opening's context (`counts`: the calls and failures that decided it, read only when a
+/// schedule is set), else the first break multiplied by the break multiplier per earlier
+/// consecutive open; capped at the maximum break either way.
 ///
 /// The schedule is user code run under the breaker's lock: a panic in it is caught and the
 /// multiplier's break served instead, so it can never poison the lock.
-pub(crate) fn computed_break(settings: &Settings, opens: u32) -> Duration {
+pub(crate) fn computed_break(
+    settings: &Settings,
+    opens: u32,
+    counts: impl FnOnce() -> (u64, u64),
+) -> Duration {
     let max = settings.max_break_duration;
     let grown = || {
         grown_break(
@@ -22,8 +27,12 @@ pub(crate) fn computed_break(settings: &Settings, opens: u32) -> Duration {
         )
     };
     match &settings.break_schedule {
-        Some(schedule) => crate::contained::contained(|| schedule.break_for(opens))
-            .map_or_else(grown, |scheduled| scheduled.min(max)),
+        Some(schedule) => {
+            let (calls, failures) = counts();
+            let context = BreakContext::new(opens, calls, failures);
+            crate::contained::contained(|| schedule.break_at(&context))
+                .map_or_else(grown, |scheduled| scheduled.min(max))
+        }
         None => grown(),
     }
 }
@@ -133,14 +142,19 @@ mod tests {
                 .unwrap()
         };
         let steps = settings(crate::BreakSchedule::new(|n| S(u64::from(n) * 25)));
-        let breaks: Vec<_> = (1..=4).map(|n| computed_break(&steps, n)).collect();
+        let none = || (0, 0);
+        let breaks: Vec<_> = (1..=4).map(|n| computed_break(&steps, n, none)).collect();
         assert_eq!(breaks, [S(25), S(50), S(60), S(60)]);
         let panicking = settings(crate::BreakSchedule::new(|n| {
             assert!(n < 2, "no schedule for {n}");
             S(1)
         }));
-        assert_eq!(computed_break(&panicking, 1), S(1));
-        assert_eq!(computed_break(&panicking, 3), S(40), "10 s doubled twice");
+        assert_eq!(computed_break(&panicking, 1, none), S(1));
+        assert_eq!(
+            computed_break(&panicking, 3, none),
+            S(40),
+            "10 s doubled twice"
+        );
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub(crate) struct Machine {
     probe_successes: u32,
     probes: Probes,
     showing_probes: bool,
+    /// Shadow mode: every would-be refusal is an uncounted admission instead (configured by
+    /// `Settings::shadow`, switched live by `Breaker::shadow` and `Breaker::enforce`).
+    shadow: bool,
     shadow_refusals: u64,
     /// The gate a trip from closed must pass, if any, and how many trips it kept closed.
     gate: Option<Gate>,
@@ -140,6 +143,14 @@ pub(crate) struct Machine {
     /// Adaptive throttling instead of opening (boxed: most breakers have none, and the
     /// machine's room is counted, see the layout note).
     throttle: Option<Box<Throttle>>,
+    /// The rate rule the trip rules last found above its threshold while the breaker stayed
+    /// closed (a [`RateRule`] bit; 0: none), so that a crossing is raised once (see
+    /// `event.rs`, "Threshold exceeded").
+    above: u8,
+    /// Crossings noted under the lock and not yet raised ([`RateRule`] bits): the locked
+    /// operation takes them ([`Machine::take_crossings`]) and raises them before its
+    /// transitions.
+    crossed: u8,
     // Layout: the machine lives inside the breaker's shared allocation, which a default
     // breaker fills to a whole number of cache lines; a field more there costs a line (128
     // bytes) of the 4 KiB budget (tests/memory.rs). The small fields above share their padding.
@@ -175,6 +186,26 @@ impl Probes {
             timed: u64::from(self.timed),
             slow_drawn: 0,
         }
+    }
+}
+
+/// The rate rules, as bits of [`Machine::above`] and [`Machine::crossed`], in the order the
+/// trip rules judge them.
+struct RateRule;
+
+impl RateRule {
+    const ALL: [(u8, OpenReason); 3] = [
+        (1, OpenReason::FailureRatio),
+        (2, OpenReason::FailuresAboveNormal),
+        (4, OpenReason::SlowCallRatio),
+    ];
+
+    /// The bit of a rate rule's reason; 0 for any other reason.
+    fn bit(reason: OpenReason) -> u8 {
+        RateRule::ALL
+            .iter()
+            .find(|(_, r)| *r == reason)
+            .map_or(0, |(bit, _)| *bit)
     }
 }
 
@@ -232,6 +263,7 @@ impl Machine {
                 nanos(settings.trip_span()),
             ))
         });
+        let shadow = settings.shadow;
         Machine {
             window: Window::new(settings.window),
             failure_baseline,
@@ -260,6 +292,7 @@ impl Machine {
             probe_successes: 0,
             probes: Probes::default(),
             showing_probes: false,
+            shadow,
             shadow_refusals: 0,
             gate,
             suppressed_opens: 0,
@@ -271,6 +304,8 @@ impl Machine {
             rebase_refused: false,
             observed: false,
             throttle,
+            above: 0,
+            crossed: 0,
         }
     }
 
@@ -341,7 +376,14 @@ impl Machine {
     /// A shadow breaker's would-be throttling refusal: counted as a shadow refusal, and as a
     /// refusal for the probability (so that it moves as a throttling breaker's would). The
     /// call itself runs uncounted, as a shadow breaker's other would-be refusals do.
+    /// A breaker switched out of shadow since the caller read its word refuses it instead.
     pub(crate) fn shadow_throttled(&mut self, now: u64) -> Admission {
+        if !self.shadow {
+            return Admission::Refuse {
+                reason: RejectReason::Throttled,
+                retry_after: None,
+            };
+        }
         if let Some(throttle) = &mut self.throttle {
             throttle.add_refusal(now);
         }
@@ -369,7 +411,7 @@ impl Machine {
         if !self.absorb_counts(successes) {
             return None;
         }
-        let reason = self.trip_reason(self.fast_since)?;
+        let reason = self.judged(self.fast_since)?;
         self.rule_trip(now, reason)
     }
 
@@ -490,11 +532,31 @@ impl Machine {
 
     /// A trip rule's opening (the window's rules, calls hung in flight): a throttling breaker
     /// refuses in proportion instead, so no rule opens it. Every rule's trip passes here.
+    /// A rate rule's trip that leaves the breaker closed is noted as a crossing, unless that
+    /// rule is the one already reported (see `event.rs`, "Threshold exceeded").
     fn rule_trip(&mut self, now: u64, reason: OpenReason) -> Option<Transition> {
-        if self.throttle.is_some() {
-            return None;
+        let opened = if self.throttle.is_some() {
+            None
+        } else {
+            self.trip(now, reason)
+        };
+        if opened.is_none() {
+            let bit = RateRule::bit(reason);
+            if bit != 0 && self.above != bit {
+                self.above = bit;
+                self.crossed |= bit;
+            }
         }
-        self.trip(now, reason)
+        opened
+    }
+
+    /// The crossings noted since the last call, as the events to raise (in the order the
+    /// rules are judged), before the locked operation's transitions.
+    pub(crate) fn take_crossings(&mut self) -> [Option<Transition>; 3] {
+        let crossed = std::mem::take(&mut self.crossed);
+        RateRule::ALL.map(|(bit, reason)| {
+            (crossed & bit != 0).then_some(Transition::ThresholdExceeded { reason })
+        })
     }
 
     /// Opens a closed breaker on a signal from outside its own calls, as a trip does (through
@@ -703,9 +765,12 @@ impl Machine {
                     fast,
                     exact,
                     throttling,
+                    shadow: self.shadow,
                 },
             ),
-            until: if self.state == State::Open {
+            // In shadow mode no refusal is decided off the lock: a call that reads 0 here
+            // goes to the lock, which admits it uncounted.
+            until: if self.state == State::Open && !self.shadow {
                 self.until
             } else {
                 0
@@ -869,7 +934,7 @@ impl Machine {
 
     /// A refusal, or in shadow mode an uncounted admission in its place.
     fn refused(&mut self, reason: RejectReason, retry_after: Option<Duration>) -> Admission {
-        if self.settings.shadow {
+        if self.shadow {
             self.shadow_refusals += 1;
             return self.admitted(Role::Uncounted);
         }
@@ -1025,8 +1090,18 @@ impl Machine {
         if let Some(baseline) = &mut self.failure_baseline {
             baseline.record(now, 1, u64::from(mark.failure));
         }
-        let reason = self.trip_reason(now)?;
+        let reason = self.judged(now)?;
         self.rule_trip(now, reason)
+    }
+
+    /// [`Machine::trip_reason`], noting an evaluation that finds no rule above its threshold:
+    /// the next crossing is raised again.
+    fn judged(&mut self, now: u64) -> Option<OpenReason> {
+        let reason = self.trip_reason(now);
+        if reason.is_none() {
+            self.above = 0;
+        }
+        reason
     }
 
     fn trip_reason(&self, now: u64) -> Option<OpenReason> {
@@ -1091,6 +1166,8 @@ impl Machine {
 
     fn transition_generation(&mut self) {
         self.generation = self.generation.wrapping_add(1);
+        // A new period: a crossing in it is raised again (one noted already is still raised).
+        self.above = 0;
         self.probes_in_flight = 0;
         self.probes_admitted = 0;
         self.probe_successes = 0;
@@ -1109,7 +1186,14 @@ impl Machine {
             latency.taint_tail(now);
         }
         self.consecutive_opens = self.consecutive_opens.saturating_add(1);
-        let computed = computed_break(&self.settings, self.consecutive_opens);
+        // The counts the snapshot shows as it opens (see `BreakContext`).
+        let computed = computed_break(&self.settings, self.consecutive_opens, || {
+            let totals = match from {
+                State::HalfOpen => self.probes.totals(),
+                _ => self.window.totals(now),
+            };
+            (totals.calls, totals.failures)
+        });
         let served = jittered(computed, self.settings.jitter, &mut self.rng);
         self.opened_at = Some(now);
         self.enter_open(now.saturating_add(nanos(served)));
@@ -1214,8 +1298,27 @@ impl Machine {
         self.manual(ManualAction::Disable, now);
     }
 
+    /// Into shadow mode (`on`) or out of it, at `now`: whether the mode changed (a switch to
+    /// the mode in force changes nothing and is not noted). No event, no new generation: the
+    /// state, the counts and the calls in flight are the same before and after; only what a
+    /// would-be refusal becomes changes (see `Breaker::shadow`).
+    pub(crate) fn set_shadow(&mut self, on: bool, now: u64) -> bool {
+        if self.shadow == on {
+            return false;
+        }
+        self.shadow = on;
+        let action = if on {
+            ManualAction::Shadow
+        } else {
+            ManualAction::Enforce
+        };
+        self.manual(action, now);
+        true
+    }
+
     /// Back to the configured starting state with an empty window and no break growth (an
-    /// isolated one counts as opened at `now`). No event.
+    /// isolated one counts as opened at `now`). No event. The mode (shadow or enforcing)
+    /// stays as it is.
     pub(crate) fn reset(&mut self, now: u64) {
         self.forget_history();
         match self.settings.initial_state {
@@ -1321,6 +1424,7 @@ impl Machine {
                 self.consecutive_opens
             },
             probes_in_flight: self.probes_in_flight,
+            shadow: self.shadow,
             shadow_refusals: self.shadow_refusals,
             suppressed_opens: self.suppressed_opens,
             normal_latency: self.normal_latency(),
