@@ -58,9 +58,11 @@ use std::time::Duration;
 /// the break), and it is one sample, so it is slow only above a limit neither a fresh
 /// connection nor the healthy dependency's own tail crosses by itself: the threshold in
 /// force, raised to at least the *probe tail* plus the margin. The probe tail is the
-/// baseline's 99th percentile as it stood at least a trip window before the trip (a
-/// brownout's own calls, which enter the baseline before it trips, cannot lift it), capped at
-/// 10 × the normal latency; a young breaker with none settled yet uses the normal latency.
+/// baseline's 99th percentile, measured only while the baseline holds no slow spell (a trip
+/// window whose slow calls are beyond chance, or an opening on slow evidence, in the last
+/// baseline window) and used a trip window after it was measured, so a brownout's own calls,
+/// which enter the baseline before it trips, cannot lift it; capped at 10 × the normal
+/// latency. A young breaker with none settled yet uses the normal latency.
 /// That changes an absolute threshold set close above a fast dependency (10 ms on a 2 ms one
 /// is crossed by a TLS handshake alone; with no relative rule configured the margin is 50
 /// ms), and the relative one for a dependency whose tail is long (p99 at 5 × its median:

@@ -1,5 +1,5 @@
 //! The probe tail on the manual clock (issue #28): a probe within the healthy dependency's own
-//! tail is not slow, and the tail it stands on is the one from before the trip, so a brownout's
+//! tail is not slow, and the tail it stands on is the one from before any slow spell, so a brownout's
 //! own calls cannot lift it.
 
 use std::time::Duration;
@@ -71,7 +71,7 @@ fn a_probe_within_the_dependency_s_normal_tail_is_not_slow() {
 fn a_brownout_within_10x_fails_its_probe_though_its_calls_lifted_the_p99() {
     // An 8 × brownout (160 ms) on the long-tailed dependency: its own calls are 5% of the
     // baseline when it trips, so the baseline's p99 at the trip is 160 ms and a limit read
-    // then (160 + 50 ms) would pass its probes. The tail from before the trip is 100 ms.
+    // then (160 + 50 ms) would pass its probes. The tail from before the brownout is 100 ms.
     let sim = Sim::new(Settings::builder().adaptive(true));
     long_tailed(&sim, 3_000);
     brownout_until_open(&sim, 160 * MS);

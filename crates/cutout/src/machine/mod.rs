@@ -680,7 +680,7 @@ impl Machine {
 
     /// A probe is slow only above a limit neither a fresh connection nor the healthy
     /// dependency's own tail crosses by itself: the threshold in force, raised to at least the
-    /// probe tail (the baseline's 99th percentile as it stood a trip window before the trip,
+    /// probe tail (the baseline's 99th percentile from before any slow spell,
     /// capped at 10 × the normal latency; the normal latency where none has settled, 0 while
     /// unmeasured) plus the margin ([`SlowCalls::margin`](crate::SlowCalls::margin); 50 ms
     /// where no relative rule is configured). A probe opens a new connection more often than
