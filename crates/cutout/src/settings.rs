@@ -585,7 +585,7 @@ impl Settings {
     }
 
     /// The span the trip window covers (a count window counts as 30 s).
-    pub(crate) fn trip_span(&self) -> Duration {
+    fn trip_span(&self) -> Duration {
         match self.window {
             TripWindow::Time(span) => span,
             TripWindow::Count(_) => COUNT_WINDOW_SPAN,

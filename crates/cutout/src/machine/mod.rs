@@ -257,11 +257,13 @@ impl Machine {
             .map(FailureBaseline::new);
         let latency = settings.relative_slow_calls().and_then(|slow| {
             let window = nanos_of(settings.latency_baseline_window())?;
-            Some(LatencyBaseline::new(
-                window,
-                slow.quantile,
-                nanos(settings.trip_span()),
-            ))
+            // A count window's span in time is unknown: its tail stays pending for the whole
+            // baseline window, longer than any brownout that trips it can take unseen.
+            let period = match settings.window {
+                TripWindow::Time(span) => nanos(span),
+                TripWindow::Count(_) => window,
+            };
+            Some(LatencyBaseline::new(window, slow.quantile, period))
         });
         let shadow = settings.shadow;
         Machine {
@@ -461,25 +463,27 @@ impl Machine {
         }
     }
 
-    /// Whether the trip window's slow calls at `now` are more than chance at the slow share of
-    /// the latency baseline outside the window (see `machine/baseline/tail.rs`): a slow spell,
-    /// which the probe tail must not learn from. Outside the window, because the baseline
-    /// holds the window's own samples too: at one call a second a 200-call window is most of a
-    /// 5-minute baseline, and a brownout would lift both shares alike. The window's timed
-    /// calls and slow ones are taken off the baseline's whole (its slow failures are in no
-    /// sample, so the share outside may come out lower than it is: more spells, never fewer).
-    /// The chance test reads the timed calls unweighted, as the slow rule's does (`trip.rs`).
+    /// Whether the trip window's slow calls at `now` are a slow spell the probe tail must not
+    /// learn from (see `machine/baseline/tail.rs`): a share at least [`SPELL_MULTIPLE`] × the
+    /// latency baseline's own, and more than chance at it. The baseline as a whole, the
+    /// window's samples included: its share and the window's are judged at one threshold as of
+    /// this merge only so. The chance test reads the timed calls unweighted, as the slow rule's
+    /// does (`trip.rs`).
+    ///
+    /// [`SPELL_MULTIPLE`]: crate::machine::baseline::SPELL_MULTIPLE
     fn slow_spell(&self, now: u64) -> bool {
         let Some(normal) = self.normal_slow else {
             return false;
         };
         let totals = self.window.totals(now);
-        crate::machine::trip::beyond_chance(
-            totals.slow,
-            totals.timed,
-            normal.rate_outside(totals.timed, totals.slow),
-            crate::machine::baseline::TAIL_CHANCE,
-        )
+        let rate = normal.rate_outside(0, 0);
+        sampling::slow_share(totals) >= crate::machine::baseline::SPELL_MULTIPLE * rate
+            && crate::machine::trip::beyond_chance(
+                totals.slow,
+                totals.timed,
+                rate,
+                crate::machine::baseline::TAIL_CHANCE,
+            )
     }
 
     /// Whether every call is timed at `now`: a sampled breaker (one that measures latency)

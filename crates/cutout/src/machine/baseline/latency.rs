@@ -20,12 +20,12 @@ pub(crate) struct LatencyBaseline {
 
 impl LatencyBaseline {
     /// A baseline over `window` (nanoseconds) reporting its `quantile`, whose probe tail
-    /// settles a trip window (`trip_span`, nanoseconds) after it was measured.
-    pub(crate) fn new(window: u64, quantile: f64, trip_span: u64) -> LatencyBaseline {
+    /// settles `period` (nanoseconds) after it was measured.
+    pub(crate) fn new(window: u64, quantile: f64, period: u64) -> LatencyBaseline {
         LatencyBaseline {
             quantile,
             slices: Slices::new(window, LATENCY_SLICES),
-            tail: ProbeTail::new(trip_span, window),
+            tail: ProbeTail::new(period, window),
         }
     }
 
