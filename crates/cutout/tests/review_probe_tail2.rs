@@ -506,23 +506,24 @@ fn a_tail_that_lengthened_is_the_probe_limit_once_the_baseline_has_turned_over()
 // The hot path and the locked judgement
 // ---------------------------------------------------------------------------------------
 
-/// Guard (passes): on a uniform 20 ms baseline the probe limit is 20 ms + the 50 ms margin
-/// (about 70 ms, within the histogram's resolution), for every one of three probes in flight
-/// at once (`half_open_probes = 3`): the off-lock judgement (the published threshold) slows
-/// a probe above it and not below, whichever order they finish in.
-#[test]
-fn concurrent_probes_are_judged_by_the_same_limit() {
-    for (latency, slow) in [(60 * MS, false), (85 * MS, true)] {
+/// Three probes in flight at once (`half_open_probes = 3`) after `traffic` and an outage, all
+/// taking `latency`, recorded in `reversed` order or not: they re-open the breaker on a slow
+/// probe if `slow`, else close it.
+fn three_probes_are_judged(traffic: impl Fn(&Sim), cases: [(Duration, bool); 2], reversed: bool) {
+    for (latency, slow) in cases {
         let sim = Sim::new(adaptive().half_open_probes(3).probe_successes(3));
-        sim.healthy(3_000, 20 * MS, 100 * MS);
+        traffic(&sim);
         outage(&sim);
         sim.clock.elapse_break(&sim.breaker);
-        let permits: Vec<_> = (0..3)
+        let mut permits: Vec<_> = (0..3)
             .map(|_| sim.breaker.try_acquire().expect("three probe slots"))
             .collect();
         assert!(sim.breaker.try_acquire().is_err(), "a fourth is refused");
         sim.clock.advance(latency);
-        for permit in permits.into_iter().rev() {
+        if reversed {
+            permits.reverse();
+        }
+        for permit in permits {
             permit.record(Outcome::Success);
         }
         let reasons = sim.open_reasons();
@@ -538,35 +539,30 @@ fn concurrent_probes_are_judged_by_the_same_limit() {
     }
 }
 
+/// Guard (passes): on a uniform 20 ms baseline the probe limit is 20 ms + the 50 ms margin
+/// (about 70 ms, within the histogram's resolution), for every one of three probes in flight
+/// at once: the off-lock judgement (the published threshold) slows a probe above it and not
+/// below, whichever order they finish in.
+#[test]
+fn concurrent_probes_are_judged_by_the_same_limit() {
+    three_probes_are_judged(
+        |sim| sim.healthy(3_000, 20 * MS, 100 * MS),
+        [(60 * MS, false), (85 * MS, true)],
+        true,
+    );
+}
+
 /// Guard (passes): on a long-tailed dependency (4% at 100 ms, so a settled tail of about 100
 /// ms and a probe limit of about 150 ms) the published threshold the off-lock path judges
 /// three concurrent probes by is the tail's, not the threshold in force (70 ms): at 120 ms
 /// they close the breaker, at 185 ms the first to finish re-opens it.
 #[test]
 fn concurrent_probes_on_a_long_tail_are_judged_by_the_tail_limit() {
-    for (latency, slow) in [(120 * MS, false), (185 * MS, true)] {
-        let sim = Sim::new(adaptive().half_open_probes(3).probe_successes(3));
-        long_tailed(&sim, 3_000, 100 * MS);
-        outage(&sim);
-        sim.clock.elapse_break(&sim.breaker);
-        let permits: Vec<_> = (0..3)
-            .map(|_| sim.breaker.try_acquire().expect("three probe slots"))
-            .collect();
-        sim.clock.advance(latency);
-        for permit in permits {
-            permit.record(Outcome::Success);
-        }
-        let reasons = sim.open_reasons();
-        if slow {
-            assert_eq!(reasons.last(), Some(&OpenReason::ProbeSlow), "{latency:?}");
-        } else {
-            assert_eq!(
-                sim.breaker.state(),
-                State::Closed,
-                "{latency:?}: {reasons:?}"
-            );
-        }
-    }
+    three_probes_are_judged(
+        |sim| long_tailed(sim, 3_000, 100 * MS),
+        [(120 * MS, false), (185 * MS, true)],
+        false,
+    );
 }
 
 /// resilience4j's rule over three probes: a 5 × brownout's three probes at its latency are
