@@ -538,6 +538,14 @@ impl Cap {
             return;
         }
         let needs_slot = match *transition {
+            // From closed its gate, told the reason, took no slot: there is none to give back,
+            // and one held now is a later trip's (a reset and a trip can land between this
+            // opening and its listener; removing it left that trip open with no slot).
+            Transition::Opened {
+                reason: OpenReason::RetryAfter,
+                from: State::Closed,
+                ..
+            } if !self.count_asked => return,
             Transition::Opened {
                 reason: OpenReason::RetryAfter,
                 ..

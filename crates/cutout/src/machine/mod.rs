@@ -545,10 +545,25 @@ impl Machine {
             self.trip(now, reason)
         };
         if opened.is_none() {
-            let bit = RateRule::bit(reason);
-            if bit != 0 && self.above != bit {
-                self.above = bit;
-                self.crossed |= bit;
+            // The consecutive-failures rule is judged first and is no rate rule: the rate
+            // rules behind it may be above their thresholds too, and a gated breaker failing
+            // every call would otherwise never report them.
+            let rate = if RateRule::bit(reason) != 0 {
+                Some(reason)
+            } else {
+                ratio_trip(
+                    &self.settings,
+                    self.window.totals(now),
+                    self.baselines(now, 0),
+                )
+            };
+            match rate.map(RateRule::bit) {
+                Some(bit) if bit != 0 && self.above != bit => {
+                    self.above = bit;
+                    self.crossed |= bit;
+                }
+                Some(_) => {}
+                None => self.above = 0,
             }
         }
         opened
