@@ -21,7 +21,7 @@ use crate::error::RejectReason;
 use crate::event::{BreakEndReason, CloseReason, OpenReason, Transition};
 use crate::front::word::{Flags, Word};
 use crate::machine::backoff::{computed_break, jittered};
-use crate::machine::baseline::{FailureBaseline, LatencyBaseline};
+use crate::machine::baseline::{FailureBaseline, LatencyBaseline, ProbeTail};
 use crate::machine::inflight::Marks;
 use crate::machine::ramp::Ramp;
 use crate::machine::sampling::Timed;
@@ -108,6 +108,9 @@ pub(crate) struct Machine {
     latency: Option<LatencyBaseline>,
     /// The normal latency as of the last merge of samples.
     normal_latency: Option<u64>,
+    /// The probe tail learned from the latency baseline (`machine/baseline/tail.rs`); here,
+    /// not in the baseline, so that its 4-byte fields share the machine's padding.
+    probe_tail: ProbeTail,
     /// Of the latency baseline's samples, how many are above the slow threshold in force, as
     /// of the last merge (`None` until armed).
     normal_slow: Option<Share>,
@@ -255,22 +258,17 @@ impl Machine {
             .relative_failures()
             .and_then(|_| nanos_of(settings.failure_baseline_window()))
             .map(FailureBaseline::new);
-        let latency = settings.relative_slow_calls().and_then(|slow| {
-            let window = nanos_of(settings.latency_baseline_window())?;
-            // A count window's span in time is unknown: its tail stays pending for the whole
-            // baseline window, longer than any brownout that trips it can take unseen.
-            let period = match settings.window {
-                TripWindow::Time(span) => nanos(span),
-                TripWindow::Count(_) => window,
-            };
-            Some(LatencyBaseline::new(window, slow.quantile, period))
-        });
+        let latency = settings
+            .relative_slow_calls()
+            .and_then(|_| nanos_of(settings.latency_baseline_window()))
+            .map(LatencyBaseline::new);
         let shadow = settings.shadow;
         Machine {
             window: Window::new(settings.window),
             failure_baseline,
             latency,
             normal_latency: None,
+            probe_tail: ProbeTail::default(),
             normal_slow: None,
             latency_due: 0,
             marks: settings.relative_slow_calls().map(|_| Marks::new()),
@@ -443,7 +441,11 @@ impl Machine {
     pub(crate) fn merge_latency(&mut self, now: u64, feed: impl FnOnce(&mut dyn FnMut(usize))) {
         if let Some(latency) = &mut self.latency {
             feed(&mut |bucket| latency.merge(now, std::iter::once((bucket, 1))));
-            self.normal_latency = latency.normal(now);
+            let quantile = self
+                .settings
+                .relative_slow_calls()
+                .map_or(0.5, |slow| slow.quantile);
+            self.normal_latency = latency.normal(now, quantile);
             self.latency_due = now.saturating_add(LATENCY_REFRESH);
         }
         let threshold = self.slow_nanos();
@@ -457,8 +459,17 @@ impl Machine {
         });
         if self.state == State::Closed {
             let spell = self.slow_spell(now);
-            if let Some(latency) = &mut self.latency {
-                latency.watch_tail(now, spell);
+            // A count window's span in time is unknown: its tail stays pending for the whole
+            // baseline window, longer than any brownout that trips it can take unseen.
+            let period = match self.settings.window {
+                TripWindow::Time(span) => nanos(span),
+                TripWindow::Count(_) => self
+                    .settings
+                    .latency_baseline_window()
+                    .map_or(u64::MAX, nanos),
+            };
+            if let Some(latency) = &self.latency {
+                latency.watch_tail(&mut self.probe_tail, now, spell, period);
             }
         }
     }
@@ -725,7 +736,7 @@ impl Machine {
         let tail = self
             .latency
             .as_ref()
-            .and_then(LatencyBaseline::probe_tail)
+            .and_then(|_| self.probe_tail.settled())
             .map_or(normal, |tail| {
                 tail.min(normal.saturating_mul(PROBE_TAIL_CAP)).max(normal)
             });
@@ -1200,9 +1211,9 @@ impl Machine {
         if matches!(
             reason,
             OpenReason::SlowCallRatio | OpenReason::ProbeSlow | OpenReason::ProbeRates
-        ) && let Some(latency) = &mut self.latency
+        ) && let Some(latency) = &self.latency
         {
-            latency.taint_tail(now);
+            latency.taint_tail(&mut self.probe_tail, now);
         }
         self.consecutive_opens = self.consecutive_opens.saturating_add(1);
         // The counts the snapshot shows as it opens (see `BreakContext`).

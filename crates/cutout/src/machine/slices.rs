@@ -53,6 +53,11 @@ impl<T: Reset> Slices<T> {
         self.slots.len() as u64
     }
 
+    /// The span the slices cover, in nanoseconds (their period × their number).
+    pub(crate) fn span(&self) -> u64 {
+        self.period.saturating_mul(self.len64())
+    }
+
     #[cfg(test)]
     pub(crate) fn period(&self) -> u64 {
         self.period

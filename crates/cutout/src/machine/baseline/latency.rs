@@ -13,20 +13,21 @@ pub(crate) const MIN_SAMPLES: u64 = 20;
 
 #[derive(Debug, Clone)]
 pub(crate) struct LatencyBaseline {
-    quantile: f64,
     slices: Slices<Histogram>,
-    tail: ProbeTail,
 }
 
 impl LatencyBaseline {
-    /// A baseline over `window` (nanoseconds) reporting its `quantile`, whose probe tail
-    /// settles `period` (nanoseconds) after it was measured.
-    pub(crate) fn new(window: u64, quantile: f64, period: u64) -> LatencyBaseline {
+    /// A baseline over `window` (nanoseconds). The quantile it reports is the settings' (read
+    /// at each merge rather than kept: a default breaker holds at most 4 KiB).
+    pub(crate) fn new(window: u64) -> LatencyBaseline {
         LatencyBaseline {
-            quantile,
             slices: Slices::new(window, LATENCY_SLICES),
-            tail: ProbeTail::new(period, window),
         }
+    }
+
+    /// The span the baseline covers, in nanoseconds: a sample has left it this long after.
+    fn turnover(&self) -> u64 {
+        self.slices.span()
     }
 
     #[cfg(test)]
@@ -52,31 +53,27 @@ impl LatencyBaseline {
         (samples, Histogram::count_above(live, nanos))
     }
 
-    /// At a merge while closed, `spell` saying whether the trip window's slow calls are
-    /// beyond chance (see [`ProbeTail::watch`]).
-    pub(crate) fn watch_tail(&mut self, now: u64, spell: bool) {
-        self.tail.watch(now, self.slices.live(now), spell);
+    /// At a merge while closed, `spell` saying whether the trip window's slow calls are a
+    /// slow spell: `tail` (the machine's, kept beside its other small fields) settles `period`
+    /// (nanoseconds) after it was measured (see [`ProbeTail::watch`]).
+    pub(crate) fn watch_tail(&self, tail: &mut ProbeTail, now: u64, spell: bool, period: u64) {
+        tail.watch(now, self.slices.live(now), spell, (period, self.turnover()));
     }
 
     /// A sign of a slow spell at `now` outside a merge: an opening on slow evidence (see
     /// [`ProbeTail::taint`]).
-    pub(crate) fn taint_tail(&mut self, now: u64) {
-        self.tail.taint(now);
-    }
-
-    /// The settled probe tail in nanoseconds, if any (see [`super::tail`]).
-    pub(crate) fn probe_tail(&self) -> Option<u64> {
-        self.tail.settled()
+    pub(crate) fn taint_tail(&self, tail: &mut ProbeTail, now: u64) {
+        tail.taint(now, self.turnover());
     }
 
     /// The normal latency in nanoseconds; `None` until armed.
-    pub(crate) fn normal(&self, now: u64) -> Option<u64> {
+    pub(crate) fn normal(&self, now: u64, quantile: f64) -> Option<u64> {
         let live = self.slices.live(now);
         let samples: u64 = live.clone().map(Histogram::total).sum();
         if samples < MIN_SAMPLES {
             return None;
         }
-        Histogram::quantile_of(live, samples, self.quantile)
+        Histogram::quantile_of(live, samples, quantile)
     }
 }
 
@@ -89,41 +86,45 @@ mod tests {
 
     #[test]
     fn median_of_the_window_once_armed() {
-        let mut baseline = LatencyBaseline::new(300 * SEC, 0.5, 30 * SEC);
+        let mut baseline = LatencyBaseline::new(300 * SEC);
         for _ in 0..19 {
             baseline.record(0, 20 * MS);
         }
-        assert_eq!(baseline.normal(0), None);
+        assert_eq!(baseline.normal(0, 0.5), None);
         baseline.merge(
             SEC,
             [(super::super::histogram::bucket_of(20 * MS), 1)].into_iter(),
         );
-        let normal = baseline.normal(SEC).unwrap() as f64;
+        let normal = baseline.normal(SEC, 0.5).unwrap() as f64;
         assert!((normal / (20 * MS) as f64 - 1.0).abs() <= 0.1, "{normal}");
         // A brownout moves the median only once it is more than half the window.
         for _ in 0..19 {
             baseline.record(2 * SEC, 600 * MS);
         }
-        assert!(baseline.normal(2 * SEC).unwrap() < 25 * MS);
-        assert_eq!(baseline.normal(400 * SEC), None, "everything dropped out");
+        assert!(baseline.normal(2 * SEC, 0.5).unwrap() < 25 * MS);
+        assert_eq!(
+            baseline.normal(400 * SEC, 0.5),
+            None,
+            "everything dropped out"
+        );
     }
 
     #[test]
     fn slices_drop_out_whole() {
         // 4 slices of 75 s: the samples of the first 75 s count until 5 minutes.
-        let mut baseline = LatencyBaseline::new(300 * SEC, 0.5, 30 * SEC);
+        let mut baseline = LatencyBaseline::new(300 * SEC);
         for _ in 0..30 {
             baseline.record(74 * SEC, 20 * MS);
         }
         for _ in 0..20 {
             baseline.record(75 * SEC, 2 * MS);
         }
-        let median = baseline.normal(299 * SEC).unwrap() as f64;
+        let median = baseline.normal(299 * SEC, 0.5).unwrap() as f64;
         assert!((median / (20 * MS) as f64 - 1.0).abs() <= 0.1, "{median}");
-        let normal = baseline.normal(300 * SEC).unwrap() as f64;
+        let normal = baseline.normal(300 * SEC, 0.5).unwrap() as f64;
         assert!((normal / (2 * MS) as f64 - 1.0).abs() <= 0.1, "{normal}");
         assert_eq!(
-            baseline.normal(375 * SEC),
+            baseline.normal(375 * SEC, 0.5),
             None,
             "the second slice is gone too"
         );

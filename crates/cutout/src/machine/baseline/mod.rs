@@ -9,7 +9,7 @@ mod tail;
 
 pub(crate) use failure::FailureBaseline;
 pub(crate) use latency::LatencyBaseline;
-pub(crate) use tail::{SPELL_MULTIPLE, TAIL_CHANCE};
+pub(crate) use tail::{ProbeTail, SPELL_MULTIPLE, TAIL_CHANCE};
 
 /// Slices per latency baseline window: a slice drops out whole, so the baseline covers between
 /// 75% and 100% of its window. Four, not ten, because each is a histogram of 420 bytes and a

@@ -75,72 +75,90 @@ pub(crate) const TAIL_CHANCE: f64 = 1e-4;
 /// breaker from ever settling a tail (its probes at the p99 judged slow, a pod 82 s late).
 pub(crate) const SPELL_MULTIPLE: f64 = 3.0;
 
-#[derive(Debug, Clone)]
+/// 12 bytes, in the machine beside its other 4-byte fields (a default breaker holds at most
+/// 4 KiB, `tests/memory.rs`): the tails in whole microseconds (0 for none), one time in
+/// [`TICK`]s. While a tail is pending, `at` is when it was measured; otherwise it is when the
+/// baseline is quiet again after a spell (a pending tail is only measured once it is). The
+/// period and the turnover are the caller's to give: the settings hold them already.
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ProbeTail {
-    /// The tail probes stand on: measured at least a period before now, with no trip since.
-    settled: Option<u64>,
-    /// The tail last measured, and when: it settles a period later unless a trip comes first.
-    pending: Option<(u64, u64)>,
-    /// No tail is measured before this: the baseline still holds samples of a slow spell.
-    quiet_until: u64,
-    /// How long a tail stays pending, in nanoseconds: a time trip window's span (a brownout
-    /// that trips does so within it), or for a count window the whole baseline window.
-    period: u64,
-    /// The baseline window in nanoseconds: a sample has left the baseline this long after.
-    turnover: u64,
+    /// The tail probes stand on, in µs (0: none).
+    settled: u32,
+    /// The tail last measured, in µs (0: none): it settles a period after `at` unless a spell
+    /// comes first.
+    pending: u32,
+    at: u32,
+}
+
+/// The unit of [`ProbeTail`]'s time: 2²⁶ ns (67 ms), so that a `u32` spans 9 years of the
+/// breaker's clock (it saturates there: a breaker older than that measures no new tail).
+/// Periods and turnovers are seconds to minutes.
+const TICK: u32 = 26;
+
+/// Nanoseconds as whole microseconds, at least 1 (0 means none), saturating.
+fn micros(nanos: u64) -> u32 {
+    u32::try_from(nanos / 1_000).unwrap_or(u32::MAX).max(1)
+}
+
+/// Nanoseconds in ticks, rounded up (a quiet period ends no earlier than asked), saturating.
+fn ticks(nanos: u64) -> u32 {
+    u32::try_from(nanos.div_ceil(1 << TICK)).unwrap_or(u32::MAX)
 }
 
 impl ProbeTail {
-    pub(crate) fn new(period: u64, turnover: u64) -> ProbeTail {
-        ProbeTail {
-            settled: None,
-            pending: None,
-            quiet_until: 0,
-            period: period.max(1),
-            turnover,
-        }
-    }
-
     /// The settled tail, in nanoseconds, if any.
     pub(crate) fn settled(&self) -> Option<u64> {
-        self.settled
+        (self.settled != 0).then(|| u64::from(self.settled) * 1_000)
     }
 
     /// At a merge of samples while closed, `spell` saying whether the trip window's slow calls
-    /// are beyond chance: a spell taints the baseline; otherwise the pending tail settles once
-    /// it is a period old, and a new one is measured (from `slices`, the baseline's live
-    /// histograms) when none is pending and the baseline holds no spell.
+    /// are a slow spell: a spell taints the baseline (for `turnover`, the baseline window);
+    /// otherwise the pending tail settles once it is `period` old, and a new one is measured
+    /// (from `slices`, the baseline's live histograms) when none is pending and the baseline
+    /// holds no spell.
     pub(crate) fn watch<'a>(
         &mut self,
         now: u64,
         slices: impl Iterator<Item = &'a Histogram> + Clone,
         spell: bool,
+        (period, turnover): (u64, u64),
     ) {
         if spell {
-            self.taint(now);
+            self.taint(now, turnover);
             return;
         }
-        if let Some((tail, at)) = self.pending
-            && now >= at.saturating_add(self.period)
-        {
-            self.settled = Some(tail);
-            self.pending = None;
+        let now_ticks = now >> TICK;
+        if self.pending != 0 {
+            if now_ticks < u64::from(self.at) + u64::from(ticks(period)) {
+                return;
+            }
+            self.settled = self.pending;
+            self.pending = 0;
+            self.at = 0;
         }
-        if self.pending.is_some() || now < self.quiet_until {
+        if now_ticks < u64::from(self.at) {
             return;
         }
         let samples: u64 = slices.clone().map(Histogram::total).sum();
         if samples < TAIL_SAMPLES {
             return;
         }
-        self.pending = Histogram::quantile_of(slices, samples, TAIL_QUANTILE).map(|t| (t, now));
+        if let Some(tail) = Histogram::quantile_of(slices, samples, TAIL_QUANTILE) {
+            self.pending = micros(tail);
+            self.at = u32::try_from(now_ticks).unwrap_or(u32::MAX);
+        }
     }
 
     /// A sign of a slow spell at `now` (see the module docs): the pending tail may hold it, and
-    /// so does every tail until the baseline has turned over.
-    pub(crate) fn taint(&mut self, now: u64) {
-        self.pending = None;
-        self.quiet_until = self.quiet_until.max(now.saturating_add(self.turnover));
+    /// so does every tail until the baseline has turned over (`turnover` later).
+    pub(crate) fn taint(&mut self, now: u64, turnover: u64) {
+        let quiet = ticks(now.saturating_add(turnover));
+        if self.pending != 0 {
+            self.pending = 0;
+            self.at = quiet;
+        } else {
+            self.at = self.at.max(quiet);
+        }
     }
 }
 
@@ -150,6 +168,9 @@ mod tests {
 
     const MS: u64 = 1_000_000;
     const SEC: u64 = 1_000 * MS;
+
+    /// A 30 s period and a 5-minute turnover.
+    const TIMES: (u64, u64) = (30 * SEC, 300 * SEC);
 
     fn histogram(fast: u32, slow: u32) -> Histogram {
         let mut h = Histogram::default();
@@ -168,48 +189,49 @@ mod tests {
 
     #[test]
     fn a_tail_settles_one_period_after_it_was_measured() {
-        let mut tail = ProbeTail::new(30 * SEC, 300 * SEC);
+        let mut tail = ProbeTail::default();
         let healthy = [histogram(96, 4)];
-        tail.watch(SEC, healthy.iter(), false);
+        tail.watch(SEC, healthy.iter(), false, TIMES);
         assert_eq!(tail.settled(), None, "pending, not settled");
-        tail.watch(30 * SEC, healthy.iter(), false);
+        tail.watch(30 * SEC, healthy.iter(), false, TIMES);
         assert_eq!(tail.settled(), None, "29 s old");
-        tail.watch(31 * SEC, healthy.iter(), false);
+        // Settled a period later, to the 67 ms tick.
+        tail.watch(32 * SEC, healthy.iter(), false, TIMES);
         assert!(near(tail.settled(), 100 * MS), "{:?}", tail.settled());
     }
 
     #[test]
     fn too_few_samples_measure_no_tail() {
-        let mut tail = ProbeTail::new(30 * SEC, 300 * SEC);
+        let mut tail = ProbeTail::default();
         let few = [histogram(98, 1)];
-        tail.watch(SEC, few.iter(), false);
-        tail.watch(40 * SEC, few.iter(), false);
+        tail.watch(SEC, few.iter(), false, TIMES);
+        tail.watch(40 * SEC, few.iter(), false, TIMES);
         assert_eq!(tail.settled(), None);
     }
 
     #[test]
     fn a_spell_discards_the_pending_tail_and_quiets_the_baseline_s_turnover() {
-        let mut tail = ProbeTail::new(30 * SEC, 300 * SEC);
+        let mut tail = ProbeTail::default();
         let healthy = [histogram(1_000, 0)];
-        tail.watch(SEC, healthy.iter(), false);
-        tail.watch(31 * SEC, healthy.iter(), false);
+        tail.watch(SEC, healthy.iter(), false, TIMES);
+        tail.watch(32 * SEC, healthy.iter(), false, TIMES);
         assert!(near(tail.settled(), 20 * MS));
         // A brownout's calls are in the baseline when its window shows it at 50 s.
         let browned = [histogram(1_000, 60)];
-        tail.watch(45 * SEC, browned.iter(), false);
-        tail.watch(50 * SEC, browned.iter(), true);
-        tail.watch(100 * SEC, browned.iter(), false);
-        tail.watch(200 * SEC, browned.iter(), false);
+        tail.watch(45 * SEC, browned.iter(), false, TIMES);
+        tail.watch(50 * SEC, browned.iter(), true, TIMES);
+        tail.watch(100 * SEC, browned.iter(), false, TIMES);
+        tail.watch(200 * SEC, browned.iter(), false, TIMES);
         assert!(
             near(tail.settled(), 20 * MS),
             "the brownout's tail never settles: {:?}",
             tail.settled()
         );
         // Once the baseline has turned over, tails are measured again.
-        tail.watch(350 * SEC, healthy.iter(), false);
-        tail.watch(381 * SEC, [histogram(90, 10)].iter(), false);
-        assert!(near(tail.settled(), 20 * MS), "measured at 350 s");
-        tail.watch(411 * SEC, healthy.iter(), false);
-        assert!(near(tail.settled(), 100 * MS), "measured at 381 s");
+        tail.watch(351 * SEC, healthy.iter(), false, TIMES);
+        tail.watch(382 * SEC, [histogram(90, 10)].iter(), false, TIMES);
+        assert!(near(tail.settled(), 20 * MS), "measured at 351 s");
+        tail.watch(413 * SEC, healthy.iter(), false, TIMES);
+        assert!(near(tail.settled(), 100 * MS), "measured at 382 s");
     }
 }
