@@ -16,45 +16,6 @@ const SEC: Duration = Duration::from_secs(1);
 mod manual_sim;
 use manual_sim::Sim;
 
-/// Runs a brownout (every call succeeds at `slow`, one call every `gap`) until the breaker
-/// opens; `None` if it did not within `limit`.
-fn brownout_until_open(sim: &Sim, slow: Duration, gap: Duration, limit: Duration) -> Option<u32> {
-    let start = sim.clock.elapsed();
-    let mut calls = 0;
-    while sim.clock.elapsed() - start < limit {
-        sim.call(slow, Outcome::Success, gap.max(slow));
-        calls += 1;
-        if sim.breaker.state() == State::Open {
-            return Some(calls);
-        }
-    }
-    None
-}
-
-/// Waits out the break, then sends probes at `probe` until the breaker leaves half-open (at
-/// most 10).
-fn probe_through(sim: &Sim, probe: Duration) -> State {
-    sim.clock.elapse_break(&sim.breaker);
-    for _ in 0..10 {
-        sim.call(probe, Outcome::Success, probe.max(100 * MS));
-        match sim.breaker.state() {
-            State::HalfOpen => continue,
-            other => return other,
-        }
-    }
-    sim.breaker.state()
-}
-
-/// The reason of the opening after the last `SlowCallRatio` one, if any: what the first probe
-/// after a brownout's trip did.
-fn after_last_slow_trip(sim: &Sim) -> Option<OpenReason> {
-    let reasons = sim.open_reasons();
-    let at = reasons
-        .iter()
-        .rposition(|r| *r == OpenReason::SlowCallRatio)?;
-    reasons.get(at + 1).copied()
-}
-
 fn adaptive() -> SettingsBuilder {
     Settings::builder().adaptive(true)
 }
@@ -78,9 +39,10 @@ fn brownout_interrupted(interrupt: impl Fn(&Sim)) -> Vec<(u32, Vec<OpenReason>)>
         assert_eq!(sim.open_reasons(), [], "offset {offset}: no trip yet");
         interrupt(&sim);
         assert_eq!(sim.breaker.state(), State::Closed, "offset {offset}");
-        brownout_until_open(&sim, 100 * MS, 100 * MS, 60 * SEC).expect("the brownout trips");
-        probe_through(&sim, 100 * MS);
-        if after_last_slow_trip(&sim) != Some(OpenReason::ProbeSlow) {
+        sim.brownout_for(100 * MS, 100 * MS, 60 * SEC)
+            .expect("the brownout trips");
+        sim.probes_until_decided(100 * MS);
+        if sim.after_last_slow_trip() != Some(OpenReason::ProbeSlow) {
             passed.push((offset, sim.open_reasons()));
         }
     }
@@ -168,10 +130,12 @@ fn a_brownout_that_asked_for_a_retry_after_still_fails_its_later_probes() {
 fn a_count_window_spanning_more_than_30s_still_fails_a_5x_brownout_s_probe() {
     let sim = Sim::new(adaptive().window(TripWindow::Count(200)));
     sim.healthy(900, 20 * MS, SEC);
-    let calls = brownout_until_open(&sim, 100 * MS, SEC, 400 * SEC).expect("the brownout trips");
-    let after = probe_through(&sim, 100 * MS);
+    let calls = sim
+        .brownout_for(100 * MS, SEC, 400 * SEC)
+        .expect("the brownout trips");
+    let after = sim.probes_until_decided(100 * MS);
     assert_eq!(
-        after_last_slow_trip(&sim),
+        sim.after_last_slow_trip(),
         Some(OpenReason::ProbeSlow),
         "{calls} brownout calls (1/s) before the trip; after the probes {after:?}; opens {:?}",
         sim.open_reasons()
@@ -184,10 +148,12 @@ fn a_count_window_spanning_more_than_30s_still_fails_a_5x_brownout_s_probe() {
 fn a_count_window_spanning_more_than_30s_still_fails_a_10x_brownout_s_probe() {
     let sim = Sim::new(adaptive().window(TripWindow::Count(200)));
     sim.healthy(900, 20 * MS, SEC);
-    let calls = brownout_until_open(&sim, 200 * MS, SEC, 400 * SEC).expect("the brownout trips");
-    let after = probe_through(&sim, 200 * MS);
+    let calls = sim
+        .brownout_for(200 * MS, SEC, 400 * SEC)
+        .expect("the brownout trips");
+    let after = sim.probes_until_decided(200 * MS);
     assert_eq!(
-        after_last_slow_trip(&sim),
+        sim.after_last_slow_trip(),
         Some(OpenReason::ProbeSlow),
         "{calls} brownout calls (1/s) before the trip; after the probes {after:?}; opens {:?}",
         sim.open_reasons()
@@ -207,7 +173,8 @@ fn a_second_brownout_after_a_long_one_still_fails_its_probes() {
     for healthy in (100..=300).step_by(10) {
         let sim = Sim::new(adaptive());
         sim.healthy(600, 20 * MS, SEC);
-        brownout_until_open(&sim, 100 * MS, SEC, 60 * SEC).expect("the first brownout trips");
+        sim.brownout_for(100 * MS, SEC, 60 * SEC)
+            .expect("the first brownout trips");
         // The first brownout goes on for 150 s more: the breaker refuses, and probes fail.
         let end = sim.clock.elapsed() + 150 * SEC;
         while sim.clock.elapsed() < end {
@@ -225,9 +192,10 @@ fn a_second_brownout_after_a_long_one_still_fails_its_probes() {
             passed.push((healthy, sim.open_reasons()));
             continue;
         }
-        brownout_until_open(&sim, 100 * MS, SEC, 60 * SEC).expect("the second brownout trips");
-        probe_through(&sim, 100 * MS);
-        if after_last_slow_trip(&sim) != Some(OpenReason::ProbeSlow) {
+        sim.brownout_for(100 * MS, SEC, 60 * SEC)
+            .expect("the second brownout trips");
+        sim.probes_until_decided(100 * MS);
+        if sim.after_last_slow_trip() != Some(OpenReason::ProbeSlow) {
             passed.push((healthy, sim.open_reasons()));
         }
     }
@@ -272,10 +240,11 @@ fn a_brownout_held_closed_by_the_open_gate_still_fails_its_probes_once_it_trips(
         "the gate held it closed"
     );
     allowed.store(true, Ordering::Relaxed);
-    brownout_until_open(&sim, 100 * MS, 100 * MS, 60 * SEC).expect("the brownout trips");
-    let after = probe_through(&sim, 100 * MS);
+    sim.brownout_for(100 * MS, 100 * MS, 60 * SEC)
+        .expect("the brownout trips");
+    let after = sim.probes_until_decided(100 * MS);
     assert_eq!(
-        after_last_slow_trip(&sim),
+        sim.after_last_slow_trip(),
         Some(OpenReason::ProbeSlow),
         "after {after:?}; opens {:?}",
         sim.open_reasons()
@@ -290,9 +259,10 @@ fn a_brownout_starting_at_any_phase_of_the_settle_cycle_fails_its_probe() {
     for offset_ds in (0..340).step_by(15) {
         let sim = Sim::new(adaptive());
         sim.healthy(3_000 + offset_ds, 20 * MS, 100 * MS);
-        brownout_until_open(&sim, 100 * MS, 100 * MS, 60 * SEC).expect("trips");
-        probe_through(&sim, 100 * MS);
-        if after_last_slow_trip(&sim) != Some(OpenReason::ProbeSlow) {
+        sim.brownout_for(100 * MS, 100 * MS, 60 * SEC)
+            .expect("trips");
+        sim.probes_until_decided(100 * MS);
+        if sim.after_last_slow_trip() != Some(OpenReason::ProbeSlow) {
             passed.push(offset_ds);
         }
     }
@@ -313,9 +283,9 @@ fn a_60_percent_brownout_fails_its_slow_probe() {
         i += 1;
     }
     assert_eq!(sim.breaker.state(), State::Open, "a 60% brownout trips");
-    probe_through(&sim, 100 * MS);
+    sim.probes_until_decided(100 * MS);
     assert_eq!(
-        after_last_slow_trip(&sim),
+        sim.after_last_slow_trip(),
         Some(OpenReason::ProbeSlow),
         "{:?}",
         sim.open_reasons()
@@ -343,8 +313,8 @@ fn a_half_and_half_brownout_at_any_phase_fails_its_slow_probe() {
             i += 1;
         }
         assert_eq!(sim.breaker.state(), State::Open, "a 50% brownout trips");
-        probe_through(&sim, 100 * MS);
-        if after_last_slow_trip(&sim) != Some(OpenReason::ProbeSlow) {
+        sim.probes_until_decided(100 * MS);
+        if sim.after_last_slow_trip() != Some(OpenReason::ProbeSlow) {
             passed.push((offset_ds, i));
         }
     }
@@ -369,10 +339,11 @@ fn a_brownout_that_creeps_in_at_20_percent_still_fails_its_probes_once_full() {
         sim.call(latency, Outcome::Success, 100 * MS);
     }
     assert_eq!(sim.open_reasons(), [], "20% slow does not trip");
-    brownout_until_open(&sim, 100 * MS, 100 * MS, 60 * SEC).expect("the full brownout trips");
-    let after = probe_through(&sim, 100 * MS);
+    sim.brownout_for(100 * MS, 100 * MS, 60 * SEC)
+        .expect("the full brownout trips");
+    let after = sim.probes_until_decided(100 * MS);
     assert_eq!(
-        after_last_slow_trip(&sim),
+        sim.after_last_slow_trip(),
         Some(OpenReason::ProbeSlow),
         "after {after:?}; opens {:?}",
         sim.open_reasons()
@@ -390,10 +361,11 @@ fn quantile_0_25_margin_0_still_fails_a_5x_brownout_s_probe() {
     for i in 0..3_000u32 {
         assert!(sim.call((10 + (i % 3) * 10) * MS, Outcome::Success, 100 * MS));
     }
-    brownout_until_open(&sim, 100 * MS, 100 * MS, 60 * SEC).expect("trips");
-    probe_through(&sim, 100 * MS);
+    sim.brownout_for(100 * MS, 100 * MS, 60 * SEC)
+        .expect("trips");
+    sim.probes_until_decided(100 * MS);
     assert_eq!(
-        after_last_slow_trip(&sim),
+        sim.after_last_slow_trip(),
         Some(OpenReason::ProbeSlow),
         "{:?}",
         sim.open_reasons()
@@ -407,10 +379,11 @@ fn quantile_0_25_margin_0_still_fails_a_5x_brownout_s_probe() {
 fn a_61s_baseline_window_still_fails_a_5x_brownout_s_probe() {
     let sim = Sim::new(adaptive().slow_calls(SlowCalls::above(3.0).window(61 * SEC)));
     sim.healthy(3_000, 20 * MS, 100 * MS);
-    brownout_until_open(&sim, 100 * MS, 100 * MS, 60 * SEC).expect("trips");
-    probe_through(&sim, 100 * MS);
+    sim.brownout_for(100 * MS, 100 * MS, 60 * SEC)
+        .expect("trips");
+    sim.probes_until_decided(100 * MS);
     assert_eq!(
-        after_last_slow_trip(&sim),
+        sim.after_last_slow_trip(),
         Some(OpenReason::ProbeSlow),
         "{:?}",
         sim.open_reasons()
@@ -444,7 +417,7 @@ fn a_long_tailed_dependency_s_probe_at_its_own_p99_closes_after_an_outage() {
     long_tailed(&sim, 3_000, 100 * MS);
     outage(&sim);
     assert_eq!(
-        probe_through(&sim, 100 * MS),
+        sim.probes_until_decided(100 * MS),
         State::Closed,
         "{:?}",
         sim.open_reasons()
@@ -461,10 +434,10 @@ fn a_failure_trip_does_not_keep_a_long_tailed_dependency_young_for_a_baseline_wi
     let sim = Sim::new(adaptive());
     long_tailed(&sim, 200, 100 * MS);
     outage(&sim);
-    assert_eq!(probe_through(&sim, 20 * MS), State::Closed);
+    assert_eq!(sim.probes_until_decided(20 * MS), State::Closed);
     long_tailed(&sim, 2_400, 100 * MS);
     outage(&sim);
-    let after = probe_through(&sim, 100 * MS);
+    let after = sim.probes_until_decided(100 * MS);
     assert_eq!(
         after,
         State::Closed,
@@ -485,7 +458,7 @@ fn a_tail_that_lengthened_is_the_probe_limit_once_the_baseline_has_turned_over()
     long_tailed(&soon, 2_400, 100 * MS);
     outage(&soon);
     assert_eq!(
-        probe_through(&soon, 100 * MS),
+        soon.probes_until_decided(100 * MS),
         State::Open,
         "4 minutes after the change: {:?}",
         soon.open_reasons()
@@ -495,7 +468,7 @@ fn a_tail_that_lengthened_is_the_probe_limit_once_the_baseline_has_turned_over()
     long_tailed(&later, 9_000, 100 * MS);
     outage(&later);
     assert_eq!(
-        probe_through(&later, 100 * MS),
+        later.probes_until_decided(100 * MS),
         State::Closed,
         "15 minutes after the change: {:?}",
         later.open_reasons()
@@ -575,10 +548,11 @@ fn the_rates_rule_still_fails_a_5x_brownout_s_probes() {
             .half_open_probes(3),
     );
     sim.healthy(3_000, 20 * MS, 100 * MS);
-    brownout_until_open(&sim, 100 * MS, 100 * MS, 60 * SEC).expect("trips");
-    let after = probe_through(&sim, 100 * MS);
+    sim.brownout_for(100 * MS, 100 * MS, 60 * SEC)
+        .expect("trips");
+    let after = sim.probes_until_decided(100 * MS);
     assert_eq!(
-        after_last_slow_trip(&sim),
+        sim.after_last_slow_trip(),
         Some(OpenReason::ProbeRates),
         "after {after:?}; opens {:?}",
         sim.open_reasons()

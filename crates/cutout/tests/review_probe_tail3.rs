@@ -243,44 +243,6 @@ fn a_young_breaker_s_probe_at_the_healthy_p99_is_slow() {
 // Brownouts whose probes must fail
 // ---------------------------------------------------------------------------------------
 
-/// Runs a brownout (every call succeeds at `slow`, one call every `gap`) until the breaker
-/// opens; `None` if it did not within `limit`.
-fn brownout_until_open(sim: &Sim, slow: Duration, gap: Duration, limit: Duration) -> Option<u32> {
-    let start = sim.clock.elapsed();
-    let mut calls = 0;
-    while sim.clock.elapsed() - start < limit {
-        sim.call(slow, Outcome::Success, gap.max(slow));
-        calls += 1;
-        if sim.breaker.state() == State::Open {
-            return Some(calls);
-        }
-    }
-    None
-}
-
-/// Waits out the break, then sends probes at `probe` until the breaker leaves half-open (at
-/// most 10).
-fn probe_through(sim: &Sim, probe: Duration) -> State {
-    sim.clock.elapse_break(&sim.breaker);
-    for _ in 0..10 {
-        sim.call(probe, Outcome::Success, probe.max(100 * MS));
-        match sim.breaker.state() {
-            State::HalfOpen => continue,
-            other => return other,
-        }
-    }
-    sim.breaker.state()
-}
-
-/// The reason of the opening after the last `SlowCallRatio` one, if any.
-fn after_last_slow_trip(sim: &Sim) -> Option<OpenReason> {
-    let reasons = sim.open_reasons();
-    let at = reasons
-        .iter()
-        .rposition(|r| *r == OpenReason::SlowCallRatio)?;
-    reasons.get(at + 1).copied()
-}
-
 /// A brownout that trips by timeouts: at 1 call a second (a 300-sample baseline, whose p99 is
 /// its 3rd-largest sample) the dependency turns slow, its first `k` calls succeed at 150 ms
 /// (7.5 × its 20 ms) and the rest time out (failures at 200 ms) until the breaker opens on
@@ -303,16 +265,16 @@ fn a_brownout_that_tripped_by_timeouts_leaves_no_tail_that_passes_the_next_brown
         }
         let first = sim.open_reasons();
         assert_eq!(sim.breaker.state(), State::Open, "k {k}: {first:?}");
-        assert_eq!(probe_through(&sim, 20 * MS), State::Closed, "k {k}");
+        assert_eq!(sim.probes_until_decided(20 * MS), State::Closed, "k {k}");
         for _ in 0..60 {
             sim.call(20 * MS, Outcome::Success, SEC);
         }
-        if brownout_until_open(&sim, 150 * MS, SEC, 120 * SEC).is_none() {
+        if sim.brownout_for(150 * MS, SEC, 120 * SEC).is_none() {
             passed.push((k, format!("no trip: {:?}", sim.open_reasons())));
             continue;
         }
-        probe_through(&sim, 150 * MS);
-        if after_last_slow_trip(&sim) != Some(OpenReason::ProbeSlow) {
+        sim.probes_until_decided(150 * MS);
+        if sim.after_last_slow_trip() != Some(OpenReason::ProbeSlow) {
             passed.push((k, format!("{:?}", sim.open_reasons())));
         }
     }
@@ -334,9 +296,10 @@ fn creep_then_full(minutes: u32, every: u32) -> (Option<OpenReason>, Vec<OpenRea
         sim.call(latency, Outcome::Success, 100 * MS);
     }
     assert_eq!(sim.open_reasons(), [], "the creep does not trip");
-    brownout_until_open(&sim, 100 * MS, 100 * MS, 120 * SEC).expect("the full brownout trips");
-    probe_through(&sim, 100 * MS);
-    (after_last_slow_trip(&sim), sim.open_reasons())
+    sim.brownout_for(100 * MS, 100 * MS, 120 * SEC)
+        .expect("the full brownout trips");
+    sim.probes_until_decided(100 * MS);
+    (sim.after_last_slow_trip(), sim.open_reasons())
 }
 
 /// rev2's creeping brownout (20% at 5 ×, then every call) lasted 90 s and now passes: the

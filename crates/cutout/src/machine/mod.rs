@@ -733,13 +733,9 @@ impl Machine {
                 slow.margin_duration()
             });
         let normal = self.normal_latency.unwrap_or(0);
-        let tail = self
-            .latency
-            .as_ref()
-            .and_then(|_| self.probe_tail.settled())
-            .map_or(normal, |tail| {
-                tail.min(normal.saturating_mul(PROBE_TAIL_CAP)).max(normal)
-            });
+        let tail = self.probe_tail.settled().map_or(normal, |tail| {
+            tail.min(normal.saturating_mul(PROBE_TAIL_CAP)).max(normal)
+        });
         threshold.max(tail.saturating_add(nanos(margin)))
     }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use cutout::clock::ManualClock;
-use cutout::{Breaker, Event, OpenReason, Outcome, SettingsBuilder, Transition};
+use cutout::{Breaker, Event, OpenReason, Outcome, SettingsBuilder, State, Transition};
 
 /// A breaker on a manual clock, with one call at a time, recording its events.
 pub struct Sim {
@@ -52,6 +52,48 @@ impl Sim {
         for _ in 0..n {
             assert!(self.call(latency, Outcome::Success, gap));
         }
+    }
+
+    /// Runs a brownout (every call succeeds at `slow`, one call every `gap`) until the breaker
+    /// opens; how many calls it took, `None` if it did not open within `limit`.
+    pub fn brownout_for(&self, slow: Duration, gap: Duration, limit: Duration) -> Option<u32> {
+        let start = self.clock.elapsed();
+        let mut calls = 0;
+        while self.clock.elapsed() - start < limit {
+            self.call(slow, Outcome::Success, gap.max(slow));
+            calls += 1;
+            if self.breaker.state() == State::Open {
+                return Some(calls);
+            }
+        }
+        None
+    }
+
+    /// Waits out the break, then sends probes at `probe` until the breaker leaves half-open (at
+    /// most 10); the state it ends in.
+    pub fn probes_until_decided(&self, probe: Duration) -> State {
+        self.clock.elapse_break(&self.breaker);
+        for _ in 0..10 {
+            self.call(
+                probe,
+                Outcome::Success,
+                probe.max(Duration::from_millis(100)),
+            );
+            if self.breaker.state() != State::HalfOpen {
+                break;
+            }
+        }
+        self.breaker.state()
+    }
+
+    /// The reason of the opening after the last `SlowCallRatio` one, if any: what the first
+    /// probe after a brownout's trip did.
+    pub fn after_last_slow_trip(&self) -> Option<OpenReason> {
+        let reasons = self.open_reasons();
+        let at = reasons
+            .iter()
+            .rposition(|r| *r == OpenReason::SlowCallRatio)?;
+        reasons.get(at + 1).copied()
     }
 
     pub fn open_reasons(&self) -> Vec<OpenReason> {
