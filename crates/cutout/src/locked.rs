@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::Breaker;
 use crate::TripEvidence;
+use crate::clock::kernel;
 use crate::event::{Event, Transition};
 use crate::loom::{Ordering, lock};
 use crate::machine::Machine;
@@ -157,11 +158,41 @@ impl Breaker {
         s.hot
             .fast_until
             .store(published.fast_until, Ordering::Relaxed);
+        self.publish_kernel(&published);
         s.hot
             .slow_nanos
             .store(published.slow_nanos, Ordering::Relaxed);
         s.hot.throttle.store(published.throttle, Ordering::Relaxed);
         s.hot.word.store(published.word.bits(), Ordering::Release);
+    }
+
+    /// The break's end and the fast flag's lapse on the kernel's coarse clock, for a breaker
+    /// on the system clock while no [`CoarseClock`](crate::clock::CoarseClock) runs (one
+    /// coarse and one precise read, and only for a deadline the hot path would test: an open
+    /// breaker's end, a fast word's lapse).
+    fn publish_kernel(&self, published: &crate::machine::Published) {
+        let s = &*self.shared;
+        if !s.hot.quick_refusals {
+            return;
+        }
+        let (until, fast_until) = if crate::clock::coarse_time() != 0 {
+            (0, 0)
+        } else {
+            let precise = || s.hot.clock.now();
+            let until = kernel::safe_deadline(published.until, precise);
+            let fast_until = if published
+                .word
+                .lets_success_off_lock(published.word.generation())
+                && published.fast_until != u64::MAX
+            {
+                kernel::safe_deadline(published.fast_until, precise)
+            } else {
+                0
+            };
+            (until, fast_until)
+        };
+        s.hot.until_kernel.store(until, Ordering::Relaxed);
+        s.hot.fast_until_kernel.store(fast_until, Ordering::Relaxed);
     }
 
     /// Raises `transition` to the listeners, with no lock held, with what tripped it if a

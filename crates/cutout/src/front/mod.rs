@@ -88,11 +88,15 @@ impl Breaker {
                 }
                 _ => Quick::Slow(Pick::Certain),
             },
-            // With a coarse clock running, a refusal is two more loads: the coarse time and
-            // the break's end. Without one, or once the break has ended, the slow path reads
-            // the clock itself.
+            // On the system clock a refusal needs no precise read: with a coarse clock
+            // running it is two more loads (the coarse time and the break's end); without one,
+            // a read of the kernel's coarse clock against the break's end converted to its
+            // scale (`clock/kernel.rs`). Near the end of the break, or once it has ended, the
+            // slow path reads the clock itself.
             State::Open if s.hot.quick_refusals => match crate::clock::coarse_time() {
-                0 => Quick::Slow(Pick::Certain),
+                0 => self
+                    .refusal_on_kernel_clock()
+                    .map_or(Quick::Slow(Pick::Certain), Quick::Refuse),
                 now => self
                     .refusal_while_open(now)
                     .map_or(Quick::Slow(Pick::Certain), Quick::Refuse),
@@ -112,6 +116,39 @@ impl Breaker {
                 RetryAfter::from_nanos(Some(until - now)),
             )
         })
+    }
+
+    /// The refusal of a call while open that the kernel's coarse clock proves is before the
+    /// break's end, if it does. Its retry-after runs to the last moment the proof covers: short
+    /// of the break's end by at most the margin (two ticks and 1/1024 of the break) and the
+    /// tick the coarse reading trails by; the slow path's precise read answers the calls after
+    /// it. Reads the converted end after the caller read an open word, as
+    /// [`Breaker::refusal_while_open`] does.
+    #[inline(always)]
+    fn refusal_on_kernel_clock(&self) -> Option<Ticket> {
+        let now = crate::clock::kernel::now();
+        let until = self.shared.hot.until_kernel.load(Ordering::Relaxed);
+        (now < until).then(|| {
+            self.refuse(
+                RejectReason::Open,
+                RetryAfter::from_nanos(Some(until - now)),
+            )
+        })
+    }
+
+    /// Whether an untimed success is before `until` (the fast flag's lapse, finite): proved on
+    /// the kernel's coarse clock where it can be (one 2 ns read, see `clock/kernel.rs`), else
+    /// by [`Clock::recent`](crate::clock::Clock::recent).
+    #[inline(always)]
+    fn untimed_before(&self, until: u64) -> bool {
+        let s = &*self.shared;
+        if s.hot.quick_refusals && crate::clock::coarse_time() == 0 {
+            let kernel_until = s.hot.fast_until_kernel.load(Ordering::Relaxed);
+            if crate::clock::kernel::now() < kernel_until {
+                return true;
+            }
+        }
+        s.hot.clock.recent() < until
     }
 
     /// A timed call admitted while closed, picked as `pick` says.
@@ -355,7 +392,8 @@ impl Breaker {
     ///
     /// The fast flag lapses at `fast_until` (the next bucket boundary, baseline slice or
     /// deadline). A timed call checks it against its end time `end`, an untimed one with
-    /// [`Clock::recent`](crate::clock::Clock::recent) (one load with a
+    /// [`Breaker::untimed_before`]: the kernel's coarse clock against the lapse converted to its
+    /// scale, or [`Clock::recent`](crate::clock::Clock::recent) (one load with a
     /// [`CoarseClock`](crate::clock::CoarseClock) running). So every success counted in a
     /// cell came before `fast_until`: in the bucket of the locked operation that published
     /// the word.
@@ -370,7 +408,7 @@ impl Breaker {
         if until != u64::MAX {
             let in_time = match end {
                 Some(end) => end < until,
-                None => s.hot.clock.recent() < until,
+                None => self.untimed_before(until),
             };
             if !in_time {
                 return false;
