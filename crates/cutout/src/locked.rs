@@ -158,7 +158,7 @@ impl Breaker {
         s.hot
             .fast_until
             .store(published.fast_until, Ordering::Relaxed);
-        self.publish_kernel(&published);
+        self.publish_kernel(&published, now);
         s.hot
             .slow_nanos
             .store(published.slow_nanos, Ordering::Relaxed);
@@ -170,7 +170,7 @@ impl Breaker {
     /// on the system clock while no [`CoarseClock`](crate::clock::CoarseClock) runs (one
     /// coarse and one precise read, and only for a deadline the hot path would test: an open
     /// breaker's end, a fast word's lapse).
-    fn publish_kernel(&self, published: &crate::machine::Published) {
+    fn publish_kernel(&self, published: &crate::machine::Published, now: u64) {
         let s = &*self.shared;
         if !s.hot.quick_refusals {
             return;
@@ -179,13 +179,13 @@ impl Breaker {
             (0, 0)
         } else {
             let precise = || s.hot.clock.now();
-            let until = kernel::safe_deadline(published.until, precise);
+            let until = kernel::safe_deadline(published.until, now, precise);
             let fast_until = if published
                 .word
                 .lets_success_off_lock(published.word.generation())
                 && published.fast_until != u64::MAX
             {
-                kernel::safe_deadline(published.fast_until, precise)
+                kernel::safe_deadline(published.fast_until, now, precise)
             } else {
                 0
             };

@@ -64,13 +64,14 @@ fn tick() -> u64 {
 
 /// `deadline` (on the system clock's scale, `u64::MAX` for none) on the coarse clock's scale,
 /// such that a coarse reading below it proves `precise()` has not reached `deadline` (see the
-/// module docs); 0 where it can prove nothing. `precise` reads the system clock; it is called
-/// after the coarse reading, and only when `deadline` is finite and nonzero.
-pub(crate) fn safe_deadline(deadline: u64, precise: impl FnOnce() -> u64) -> u64 {
+/// module docs); 0 where it can prove nothing. `earlier` is a reading of the system clock
+/// taken before this call: a deadline within two ticks of it is within two ticks of now, and
+/// gets 0 without a read. Otherwise `precise` reads the system clock, after the coarse reading.
+pub(crate) fn safe_deadline(deadline: u64, earlier: u64, precise: impl FnOnce() -> u64) -> u64 {
     if deadline == u64::MAX {
         return u64::MAX;
     }
-    if deadline == 0 {
+    if deadline.saturating_sub(earlier) <= 2 * tick() {
         return 0;
     }
     let coarse = now();
@@ -115,13 +116,16 @@ mod tests {
 
     #[test]
     fn no_deadline_stays_none_and_a_near_one_proves_nothing() {
-        assert_eq!(safe_deadline(u64::MAX, || unreachable!()), u64::MAX);
-        assert_eq!(safe_deadline(0, || unreachable!()), 0);
+        assert_eq!(safe_deadline(u64::MAX, 0, || unreachable!()), u64::MAX);
+        assert_eq!(safe_deadline(0, 0, || unreachable!()), 0);
         let t = SystemClock.now();
         // Closer than two ticks: nothing to prove on the coarse clock.
-        assert_eq!(safe_deadline(t + 1_000, || t), 0);
-        assert_eq!(safe_deadline(t, || t), 0);
-        assert_eq!(safe_deadline(t.saturating_sub(5), || t), 0);
+        assert_eq!(safe_deadline(t + 1_000, t, || unreachable!()), 0);
+        assert_eq!(safe_deadline(t, t, || unreachable!()), 0);
+        assert_eq!(safe_deadline(t.saturating_sub(5), t, || unreachable!()), 0);
+        // Beyond two ticks of the earlier reading but not of the precise one.
+        let far = t + 2 * tick() + 1_000;
+        assert_eq!(safe_deadline(far, t, || far - 1_000), 0);
     }
 
     #[test]
@@ -131,7 +135,7 @@ mod tests {
         // precise clock is still before it.
         let clock = SystemClock;
         let deadline = clock.now() + 30_000_000;
-        let safe = safe_deadline(deadline, || clock.now());
+        let safe = safe_deadline(deadline, clock.now(), || clock.now());
         assert!(safe > 0, "30 ms is beyond the margin");
         let mut proved = 0;
         loop {
