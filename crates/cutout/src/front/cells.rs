@@ -121,13 +121,18 @@ fn counts(count: u32) -> (u64, u64) {
     (u64::from(count & 0xffff), u64::from(count >> 16))
 }
 
-/// How many lines a breaker gets: one a core, at least 2 and at most 64.
+/// How many lines a breaker gets: one a core (at least 2, at most 64) and one more, so that a
+/// runtime's workers (one a core) and the thread that drives them (a `block_on` caller, a
+/// benchmark's main thread that warmed the breaker up) each have a line of their own when
+/// they are the process's first threads to count. Slots are handed out lowest first, so
+/// threads beyond those share lines (see [`Cells::refuse`]).
 pub(crate) fn line_count() -> usize {
     static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *COUNT.get_or_init(|| {
         std::thread::available_parallelism()
             .map_or(4, |n| n.get())
             .clamp(2, 64)
+            + 1
     })
 }
 
