@@ -111,8 +111,8 @@ pub(crate) struct Hot {
     pub(crate) on_reset: Option<ResetHook>,
 }
 
-/// Keeps `T` on cache lines of its own: aligned to a line (64 bytes) and, being a whole number
-/// of lines long (`Hot` is two), sharing none with the fields around it. Not 128-byte aligned as
+/// Keeps `T` on cache lines of its own: aligned to a line (64 bytes), and so a whole number of
+/// lines long (`Hot` is two), sharing none with the fields around it. Not 128-byte aligned as
 /// `CachePadded` is on x86_64 (for the adjacent-line prefetcher): that alignment made the
 /// shared state's allocation pad its reference counts to 128 bytes, 112 of them wasted, and
 /// those 64 bytes pay for the third per-core line (`front/cells.rs`).
@@ -127,8 +127,6 @@ impl<T> std::ops::Deref for OwnLines<T> {
         &self.0
     }
 }
-
-const _: () = assert!(std::mem::size_of::<Hot>() % 64 == 0 || cfg!(loom));
 
 pub(crate) struct Shared {
     pub(crate) hot: OwnLines<Hot>,
