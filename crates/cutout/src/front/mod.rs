@@ -109,13 +109,7 @@ impl Breaker {
     /// break's end after the caller read an open word (see the orderings in `breaker.rs`).
     #[inline(always)]
     fn refusal_while_open(&self, now: u64) -> Option<Ticket> {
-        let until = self.shared.hot.until.load(Ordering::Relaxed);
-        (now < until).then(|| {
-            self.refuse(
-                RejectReason::Open,
-                RetryAfter::from_nanos(Some(until - now)),
-            )
-        })
+        self.refusal_before(now, self.shared.hot.until.load(Ordering::Relaxed))
     }
 
     /// The refusal of a call while open that the kernel's coarse clock proves is before the
@@ -127,7 +121,12 @@ impl Breaker {
     #[inline(always)]
     fn refusal_on_kernel_clock(&self) -> Option<Ticket> {
         let now = crate::clock::kernel::now();
-        let until = self.shared.hot.until_kernel.load(Ordering::Relaxed);
+        self.refusal_before(now, self.shared.hot.until_kernel.load(Ordering::Relaxed))
+    }
+
+    /// A refusal at `now` against a break that ends at `until` on the same clock, if before it.
+    #[inline(always)]
+    fn refusal_before(&self, now: u64, until: u64) -> Option<Ticket> {
         (now < until).then(|| {
             self.refuse(
                 RejectReason::Open,
