@@ -166,33 +166,21 @@ impl Breaker {
         s.hot.word.store(published.word.bits(), Ordering::Release);
     }
 
-    /// The break's end and the fast flag's lapse on the kernel's coarse clock, for a breaker
-    /// on the system clock while no [`CoarseClock`](crate::clock::CoarseClock) runs (one
-    /// coarse and one precise read, and only for a deadline the hot path would test: an open
-    /// breaker's end, a fast word's lapse).
+    /// The break's end on the kernel's coarse clock, for a breaker on the system clock while no
+    /// [`CoarseClock`](crate::clock::CoarseClock) runs (one coarse and one precise read, and only
+    /// while open with a break that ends more than two ticks after `now`).
     fn publish_kernel(&self, published: &crate::machine::Published, now: u64) {
         let s = &*self.shared;
         if !s.hot.quick_refusals {
             return;
         }
-        let (until, fast_until) = if crate::clock::coarse_time() != 0 {
-            (0, 0)
+        let until = if crate::clock::coarse_time() != 0 {
+            kernel::Converted { safe: 0, late: 0 }
         } else {
-            let precise = || s.hot.clock.now();
-            let until = kernel::safe_deadline(published.until, now, precise);
-            let fast_until = if published
-                .word
-                .lets_success_off_lock(published.word.generation())
-                && published.fast_until != u64::MAX
-            {
-                kernel::safe_deadline(published.fast_until, now, precise)
-            } else {
-                0
-            };
-            (until, fast_until)
+            kernel::convert(published.until, now, || s.hot.clock.now())
         };
-        s.hot.until_kernel.store(until, Ordering::Relaxed);
-        s.hot.fast_until_kernel.store(fast_until, Ordering::Relaxed);
+        s.hot.until_kernel.store(until.safe, Ordering::Relaxed);
+        s.hot.until_kernel_late.store(until.late, Ordering::Relaxed);
     }
 
     /// Raises `transition` to the listeners, with no lock held, with what tripped it if a

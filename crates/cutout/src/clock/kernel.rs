@@ -1,6 +1,6 @@
 //! The kernel's coarse monotonic clock, read without a thread of ours: what the hot path
-//! compares against deadlines the lock converted into its scale, so that a refusal while open
-//! and an untimed success need no precise clock read.
+//! compares against the break's end the lock converted into its scale, so that a refusal while
+//! open needs no precise clock read.
 //!
 //! `CLOCK_MONOTONIC_COARSE` is the monotonic clock as of the kernel's last timekeeping tick,
 //! read through the vDSO (about 2 ns on the machines this project is measured on, against 9–13
@@ -9,15 +9,18 @@
 //! `HZ=1000`) while the kernel ticks.
 //!
 //! # The conversion
-//! Under the lock, a deadline `d` of the [`SystemClock`](super::SystemClock)'s scale becomes
-//! [`safe_deadline`]: with `k0` a coarse reading and `t0` a precise one taken after it,
-//! `k0 + (d − t0) − margin`, where the margin is two ticks and `1/1024` of `d − t0`. A coarse
+//! Under the lock, a deadline `d` of the [`SystemClock`](super::SystemClock)'s scale is
+//! [`convert`]ed: with `k0` a coarse reading and `t0` a precise one taken after it, its *safe*
+//! form is `k0 + (d − t0) − margin`, where the margin is two ticks and `1/1024` of `d − t0`. A coarse
 //! reading `k` below it proves the precise clock is before `d`: `k` trails the true monotonic
 //! time by under a tick, `k0` trails `t0` (it was read first), and over `d − t0` the two
 //! monotonic clocks (the kernel's, slewed by NTP by at most 500 ppm, and the TSC that
 //! `SystemClock` reads, calibrated against it) drift apart by less than `1/1024` of it. Where it
 //! proves nothing (0 is published when the deadline is less than its margin away), the caller
-//! reads the precise clock, as before.
+//! reads the precise clock, as before. Its *late* form, `k0 + (d − t0)` plus a tick and the
+//! drift, is no earlier than the deadline on the coarse scale, so `late − k` for a reading `k`
+//! is never shorter than the time left: a refusal's retry-after is that, long by at most three
+//! ticks and `1/512` of the break, so that a caller who waits it out finds the break over.
 //!
 //! A kernel whose timekeeping tick is held back (a `nohz_full` core, a host that deschedules
 //! the vCPU doing timekeeping for longer than a tick) shows a deadline up to that delay late,
@@ -62,27 +65,53 @@ fn tick() -> u64 {
     })
 }
 
-/// `deadline` (on the system clock's scale, `u64::MAX` for none) on the coarse clock's scale,
-/// such that a coarse reading below it proves `precise()` has not reached `deadline` (see the
-/// module docs); 0 where it can prove nothing. `earlier` is a reading of the system clock
-/// taken before this call: a deadline within two ticks of it is within two ticks of now, and
-/// gets 0 without a read. Otherwise `precise` reads the system clock, after the coarse reading.
-pub(crate) fn safe_deadline(deadline: u64, earlier: u64, precise: impl FnOnce() -> u64) -> u64 {
+/// A deadline on the coarse clock's scale, as two bounds (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Converted {
+    /// A coarse reading below it proves the precise clock has not reached the deadline; 0 where
+    /// nothing can be proved.
+    pub(crate) safe: u64,
+    /// The deadline is no later than this on the coarse scale, so `late − reading` is at least
+    /// the time left (what a retry-after must not undercut); meaningful where `safe` is not 0.
+    pub(crate) late: u64,
+}
+
+impl Converted {
+    const NONE: Converted = Converted { safe: 0, late: 0 };
+}
+
+/// `deadline` (on the system clock's scale, `u64::MAX` for none) on the coarse clock's scale.
+/// `earlier` is a reading of the system clock taken before this call: a deadline within two
+/// ticks of it is within two ticks of now, and proves nothing, without a read. Otherwise
+/// `precise` reads the system clock, after the coarse reading.
+pub(crate) fn convert(deadline: u64, earlier: u64, precise: impl FnOnce() -> u64) -> Converted {
     if deadline == u64::MAX {
-        return u64::MAX;
+        return Converted {
+            safe: u64::MAX,
+            late: u64::MAX,
+        };
     }
     if deadline.saturating_sub(earlier) <= 2 * tick() {
-        return 0;
+        return Converted::NONE;
     }
     let coarse = now();
     if coarse == 0 {
-        return 0;
+        return Converted::NONE;
     }
     let left = deadline.saturating_sub(precise());
-    let margin = 2 * tick() + (left >> 10);
+    let drift = left >> 10;
+    let margin = 2 * tick() + drift;
     match left.checked_sub(margin) {
-        Some(ahead) if ahead > 0 => coarse.saturating_add(ahead),
-        _ => 0,
+        Some(ahead) if ahead > 0 => Converted {
+            safe: coarse.saturating_add(ahead),
+            // The coarse reading trails the true time by under a tick, and the two clocks
+            // drift apart by under `drift` over `left`.
+            late: coarse
+                .saturating_add(left)
+                .saturating_add(tick())
+                .saturating_add(drift),
+        },
+        _ => Converted::NONE,
     }
 }
 
@@ -116,16 +145,19 @@ mod tests {
 
     #[test]
     fn no_deadline_stays_none_and_a_near_one_proves_nothing() {
-        assert_eq!(safe_deadline(u64::MAX, 0, || unreachable!()), u64::MAX);
-        assert_eq!(safe_deadline(0, 0, || unreachable!()), 0);
+        assert_eq!(convert(u64::MAX, 0, || unreachable!()).safe, u64::MAX);
+        assert_eq!(convert(0, 0, || unreachable!()), Converted::NONE);
         let t = SystemClock.now();
         // Closer than two ticks: nothing to prove on the coarse clock.
-        assert_eq!(safe_deadline(t + 1_000, t, || unreachable!()), 0);
-        assert_eq!(safe_deadline(t, t, || unreachable!()), 0);
-        assert_eq!(safe_deadline(t.saturating_sub(5), t, || unreachable!()), 0);
+        assert_eq!(convert(t + 1_000, t, || unreachable!()), Converted::NONE);
+        assert_eq!(convert(t, t, || unreachable!()), Converted::NONE);
+        assert_eq!(
+            convert(t.saturating_sub(5), t, || unreachable!()),
+            Converted::NONE
+        );
         // Beyond two ticks of the earlier reading but not of the precise one.
         let far = t + 2 * tick() + 1_000;
-        assert_eq!(safe_deadline(far, t, || far - 1_000), 0);
+        assert_eq!(convert(far, t, || far - 1_000), Converted::NONE);
     }
 
     #[test]
@@ -135,7 +167,7 @@ mod tests {
         // precise clock is still before it.
         let clock = SystemClock;
         let deadline = clock.now() + 30_000_000;
-        let safe = safe_deadline(deadline, clock.now(), || clock.now());
+        let Converted { safe, late } = convert(deadline, clock.now(), || clock.now());
         assert!(safe > 0, "30 ms is beyond the margin");
         let mut proved = 0;
         loop {

@@ -109,24 +109,7 @@ impl Breaker {
     /// break's end after the caller read an open word (see the orderings in `breaker.rs`).
     #[inline(always)]
     fn refusal_while_open(&self, now: u64) -> Option<Ticket> {
-        self.refusal_before(now, self.shared.hot.until.load(Ordering::Relaxed))
-    }
-
-    /// The refusal of a call while open that the kernel's coarse clock proves is before the
-    /// break's end, if it does. Its retry-after runs to the last moment the proof covers: short
-    /// of the break's end by at most the margin (two ticks and 1/1024 of the break) and the
-    /// tick the coarse reading trails by; the slow path's precise read answers the calls after
-    /// it. Reads the converted end after the caller read an open word, as
-    /// [`Breaker::refusal_while_open`] does.
-    #[inline(always)]
-    fn refusal_on_kernel_clock(&self) -> Option<Ticket> {
-        let now = crate::clock::kernel::now();
-        self.refusal_before(now, self.shared.hot.until_kernel.load(Ordering::Relaxed))
-    }
-
-    /// A refusal at `now` against a break that ends at `until` on the same clock, if before it.
-    #[inline(always)]
-    fn refusal_before(&self, now: u64, until: u64) -> Option<Ticket> {
+        let until = self.shared.hot.until.load(Ordering::Relaxed);
         (now < until).then(|| {
             self.refuse(
                 RejectReason::Open,
@@ -135,19 +118,22 @@ impl Breaker {
         })
     }
 
-    /// Whether an untimed success is before `until` (the fast flag's lapse, finite): proved on
-    /// the kernel's coarse clock where it can be (one 2 ns read, see `clock/kernel.rs`), else
-    /// by [`Clock::recent`](crate::clock::Clock::recent).
+    /// The refusal of a call while open that the kernel's coarse clock proves is before the
+    /// break's end, if it does. Its retry-after is read from the end's late bound: never
+    /// shorter than the time left, long by at most three ticks and 1/512 of the break (see
+    /// `clock/kernel.rs`). Reads the converted end after the caller read an open word, as
+    /// [`Breaker::refusal_while_open`] does.
     #[inline(always)]
-    fn untimed_before(&self, until: u64) -> bool {
-        let s = &*self.shared;
-        if s.hot.quick_refusals && crate::clock::coarse_time() == 0 {
-            let kernel_until = s.hot.fast_until_kernel.load(Ordering::Relaxed);
-            if crate::clock::kernel::now() < kernel_until {
-                return true;
-            }
-        }
-        s.hot.clock.recent() < until
+    fn refusal_on_kernel_clock(&self) -> Option<Ticket> {
+        let hot = &self.shared.hot;
+        let now = crate::clock::kernel::now();
+        (now < hot.until_kernel.load(Ordering::Relaxed)).then(|| {
+            let late = hot.until_kernel_late.load(Ordering::Relaxed);
+            self.refuse(
+                RejectReason::Open,
+                RetryAfter::from_nanos(Some(late.saturating_sub(now).max(1))),
+            )
+        })
     }
 
     /// A timed call admitted while closed, picked as `pick` says.
@@ -391,8 +377,7 @@ impl Breaker {
     ///
     /// The fast flag lapses at `fast_until` (the next bucket boundary, baseline slice or
     /// deadline). A timed call checks it against its end time `end`, an untimed one with
-    /// [`Breaker::untimed_before`]: the kernel's coarse clock against the lapse converted to its
-    /// scale, or [`Clock::recent`](crate::clock::Clock::recent) (one load with a
+    /// [`Clock::recent`](crate::clock::Clock::recent) (one load with a
     /// [`CoarseClock`](crate::clock::CoarseClock) running). So every success counted in a
     /// cell came before `fast_until`: in the bucket of the locked operation that published
     /// the word.
@@ -407,7 +392,7 @@ impl Breaker {
         if until != u64::MAX {
             let in_time = match end {
                 Some(end) => end < until,
-                None => self.untimed_before(until),
+                None => s.hot.clock.recent() < until,
             };
             if !in_time {
                 return false;
