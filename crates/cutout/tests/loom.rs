@@ -841,7 +841,8 @@ fn an_enforce_switch_racing_a_call_to_an_open_shadow_breaker_lets_it_through_or_
 /// break's end the lock converted to its scale (`clock/kernel.rs`), published beside `until`
 /// before the word. A call that has seen a reset (through a flag the reset's thread set after
 /// it) is admitted, whichever converted end it can still read; and a call racing the reset is
-/// refused only with the break's retry-after (never zero, never past the break), or admitted.
+/// refused only with the break's retry-after (never zero, past the break by no more than the
+/// late bound allows), or admitted.
 #[test]
 fn a_call_after_a_reset_it_saw_is_never_refused_on_the_kernel_clock() {
     model(|| {
@@ -866,8 +867,11 @@ fn a_call_after_a_reset_it_saw_is_never_refused_on_the_kernel_clock() {
             Ok(permit) => permit.success(),
             Err(rejected) => {
                 assert!(!saw, "refused after the reset it saw: {rejected}");
+                // The kernel clock's retry-after is long by at most three ticks (taken at
+                // 10 ms, the slowest usual rate) and 1/512 of the break.
                 let retry = rejected.retry_after().expect("an open breaker says when");
-                assert!(retry > Duration::ZERO && retry <= BREAK, "{retry:?}");
+                let most = BREAK + Duration::from_millis(30) + BREAK / 512;
+                assert!(retry > Duration::ZERO && retry <= most, "{retry:?}");
             }
         }
         reset.join().unwrap();
