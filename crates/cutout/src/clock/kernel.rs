@@ -181,6 +181,13 @@ mod tests {
                 precise < deadline,
                 "proved before the deadline, but it has passed"
             );
+            // The late bound never undercuts the time left.
+            assert!(
+                late - coarse >= deadline - precise,
+                "{} ns left, bound {} ns",
+                deadline - precise,
+                late - coarse
+            );
         }
         assert!(proved > 0);
         // And the proof ends before the deadline by no more than the margin and a tick.
