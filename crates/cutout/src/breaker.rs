@@ -7,14 +7,8 @@
 //! # Orderings
 //! The machine is the single source of truth and lives under a mutex. After every locked
 //! operation, still under the lock, the breaker publishes for the hot path `until` (when the
-//! current break ends; 0 unless open), its two bounds on the kernel's coarse clock
-//! (`until_kernel`, `until_kernel_late`; see `clock/kernel.rs`), `fast_until` (when the fast
-//! flag lapses) and `slow_nanos` and `throttle` with `Relaxed`, then the state word with
-//! `Release`. The converted end is read where `until` is, and follows the same pairing: a
-//! later publication's is 0 (it proves nothing, and the precise clock decides) or proves a time
-//! before that publication's own end, which the argument for `until` already covers. The late
-//! bound is read after the safe one and only sizes a retry-after: one of a later publication
-//! is that publication's, as a retry-after read from a later `until` would be.
+//! current break ends; 0 unless open), `fast_until` (when the fast flag lapses) and
+//! `slow_nanos` and `throttle` with `Relaxed`, then the state word with `Release`.
 //!
 //! - Admission loads the word with `Acquire`. When it reads an open word it then reads
 //!   `until`; the acquire pairs with the release that published that word, so `until` is the
@@ -41,7 +35,7 @@
 //!   that word or a later one, a draw as of a moment ago either way.
 //! - Everything else takes the lock, whose acquire and release order the machine itself. No
 //!   `SeqCst` is needed: the only cross-variable relations are word → `until` and word →
-//!   `fast_until`, covered above (with `until`'s converted bounds).
+//!   `fast_until`, covered above.
 
 use std::fmt;
 use std::future::Future;
@@ -75,11 +69,6 @@ pub(crate) struct Hot {
     pub(crate) word: AtomicU64,
     pub(crate) until: AtomicU64,
     pub(crate) fast_until: AtomicU64,
-    /// `until` on the kernel's coarse clock (`clock/kernel.rs`): the safe bound a coarse
-    /// reading is compared against (0 where that proves nothing, and always 0 unless the
-    /// breaker runs on the system clock), and the late bound a retry-after is read from.
-    pub(crate) until_kernel: AtomicU64,
-    pub(crate) until_kernel_late: AtomicU64,
     /// Calls above this many nanoseconds are slow: the absolute threshold tightened by the
     /// relative one; `u64::MAX` when none applies.
     pub(crate) slow_nanos: AtomicU64,
@@ -370,9 +359,6 @@ impl BreakerBuilder {
             word: AtomicU64::new(published.word.bits()),
             until: AtomicU64::new(published.until),
             fast_until: AtomicU64::new(published.fast_until),
-            // The first locked operation publishes them; until then the precise clock decides.
-            until_kernel: AtomicU64::new(0),
-            until_kernel_late: AtomicU64::new(0),
             slow_nanos: AtomicU64::new(published.slow_nanos),
             throttle: AtomicU64::new(published.throttle),
             cells: Cells::new(machine.generation(), seed),

@@ -88,15 +88,11 @@ impl Breaker {
                 }
                 _ => Quick::Slow(Pick::Certain),
             },
-            // On the system clock a refusal needs no precise read: with a coarse clock
-            // running it is two more loads (the coarse time and the break's end); without one,
-            // a read of the kernel's coarse clock against the break's end converted to its
-            // scale (`clock/kernel.rs`). Near the end of the break, or once it has ended, the
-            // slow path reads the clock itself.
+            // With a coarse clock running, a refusal is two more loads: the coarse time and
+            // the break's end. Without one, or once the break has ended, the slow path reads
+            // the clock itself.
             State::Open if s.hot.quick_refusals => match crate::clock::coarse_time() {
-                0 => self
-                    .refusal_on_kernel_clock()
-                    .map_or(Quick::Slow(Pick::Certain), Quick::Refuse),
+                0 => Quick::Slow(Pick::Certain),
                 now => self
                     .refusal_while_open(now)
                     .map_or(Quick::Slow(Pick::Certain), Quick::Refuse),
@@ -114,24 +110,6 @@ impl Breaker {
             self.refuse(
                 RejectReason::Open,
                 RetryAfter::from_nanos(Some(until - now)),
-            )
-        })
-    }
-
-    /// The refusal of a call while open that the kernel's coarse clock proves is before the
-    /// break's end, if it does. Its retry-after is read from the end's late bound: never
-    /// shorter than the time left, long by at most three ticks and 1/512 of the break (see
-    /// `clock/kernel.rs`). Reads the converted end after the caller read an open word, as
-    /// [`Breaker::refusal_while_open`] does.
-    #[inline(always)]
-    fn refusal_on_kernel_clock(&self) -> Option<Ticket> {
-        let hot = &self.shared.hot;
-        let now = crate::clock::kernel::now();
-        (now < hot.until_kernel.load(Ordering::Relaxed)).then(|| {
-            let late = hot.until_kernel_late.load(Ordering::Relaxed);
-            self.refuse(
-                RejectReason::Open,
-                RetryAfter::from_nanos(Some(late.saturating_sub(now).max(1))),
             )
         })
     }
