@@ -104,16 +104,18 @@ async fn a_dead_host_restarted_is_readmitted_by_its_health_check_within_two_inte
     );
 }
 
-/// Drives requests through `proxy` until `breaker` is open (at most `limit`).
+/// Drives requests through `proxy` until `breaker` has opened (at most `limit`). It stops at
+/// the first state other than closed: a check may end the break before this loop looks, and
+/// one more request would then be a probe that opens it a second time.
 async fn eject(proxy: SocketAddr, breaker: &cutout::Breaker, limit: usize) {
     let client = client();
     for n in 0..limit {
-        if breaker.state() == State::Open {
+        if breaker.state() != State::Closed {
             return;
         }
         status(&client, &format!("http://{proxy}/eject/{n}")).await;
     }
-    assert_eq!(breaker.state(), State::Open, "ejected");
+    assert_ne!(breaker.state(), State::Closed, "ejected");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,12 +156,21 @@ async fn a_passing_check_ends_an_ejected_host_s_break_and_its_probes_still_decid
         }
         status(&client, &format!("http://{}/probe/{n}", gw.proxy)).await;
     }
-    let snapshot = host.snapshot();
+    // The next check may already have ended the grown break: the log, not the state, says
+    // the probe re-opened it.
     assert_eq!(
-        (snapshot.state, snapshot.consecutive_opens),
-        (State::Open, 2),
+        host.snapshot().consecutive_opens,
+        2,
         "the failed probe re-opened it with a grown break"
     );
+    let reopened = gw
+        .gateway
+        .transitions()
+        .into_iter()
+        .filter(|t| t.breaker == format!("pool/{a_addr}"))
+        .filter(|t| t.from == "half_open" && t.to == "open")
+        .count();
+    assert_eq!(reopened, 1, "{:?}", opens(&gw.gateway));
     // Back for real: the next check ends the break, two probes close it.
     a.set_mode(Mode::Ok);
     assert!(
