@@ -7,8 +7,15 @@
 //! # Orderings
 //! The machine is the single source of truth and lives under a mutex. After every locked
 //! operation, still under the lock, the breaker publishes for the hot path `until` (when the
-//! current break ends; 0 unless open), `fast_until` (when the fast flag lapses) and
-//! `slow_nanos` and `throttle` with `Relaxed`, then the state word with `Release`.
+//! current break ends; 0 unless open), its safe bound on the kernel's coarse clock
+//! (`until_kernel`; see `clock/kernel.rs`), `fast_until` (when the fast flag lapses) and
+//! `slow_nanos` and `throttle` with `Relaxed`, then the state word with `Release`. The
+//! converted end is read where `until` is, and follows the same pairing: a later
+//! publication's is 0 (it proves nothing, and the precise clock decides) or proves a time
+//! before that publication's own end, which the argument for `until` already covers. A refusal
+//! it proves then reads `until` for its retry-after: one of a later publication is that
+//! publication's end (the break being served by then), and 0 (a reset or a close since) makes
+//! the call take the slow path instead of refusing with nothing left.
 //!
 //! - Admission loads the word with `Acquire`. When it reads an open word it then reads
 //!   `until`; the acquire pairs with the release that published that word, so `until` is the
@@ -35,7 +42,7 @@
 //!   that word or a later one, a draw as of a moment ago either way.
 //! - Everything else takes the lock, whose acquire and release order the machine itself. No
 //!   `SeqCst` is needed: the only cross-variable relations are word → `until` and word →
-//!   `fast_until`, covered above.
+//!   `fast_until`, covered above (with `until`'s converted bounds).
 
 use std::fmt;
 use std::future::Future;
@@ -69,6 +76,10 @@ pub(crate) struct Hot {
     pub(crate) word: AtomicU64,
     pub(crate) until: AtomicU64,
     pub(crate) fast_until: AtomicU64,
+    /// `until` on the kernel's coarse clock (`clock/kernel.rs`): the safe bound a coarse
+    /// reading is compared against (0 where that proves nothing, and always 0 unless the
+    /// breaker runs on the system clock).
+    pub(crate) until_kernel: AtomicU64,
     /// Calls above this many nanoseconds are slow: the absolute threshold tightened by the
     /// relative one; `u64::MAX` when none applies.
     pub(crate) slow_nanos: AtomicU64,
@@ -359,6 +370,8 @@ impl BreakerBuilder {
             word: AtomicU64::new(published.word.bits()),
             until: AtomicU64::new(published.until),
             fast_until: AtomicU64::new(published.fast_until),
+            // The first locked operation publishes it; until then the precise clock decides.
+            until_kernel: AtomicU64::new(0),
             slow_nanos: AtomicU64::new(published.slow_nanos),
             throttle: AtomicU64::new(published.throttle),
             cells: Cells::new(machine.generation(), seed),

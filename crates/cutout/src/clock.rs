@@ -13,6 +13,7 @@
 //! of the value itself is needed. The coarse clock's orderings are in `coarse.rs`.
 
 mod coarse;
+pub(crate) mod kernel;
 #[cfg(feature = "tokio")]
 mod tokio;
 

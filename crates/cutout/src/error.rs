@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::BreakerId;
+use crate::clock::{Clock, SystemClock};
 
 /// Why a call was refused. The names from [`RejectReason::as_str`] are stable.
 ///
@@ -57,14 +58,20 @@ pub struct Rejected {
     breaker: BreakerId,
 }
 
-/// An optional retry-after in one word: 0 for none, else nanoseconds plus one (saturating).
+/// An optional retry-after in one word: 0 for none; with the top bit clear, nanoseconds plus
+/// one (saturating); with it set, the break's end on the [`SystemClock`]'s scale in the low 63
+/// bits, read against that clock only when asked for (a refusal decided on the kernel's coarse
+/// clock takes no precise reading of its own; see `clock/kernel.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RetryAfter(pub(crate) u64);
+
+/// The bit that marks a [`RetryAfter`] holding an end on the system clock.
+const AT: u64 = 1 << 63;
 
 impl RetryAfter {
     #[inline]
     pub(crate) fn from_nanos(nanos: Option<u64>) -> RetryAfter {
-        RetryAfter(nanos.map_or(0, |n| n.saturating_add(1)))
+        RetryAfter(nanos.map_or(0, |n| n.saturating_add(1).min(AT - 1)))
     }
 
     #[inline]
@@ -72,7 +79,18 @@ impl RetryAfter {
         RetryAfter::from_nanos(after.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
     }
 
+    /// Until `end`, a reading of the [`SystemClock`] (2^63 ns, 292 years, after its anchor
+    /// at most).
+    #[inline]
+    pub(crate) fn until_system(end: u64) -> RetryAfter {
+        RetryAfter(AT | (end & (AT - 1)))
+    }
+
     pub(crate) fn get(self) -> Option<Duration> {
+        if self.0 & AT != 0 {
+            let end = self.0 & (AT - 1);
+            return Some(Duration::from_nanos(end.saturating_sub(SystemClock.now())));
+        }
         self.0.checked_sub(1).map(Duration::from_nanos)
     }
 }
@@ -95,13 +113,18 @@ impl Rejected {
     /// How long until the breaker may admit a call. Every refusal but an isolated breaker's
     /// carries one (an isolated breaker admits nothing until someone resets it):
     /// - [`RejectReason::Open`]: what is left of the break actually being served (after
-    ///   jitter);
+    ///   jitter). On the default [`SystemClock`] it is what is left when you ask, to the
+    ///   nanosecond of that clock: asked again later, the same refusal says less, and zero once
+    ///   the break is over. On another clock, what was left when the call was refused;
     /// - [`RejectReason::HalfOpenFull`]: the sooner of the breaker's
     ///   [normal latency](crate::Breaker::normal_latency) once measured (about when a probe in
     ///   flight finishes) and what is left of `max_wait_in_half_open` when it is set (by then a
     ///   slot is free or the wait has run out); with neither, the break last served (or
     ///   `break_duration`, when that break was zero);
     /// - [`RejectReason::Ramp`]: a short wait, until the ramp admits another call.
+    ///
+    /// A wait of 292 years or more (2^63 ns, as after `open_for(Duration::MAX)`) reads as
+    /// 2^63 ns less 2.
     ///
     /// ```
     /// use std::time::Duration;

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::Breaker;
 use crate::TripEvidence;
+use crate::clock::kernel;
 use crate::event::{Event, Transition};
 use crate::loom::{Ordering, lock};
 use crate::machine::Machine;
@@ -157,11 +158,28 @@ impl Breaker {
         s.hot
             .fast_until
             .store(published.fast_until, Ordering::Relaxed);
+        self.publish_kernel(&published, now);
         s.hot
             .slow_nanos
             .store(published.slow_nanos, Ordering::Relaxed);
         s.hot.throttle.store(published.throttle, Ordering::Relaxed);
         s.hot.word.store(published.word.bits(), Ordering::Release);
+    }
+
+    /// The break's end on the kernel's coarse clock, for a breaker on the system clock while no
+    /// [`CoarseClock`](crate::clock::CoarseClock) runs (one coarse and one precise read, and only
+    /// while open with a break that ends more than two ticks after `now`).
+    fn publish_kernel(&self, published: &crate::machine::Published, now: u64) {
+        let s = &*self.shared;
+        if !s.hot.quick_refusals {
+            return;
+        }
+        let until = if crate::clock::coarse_time() != 0 {
+            0
+        } else {
+            kernel::convert(published.until, now, || s.hot.clock.now())
+        };
+        s.hot.until_kernel.store(until, Ordering::Relaxed);
     }
 
     /// Raises `transition` to the listeners, with no lock held, with what tripped it if a

@@ -329,6 +329,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::clock::{Clock, SystemClock};
 
     #[test]
     fn a_refusal_round_trips_through_a_ticket() {
@@ -350,10 +351,17 @@ mod tests {
                 assert!(ticket.is_refused() && !ticket.is_plain() && !ticket.tracked());
                 let (back, after) = ticket.refusal();
                 assert_eq!(back, reason);
-                let expected = left.map(|d| d.min(Duration::from_nanos(u64::MAX - 1)));
-                assert_eq!(after.get(), expected, "saturates 1 ns short of u64::MAX");
+                let expected = left.map(|d| d.min(Duration::from_nanos((1 << 63) - 2)));
+                assert_eq!(after.get(), expected, "saturates 2 ns short of 2^63");
             }
         }
+        // An end on the system clock travels as itself and is read when asked.
+        let end = SystemClock.now() + 60_000_000_000;
+        let ticket = Ticket::refused(RejectReason::Open, RetryAfter::until_system(end));
+        let left = ticket.refusal().1.get().expect("an end says when");
+        assert!(left <= Duration::from_secs(60) && left > Duration::from_secs(59));
+        let past = Ticket::refused(RejectReason::Open, RetryAfter::until_system(1));
+        assert_eq!(past.refusal().1.get(), Some(Duration::ZERO));
         assert!(!Ticket::new(7, Role::Normal, 0).is_refused());
         let mut tracked = Ticket::timed_from(7, Role::Normal, 1);
         tracked.set_tracked();

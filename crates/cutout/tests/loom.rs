@@ -836,3 +836,42 @@ fn an_enforce_switch_racing_a_call_to_an_open_shadow_breaker_lets_it_through_or_
         assert_eq!(after.rejection().unwrap().reason(), RejectReason::Open);
     });
 }
+
+/// On the system clock a refusal while open is decided on the kernel's coarse clock against the
+/// break's end the lock converted to its scale (`clock/kernel.rs`), published beside `until`
+/// before the word. A call that has seen a reset (through a flag the reset's thread set after
+/// it) is admitted, whichever converted end it can still read; and a call racing the reset is
+/// refused only with the break's retry-after (never zero, never past the break), or admitted.
+#[test]
+fn a_call_after_a_reset_it_saw_is_never_refused_on_the_kernel_clock() {
+    model(|| {
+        // The system clock: the quick refusal reads the kernel's clock.
+        let breaker = Breaker::builder("loom")
+            .settings(base().build().expect("valid settings"))
+            .seed(7)
+            .build();
+        assert!(breaker.call(|| Err::<(), _>(())).is_err());
+        assert_eq!(breaker.state(), State::Open);
+        let reset_seen = std::sync::Arc::new(AtomicBool::new(false));
+        let reset = {
+            let breaker = breaker.clone();
+            let reset_seen = std::sync::Arc::clone(&reset_seen);
+            thread::spawn(move || {
+                breaker.reset();
+                reset_seen.store(true, Ordering::Release);
+            })
+        };
+        let saw = reset_seen.load(Ordering::Acquire);
+        match breaker.try_acquire() {
+            Ok(permit) => permit.success(),
+            Err(rejected) => {
+                assert!(!saw, "refused after the reset it saw: {rejected}");
+                // The retry-after is what is left of the break, read on the precise clock.
+                let retry = rejected.retry_after().expect("an open breaker says when");
+                assert!(retry > Duration::ZERO && retry <= BREAK, "{retry:?}");
+            }
+        }
+        reset.join().unwrap();
+        assert!(breaker.try_acquire().is_ok(), "closed after the reset");
+    });
+}

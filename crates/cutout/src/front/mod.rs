@@ -88,11 +88,15 @@ impl Breaker {
                 }
                 _ => Quick::Slow(Pick::Certain),
             },
-            // With a coarse clock running, a refusal is two more loads: the coarse time and
-            // the break's end. Without one, or once the break has ended, the slow path reads
-            // the clock itself.
+            // On the system clock a refusal needs no precise read: with a coarse clock
+            // running it is two more loads (the coarse time and the break's end); without one,
+            // a read of the kernel's coarse clock against the break's end converted to its
+            // scale (`clock/kernel.rs`). Near the end of the break, or once it has ended, the
+            // slow path reads the clock itself.
             State::Open if s.hot.quick_refusals => match crate::clock::coarse_time() {
-                0 => Quick::Slow(Pick::Certain),
+                0 => self
+                    .refusal_on_kernel_clock()
+                    .map_or(Quick::Slow(Pick::Certain), Quick::Refuse),
                 now => self
                     .refusal_while_open(now)
                     .map_or(Quick::Slow(Pick::Certain), Quick::Refuse),
@@ -112,6 +116,23 @@ impl Breaker {
                 RetryAfter::from_nanos(Some(until - now)),
             )
         })
+    }
+
+    /// The refusal of a call while open that the kernel's coarse clock proves is before the
+    /// break's end, if it does (see `clock/kernel.rs`). Its retry-after carries the break's end
+    /// and reads the precise clock only when asked, so the refusal takes no precise reading.
+    /// Reads the converted end, then `until`, after the caller read an open word, as
+    /// [`Breaker::refusal_while_open`] does; an `until` of 0 (a reset raced it) refuses nothing.
+    #[inline(always)]
+    fn refusal_on_kernel_clock(&self) -> Option<Ticket> {
+        let hot = &self.shared.hot;
+        if crate::clock::kernel::now() >= hot.until_kernel.load(Ordering::Relaxed) {
+            return None;
+        }
+        match hot.until.load(Ordering::Relaxed) {
+            0 => None,
+            until => Some(self.refuse(RejectReason::Open, RetryAfter::until_system(until))),
+        }
     }
 
     /// A timed call admitted while closed, picked as `pick` says.
