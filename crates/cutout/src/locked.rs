@@ -154,16 +154,29 @@ impl Breaker {
             s.hot.cells.fold(machine.generation());
         }
         let published = machine.publish(now);
-        s.hot.until.store(published.until, Ordering::Relaxed);
-        s.hot
-            .fast_until
-            .store(published.fast_until, Ordering::Relaxed);
-        self.publish_kernel(&published, now);
-        s.hot
-            .slow_nanos
-            .store(published.slow_nanos, Ordering::Relaxed);
-        s.hot.throttle.store(published.throttle, Ordering::Relaxed);
-        s.hot.word.store(published.word.bits(), Ordering::Release);
+        // Nothing changed (a failure that trips nothing, in the same bucket): no store, so the
+        // line every call reads stays in the other cores' caches. A reader cannot tell this
+        // from a publication of the same values, so the pairing below is unchanged.
+        let hot = &s.hot;
+        let relaxed = Ordering::Relaxed;
+        if hot.word.load(relaxed) == published.word.bits()
+            && hot.until.load(relaxed) == published.until
+            && hot.fast_until.load(relaxed) == published.fast_until
+            && hot.slow_nanos.load(relaxed) == published.slow_nanos
+            && hot.throttle.load(relaxed) == published.throttle
+        {
+            return;
+        }
+        let converted = hot.until.load(relaxed) == published.until;
+        hot.until.store(published.until, relaxed);
+        hot.fast_until.store(published.fast_until, relaxed);
+        // The same end keeps its conversion: its margin covers the drift over a longer wait.
+        if !converted {
+            self.publish_kernel(&published, now);
+        }
+        hot.slow_nanos.store(published.slow_nanos, relaxed);
+        hot.throttle.store(published.throttle, relaxed);
+        hot.word.store(published.word.bits(), Ordering::Release);
     }
 
     /// The break's end on the kernel's coarse clock, for a breaker on the system clock while no
