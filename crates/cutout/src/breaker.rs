@@ -52,7 +52,7 @@ use crate::classify::{Classify, DefaultClassifier, Verdict};
 use crate::clock::{Clock, TimeSource};
 use crate::error::{Error, Rejected};
 use crate::event::{Event, OpenReason};
-use crate::front::cells::Cells;
+use crate::front::cells::{self, Cells};
 use crate::front::word::Word;
 use crate::loom::{Arc, AtomicU64, Mutex};
 use crate::machine::sampling::Timing;
@@ -90,9 +90,10 @@ pub(crate) struct Hot {
     pub(crate) cells: Cells,
     pub(crate) clock: TimeSource,
     pub(crate) timing: Timing,
-    /// How many successes a line takes before its thread takes the lock: a count window's size
-    /// (so that it learns when failures have slid out and can go still), unbounded otherwise.
-    pub(crate) fast_limit: u32,
+    /// How many successes a line takes before its thread takes the lock, less one (a power of
+    /// two less one, see `cells::period_mask`): at most a count window's size (so that it
+    /// learns when failures have slid out and can go still), and at most `cells::PERIOD`.
+    pub(crate) fast_mask: u32,
     /// Whether the breaker measures latency (the relative slow-call rule) and watches calls in
     /// flight.
     pub(crate) adaptive_slow: bool,
@@ -362,10 +363,11 @@ impl BreakerBuilder {
         let published = machine.publish(now);
         let adaptive_slow = settings.relative_slow_calls().is_some();
         let timing = Timing::of(&settings);
-        let fast_limit = match settings.window {
+        let machine_generation = machine.generation();
+        let fast_mask = cells::period_mask(match settings.window {
             crate::TripWindow::Count(size) => size,
             crate::TripWindow::Time(_) => u32::MAX,
-        };
+        });
         let hot = Hot {
             word: AtomicU64::new(published.word.bits()),
             until: AtomicU64::new(published.until),
@@ -374,11 +376,11 @@ impl BreakerBuilder {
             until_kernel: AtomicU64::new(0),
             slow_nanos: AtomicU64::new(published.slow_nanos),
             throttle: AtomicU64::new(published.throttle),
-            cells: Cells::new(machine.generation(), seed),
+            cells: Cells::new(machine_generation, seed),
             quick_refusals: matches!(self.clock, TimeSource::System(_)),
             clock: self.clock,
             timing,
-            fast_limit,
+            fast_mask,
             adaptive_slow,
             observers,
             settings,

@@ -110,7 +110,7 @@ impl Breaker {
             machine.absorb_refusals(s.hot.cells.refused());
         }
         let generation = machine.generation();
-        let folded = s.hot.cells.fold(generation);
+        let folded = s.hot.cells.fold(generation, &mut machine.cells_taken);
         let result = body(&mut machine, folded);
         if machine.take_refused_rebase() {
             machine.rebase_refused(s.hot.cells.refused());
@@ -132,7 +132,10 @@ impl Breaker {
     pub(crate) fn read<R>(&self, f: impl FnOnce(&Machine, (u64, u64)) -> R) -> R {
         let s = &*self.shared;
         let machine = lock(&s.machine);
-        let pending = s.hot.cells.pending(machine.generation());
+        let pending = s
+            .hot
+            .cells
+            .pending(machine.generation(), machine.cells_taken);
         f(&machine, pending)
     }
 
@@ -151,7 +154,8 @@ impl Breaker {
     fn publish(&self, machine: &mut Machine, generation: u32, now: u64) {
         let s = &*self.shared;
         if machine.generation() != generation {
-            s.hot.cells.fold(machine.generation());
+            let generation = machine.generation();
+            s.hot.cells.retag(generation, &mut machine.cells_taken);
         }
         let published = machine.publish(now);
         // Nothing changed (a failure that trips nothing, in the same bucket): no store, so the

@@ -80,9 +80,9 @@
 //! - The normal latency is "as of the last merge". The model does not guess when merges
 //!   happen; it keeps every state the merges the docs describe allow ([`Samples`]): until 20
 //!   are merged every locked operation merges; then a locked operation merges every waiting
-//!   sample once a second has passed since the last merge, and when 16 wait (failures, slow
+//!   sample once a second has passed since the last merge, and when 8 wait (failures, slow
 //!   calls, probes and ramp calls take the lock, and so does every timed call's admission or
-//!   success once that second is up, the hot path's deadline); the 17th sample merges them
+//!   success once that second is up, the hot path's deadline); the 9th sample merges them
 //!   all; where the model does not know whether an operation takes the lock, it keeps both
 //!   states. The normal latency in force is the nearest-rank quantile of one of those merged
 //!   prefixes: `normal_latency()` must be within 10 % of one of them, and a call's slowness is
@@ -170,7 +170,7 @@ const LATENCY_ARMED: usize = 20;
 const FAILURE_SLICES: u64 = 10;
 const LATENCY_SLICES: u64 = 4;
 /// A thread's latency lanes: a sample that finds them full merges them all.
-const LANES: usize = 16;
+const LANES: usize = 8;
 /// The relative slow-call multiple the adaptive properties use (the default).
 const SLOW_MULTIPLE: u64 = 3;
 /// The harness keeps a latency-measuring breaker's trip window below this many calls in the
@@ -592,7 +592,7 @@ impl Default for Samples {
 }
 
 impl Samples {
-    /// A timed success's sample, left for the next merge: one that finds the lanes full (16
+    /// A timed success's sample, left for the next merge: one that finds the lanes full (8
     /// waiting) merges them all, itself too.
     fn push(&mut self, now: u64, duration: u64) {
         self.durations.push(duration);
@@ -608,7 +608,7 @@ impl Samples {
 
     /// An operation at `now` that takes the lock as `lock` says. A locked operation merges every
     /// waiting sample when a merge is due (a second after the last merge; at every locked
-    /// operation while fewer than 20 are merged), and when the lanes are full (16 waiting: "at
+    /// operation while fewer than 20 are merged), and when the lanes are full (8 waiting: "at
     /// once when the lanes are full", `cells.rs`).
     fn operation(&mut self, now: u64, lock: Lock) {
         let n = self.durations.len();

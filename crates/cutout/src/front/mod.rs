@@ -19,6 +19,7 @@ pub(crate) mod word;
 use crate::Breaker;
 use crate::classify::{Outcome, Verdict};
 use crate::error::{RejectReason, Rejected, RetryAfter};
+use crate::front::cells::Added;
 use crate::front::word::Word;
 use crate::loom::Ordering;
 use crate::machine::sampling::{Pick, Timed, Timing};
@@ -397,9 +398,20 @@ impl Breaker {
                 return false;
             }
         }
-        s.hot
+        match s
+            .hot
             .cells
-            .add_success(ticket.generation(), s.hot.fast_limit, end.is_some())
+            .add_success(ticket.generation(), s.hot.fast_mask, end.is_some())
+        {
+            Added::Counted => true,
+            Added::FoldDue => {
+                // Counted; its line holds a period's worth, which the fold takes now.
+                let now = end.unwrap_or_else(|| s.hot.clock.recent());
+                self.operate(now, None, |_| ((), None));
+                true
+            }
+            Added::Refused => false,
+        }
     }
 
     /// Every other outcome: timed calls, failures, probes, and successes that must be counted.

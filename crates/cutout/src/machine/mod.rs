@@ -107,7 +107,9 @@ pub(crate) struct Machine {
     failure_baseline: Option<FailureBaseline>,
     latency: Option<LatencyBaseline>,
     /// The normal latency as of the last merge of samples.
-    normal_latency: Option<u64>,
+    /// The normal latency in nanoseconds, `u64::MAX` until measured (an `Option` would take
+    /// 8 bytes more: see the layout note below).
+    normal_latency: u64,
     /// The probe tail learned from the latency baseline (`machine/baseline/tail.rs`); here,
     /// not in the baseline, so that its 4-byte fields share the machine's padding.
     probe_tail: ProbeTail,
@@ -154,6 +156,9 @@ pub(crate) struct Machine {
     /// operation takes them ([`Machine::take_crossings`]) and raises them before its
     /// transitions.
     crossed: u8,
+    /// What the fold has taken of the breaker's per-core lines (`front/cells.rs`), kept
+    /// under the same lock; the machine itself never reads it.
+    pub(crate) cells_taken: crate::front::cells::Taken,
     // Layout: the machine lives inside the breaker's shared allocation, which a default
     // breaker fills to a whole number of cache lines; a field more there costs a line (128
     // bytes) of the 4 KiB budget (tests/memory.rs). The small fields above share their padding.
@@ -264,10 +269,11 @@ impl Machine {
             .map(LatencyBaseline::new);
         let shadow = settings.shadow;
         Machine {
+            cells_taken: Default::default(),
             window: Window::new(settings.window),
             failure_baseline,
             latency,
-            normal_latency: None,
+            normal_latency: u64::MAX,
             probe_tail: ProbeTail::default(),
             normal_slow: None,
             latency_due: 0,
@@ -433,7 +439,7 @@ impl Machine {
     /// Whether latency samples should be merged now: the refresh is due, or the baseline is
     /// not armed yet (every sample may be the one that arms it).
     pub(crate) fn wants_latency(&self, now: u64) -> bool {
-        self.latency.is_some() && (now >= self.latency_due || self.normal_latency.is_none())
+        self.latency.is_some() && (now >= self.latency_due || self.normal_ns().is_none())
     }
 
     /// Merges latency samples into the baseline: `feed` calls its argument with each
@@ -445,12 +451,14 @@ impl Machine {
                 .settings
                 .relative_slow_calls()
                 .map_or(0.5, |slow| slow.quantile);
-            self.normal_latency = latency.normal(now, quantile);
+            self.normal_latency = latency
+                .normal(now, quantile)
+                .map_or(u64::MAX, |normal| normal.min(u64::MAX - 1));
             self.latency_due = now.saturating_add(LATENCY_REFRESH);
         }
         let threshold = self.slow_nanos();
         self.normal_slow = self.latency.as_ref().and_then(|latency| {
-            self.normal_latency?;
+            self.normal_ns()?;
             let (samples, above) = latency.share_above(now, threshold);
             Some(Share {
                 of: samples,
@@ -651,8 +659,13 @@ impl Machine {
     }
 
     /// The measured normal latency, as of the last merge.
+    /// The normal latency in nanoseconds, once measured.
+    fn normal_ns(&self) -> Option<u64> {
+        (self.normal_latency != u64::MAX).then_some(self.normal_latency)
+    }
+
     pub(crate) fn normal_latency(&self) -> Option<Duration> {
-        self.normal_latency.map(Duration::from_nanos)
+        self.normal_ns().map(Duration::from_nanos)
     }
 
     /// The measured normal failure rate at `now`, with `pending` successes not yet folded:
@@ -692,7 +705,7 @@ impl Machine {
         let relative = self
             .settings
             .relative_slow_calls()
-            .zip(self.normal_latency)
+            .zip(self.normal_ns())
             .map_or(u64::MAX, |(slow, normal)| slow.threshold_nanos(normal));
         absolute.min(relative)
     }
@@ -732,7 +745,7 @@ impl Machine {
             .map_or(crate::relative::DEFAULT_SLOW_MARGIN, |slow| {
                 slow.margin_duration()
             });
-        let normal = self.normal_latency.unwrap_or(0);
+        let normal = self.normal_ns().unwrap_or(0);
         let tail = self.probe_tail.settled().map_or(normal, |tail| {
             tail.min(normal.saturating_mul(PROBE_TAIL_CAP)).max(normal)
         });
@@ -745,7 +758,7 @@ impl Machine {
         let closed = self.state == State::Closed;
         // Until the latency baseline is armed every sample may be the one that arms it: each
         // success is then merged under the lock, so that `normal_latency()` is exact.
-        let arming = self.latency.is_some() && self.normal_latency.is_none();
+        let arming = self.latency.is_some() && self.normal_ns().is_none();
         // At the end of a locked operation, which absorbed the refusals made before it.
         let probability = self
             .throttle_probability(now)
