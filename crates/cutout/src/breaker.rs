@@ -7,15 +7,19 @@
 //! # Orderings
 //! The machine is the single source of truth and lives under a mutex. After every locked
 //! operation, still under the lock, the breaker publishes for the hot path `until` (when the
-//! current break ends; 0 unless open), its safe bound on the kernel's coarse clock
-//! (`until_kernel`; see `clock/kernel.rs`), `fast_until` (when the fast flag lapses) and
-//! `slow_nanos` and `throttle` with `Relaxed`, then the state word with `Release`. The
-//! converted end is read where `until` is, and follows the same pairing: a later
-//! publication's is 0 (it proves nothing, and the precise clock decides) or proves a time
-//! before that publication's own end, which the argument for `until` already covers. A refusal
-//! it proves then reads `until` for its retry-after: one of a later publication is that
-//! publication's end (the break being served by then), and 0 (a reset or a close since) makes
-//! the call take the slow path instead of refusing with nothing left.
+//! current break ends; 0 unless open), a safe bound on the kernel's coarse clock
+//! (`kernel_deadline`; see `clock/kernel.rs`: `until`'s while open, else the counted
+//! successes' deadline), `fast_until` (when the fast flag lapses) and `slow_nanos` and
+//! `throttle` with `Relaxed`, then the state word with `Release`. The converted deadline is
+//! read where `until` or `fast_until` is, and follows the same pairing: a later publication's
+//! proves a time before one of that publication's deadlines, or is 0 (it proves nothing, and
+//! the precise clock decides). A refusal it proves then reads `until` for its retry-after: one
+//! of a later publication is that publication's end (the break being served by then), and 0
+//! (a reset or a close since, whose converted deadline a refusal may have read) makes the call
+//! take the slow path instead of refusing. An untimed success that reads a later
+//! publication's deadline is counted as one a later `fast_until` let in (below), or, where
+//! that publication is of another generation (an opening's break end), dropped by its
+//! generation's tag (`cells.rs`).
 //!
 //! - Admission loads the word with `Acquire`. When it reads an open word it then reads
 //!   `until`; the acquire pairs with the release that published that word, so `until` is the
@@ -76,10 +80,15 @@ pub(crate) struct Hot {
     pub(crate) word: AtomicU64,
     pub(crate) until: AtomicU64,
     pub(crate) fast_until: AtomicU64,
-    /// `until` on the kernel's coarse clock (`clock/kernel.rs`): the safe bound a coarse
+    /// A deadline on the kernel's coarse clock (`clock/kernel.rs`): the safe bound a coarse
     /// reading is compared against (0 where that proves nothing, and always 0 unless the
-    /// breaker runs on the system clock).
-    pub(crate) until_kernel: AtomicU64,
+    /// breaker runs on the system clock). While open it is `until`'s, else the counted
+    /// successes' deadline (`Published::counted_until`, while the word is fast): a refusal
+    /// reads it only on an open word, an untimed success only on a fast one.
+    pub(crate) kernel_deadline: AtomicU64,
+    /// The deadline on the system clock's scale `kernel_deadline` was converted from, so that
+    /// the same deadline keeps its conversion (one coarse and one precise read) and its line.
+    pub(crate) kernel_source: AtomicU64,
     /// Calls above this many nanoseconds are slow: the absolute threshold tightened by the
     /// relative one; `u64::MAX` when none applies.
     pub(crate) slow_nanos: AtomicU64,
@@ -373,7 +382,8 @@ impl BreakerBuilder {
             until: AtomicU64::new(published.until),
             fast_until: AtomicU64::new(published.fast_until),
             // The first locked operation publishes it; until then the precise clock decides.
-            until_kernel: AtomicU64::new(0),
+            kernel_deadline: AtomicU64::new(0),
+            kernel_source: AtomicU64::new(0),
             slow_nanos: AtomicU64::new(published.slow_nanos),
             throttle: AtomicU64::new(published.throttle),
             cells: Cells::new(machine_generation, seed),

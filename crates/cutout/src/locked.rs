@@ -158,45 +158,54 @@ impl Breaker {
             s.hot.cells.retag(generation, &mut machine.cells_taken);
         }
         let published = machine.publish(now);
+        // The deadline the hot path may test on the kernel's coarse clock: the break's end
+        // while open (a refusal), the counted successes' deadline while fast (an untimed
+        // success), and none otherwise.
+        let word = published.word;
+        let kernel_source = if published.until != 0 {
+            published.until
+        } else if word.lets_success_off_lock(word.generation()) {
+            published.counted_until
+        } else {
+            0
+        };
         // Nothing changed (a failure that trips nothing, in the same bucket): no store, so the
         // line every call reads stays in the other cores' caches. A reader cannot tell this
         // from a publication of the same values, so the pairing below is unchanged.
         let hot = &s.hot;
         let relaxed = Ordering::Relaxed;
-        if hot.word.load(relaxed) == published.word.bits()
+        if hot.word.load(relaxed) == word.bits()
             && hot.until.load(relaxed) == published.until
             && hot.fast_until.load(relaxed) == published.fast_until
+            && hot.kernel_source.load(relaxed) == kernel_source
             && hot.slow_nanos.load(relaxed) == published.slow_nanos
             && hot.throttle.load(relaxed) == published.throttle
         {
             return;
         }
-        let converted = hot.until.load(relaxed) == published.until;
         hot.until.store(published.until, relaxed);
         hot.fast_until.store(published.fast_until, relaxed);
-        // The same end keeps its conversion: its margin covers the drift over a longer wait.
-        if !converted {
-            self.publish_kernel(&published, now);
+        // The same deadline keeps its conversion: its margin covers the drift over a longer
+        // wait.
+        if hot.kernel_source.load(relaxed) != kernel_source {
+            hot.kernel_source.store(kernel_source, relaxed);
+            hot.kernel_deadline
+                .store(self.on_kernel_clock(kernel_source, now), relaxed);
         }
         hot.slow_nanos.store(published.slow_nanos, relaxed);
         hot.throttle.store(published.throttle, relaxed);
-        hot.word.store(published.word.bits(), Ordering::Release);
+        hot.word.store(word.bits(), Ordering::Release);
     }
 
-    /// The break's end on the kernel's coarse clock, for a breaker on the system clock while no
+    /// `deadline` on the kernel's coarse clock, for a breaker on the system clock while no
     /// [`CoarseClock`](crate::clock::CoarseClock) runs (one coarse and one precise read, and only
-    /// while open with a break that ends more than two ticks after `now`).
-    fn publish_kernel(&self, published: &crate::machine::Published, now: u64) {
+    /// for a deadline more than two ticks after `now`); 0 otherwise.
+    fn on_kernel_clock(&self, deadline: u64, now: u64) -> u64 {
         let s = &*self.shared;
-        if !s.hot.quick_refusals {
-            return;
+        if !s.hot.quick_refusals || deadline == 0 || crate::clock::coarse_time() != 0 {
+            return 0;
         }
-        let until = if crate::clock::coarse_time() != 0 {
-            0
-        } else {
-            kernel::convert(published.until, now, || s.hot.clock.now())
-        };
-        s.hot.until_kernel.store(until, Ordering::Relaxed);
+        kernel::convert(deadline, now, || s.hot.clock.now())
     }
 
     /// Raises `transition` to the listeners, with no lock held, with what tripped it if a

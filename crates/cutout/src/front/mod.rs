@@ -127,7 +127,7 @@ impl Breaker {
     #[inline(always)]
     fn refusal_on_kernel_clock(&self) -> Option<Ticket> {
         let hot = &self.shared.hot;
-        if crate::clock::kernel::now() >= hot.until_kernel.load(Ordering::Relaxed) {
+        if crate::clock::kernel::now() >= hot.kernel_deadline.load(Ordering::Relaxed) {
             return None;
         }
         match hot.until.load(Ordering::Relaxed) {
@@ -376,11 +376,13 @@ impl Breaker {
     /// published word allows: `false` when it must take the lock.
     ///
     /// The fast flag lapses at `fast_until` (the next bucket boundary, baseline slice or
-    /// deadline). A timed call checks it against its end time `end`, an untimed one with
+    /// deadline). A timed call checks it against its end time `end`; an untimed one with
+    /// [`Breaker::untimed_in_time`]: the kernel's coarse clock against the counted successes'
+    /// deadline (`fast_until` without the lock's upkeep deadlines) converted to its scale, or
     /// [`Clock::recent`](crate::clock::Clock::recent) (one load with a
     /// [`CoarseClock`](crate::clock::CoarseClock) running). So every success counted in a
-    /// cell came before `fast_until`: in the bucket of the locked operation that published
-    /// the word.
+    /// cell came before the bucket boundary and baseline slice of the locked operation that
+    /// published the word: in its bucket.
     #[inline(never)]
     fn success_off_lock(&self, ticket: Ticket, end: Option<u64>) -> bool {
         let s = &*self.shared;
@@ -392,7 +394,7 @@ impl Breaker {
         if until != u64::MAX {
             let in_time = match end {
                 Some(end) => end < until,
-                None => s.hot.clock.recent() < until,
+                None => self.untimed_in_time(until),
             };
             if !in_time {
                 return false;
@@ -412,6 +414,23 @@ impl Breaker {
             }
             Added::Refused => false,
         }
+    }
+
+    /// Whether an untimed success may be counted off the lock under a fast word whose flag
+    /// lapses at `until`: proved on the kernel's coarse clock against the counted successes'
+    /// deadline where it can be (a 2 ns read, see `clock/kernel.rs`; the lock's upkeep
+    /// deadlines are left to the next timed call), else by
+    /// [`Clock::recent`](crate::clock::Clock::recent) against `until`.
+    #[inline(always)]
+    fn untimed_in_time(&self, until: u64) -> bool {
+        let hot = &self.shared.hot;
+        if hot.quick_refusals
+            && crate::clock::coarse_time() == 0
+            && crate::clock::kernel::now() < hot.kernel_deadline.load(Ordering::Relaxed)
+        {
+            return true;
+        }
+        hot.clock.recent() < until
     }
 
     /// Every other outcome: timed calls, failures, probes, and successes that must be counted.

@@ -227,6 +227,11 @@ pub(crate) struct Published {
     /// Until when the fast flag holds (meaningful while it is set), and when a throttling
     /// word's probability is to be recomputed (see `Breaker::throttle`).
     pub(crate) fast_until: u64,
+    /// `fast_until` without the lock's upkeep deadlines: until when a success counted off the
+    /// lock still falls in the bucket and slice the locked operation published, which is all
+    /// an untimed success needs (it reads no precise clock, so the upkeep waits for the next
+    /// timed call: one in [`SAMPLE`](sampling::SAMPLE) while sampling, every call otherwise).
+    pub(crate) counted_until: u64,
     /// Calls above this many nanoseconds are slow (`u64::MAX`: none is).
     pub(crate) slow_nanos: u64,
     /// Adaptive throttling's refusal threshold for a uniform 64-bit draw (0: none refused).
@@ -766,20 +771,24 @@ impl Machine {
             .unwrap_or(0.0);
         let throttling = probability > 0.0;
         let fast = closed && !arming && !throttling && !self.successes_can_trip(now);
-        let mut fast_until = self.window.next_boundary(now);
+        // The boundaries a success's count depends on: the window's bucket and the baseline's
+        // slice it falls in, and a throttling word's deadline (see `Breaker::throttle`: when
+        // the refusals' slices move, the probability may fall).
+        let mut counted_until = self.window.next_boundary(now);
         if let Some(baseline) = &self.failure_baseline {
-            fast_until = fast_until.min(baseline.next_boundary(now));
+            counted_until = counted_until.min(baseline.next_boundary(now));
         }
+        if let Some(throttle) = &self.throttle {
+            counted_until = counted_until.min(throttle.next_boundary(now));
+        }
+        // And the lock's upkeep, which the next call that reads the precise clock (a timed
+        // one) takes the lock for: the latency refresh and the check of calls in flight.
+        let mut fast_until = counted_until;
         if self.latency.is_some() {
             fast_until = fast_until.min(self.latency_due.max(now.saturating_add(1)));
         }
         if self.marks.is_some() {
             fast_until = fast_until.min(self.in_flight_due.max(now.saturating_add(1)));
-        }
-        // A throttling word's deadline too (see `Breaker::throttle`): when the refusals'
-        // slices move, the probability may fall.
-        if let Some(throttle) = &self.throttle {
-            fast_until = fast_until.min(throttle.next_boundary(now));
         }
         // A success would change nothing: not the window (full of successes), not the count (no
         // failures to reset), no baseline (none kept, nothing timed), and no rule has a
@@ -815,6 +824,7 @@ impl Machine {
                 0
             },
             fast_until,
+            counted_until,
             slow_nanos: self.published_slow_nanos(),
             throttle: throttle::threshold(probability),
         }
