@@ -875,3 +875,43 @@ fn a_call_after_a_reset_it_saw_is_never_refused_on_the_kernel_clock() {
         assert!(breaker.try_acquire().is_ok(), "closed after the reset");
     });
 }
+
+/// On the system clock an untimed success under a fast word is counted off the lock once the
+/// kernel's coarse clock proves it before the counted successes' deadline, which the lock
+/// converts and publishes beside `fast_until` (`clock/kernel.rs`). A success admitted before a
+/// reset is of the old generation: finished before the reset it is cleared with the window,
+/// after it (whether it has seen the reset, through a flag the reset's thread set, or not) it
+/// is dropped, so it never counts in the window the reset began.
+#[test]
+fn a_success_after_a_reset_it_saw_never_counts_in_the_reset_window_on_the_kernel_clock() {
+    model(|| {
+        // The system clock, untimed calls (no latency timing), a time window: the fast word's
+        // deadline is the bucket boundary, tested on the kernel's clock.
+        let breaker = Breaker::builder("loom")
+            .settings(base().adaptive(false).build().expect("valid settings"))
+            .seed(7)
+            .build();
+        // One locked operation publishes the converted deadline.
+        assert!(breaker.call(|| Ok::<(), ()>(())).is_ok());
+        let permit = breaker.try_acquire().expect("closed");
+        let reset_seen = std::sync::Arc::new(AtomicBool::new(false));
+        let reset = {
+            let breaker = breaker.clone();
+            let reset_seen = std::sync::Arc::clone(&reset_seen);
+            thread::spawn(move || {
+                breaker.reset();
+                reset_seen.store(true, Ordering::Release);
+            })
+        };
+        let saw = reset_seen.load(Ordering::Acquire);
+        permit.success();
+        reset.join().unwrap();
+        // Before the reset it was cleared with the window; after it, it is of the old
+        // generation and dropped: either way the reset's window holds nothing.
+        assert_eq!(
+            breaker.snapshot().calls,
+            0,
+            "a success admitted before the reset counted after it (seen: {saw})"
+        );
+    });
+}
