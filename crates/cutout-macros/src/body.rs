@@ -126,11 +126,27 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
         .map(|a| quote!(let #a = ::core::clone::Clone::clone(&#a);))
         .collect();
     let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    // An `impl Future` method without a retry calls the delegate at once and awaits its
+    // future inside the breaker: the returned future then holds the delegate's future and
+    // the breaker, not `&self`, so it is `Send` whenever the delegate's is (the trait's
+    // `+ Send`), whether or not the delegate is `Sync`. Its future is polled only once the
+    // breaker admits the call.
+    let eager = method.shape == Shape::ImplFuture && b.retry.is_none();
+    let breaker = if eager {
+        quote!(__cutout_breaker)
+    } else {
+        breaker
+    };
+    let future = if eager {
+        quote!(__cutout_future)
+    } else {
+        quote!(async move { #call.await })
+    };
     // One call through the breaker: the core's own calls.
     let once = match (is_async, b.timeout) {
         (false, _) => quote!(#breaker.call_with(__cutout_classifier, || #call)),
         (true, None) => quote! {
-            #breaker.call_async_with(__cutout_classifier, async move { #call.await }).await
+            #breaker.call_async_with(__cutout_classifier, #future).await
         },
         (true, Some((timeout, _))) => {
             let timeout = nanos(timeout);
@@ -139,7 +155,7 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
                     #breaker.call_async_timeout_with(
                         __cutout_classifier,
                         ::core::time::Duration::from_nanos(#timeout),
-                        async move { #call.await },
+                        #future,
                     ).await,
                 )
             }
@@ -202,6 +218,15 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
         Shape::Sync | Shape::Async => quote! {
             #sig {
                 #body
+            }
+        },
+        Shape::ImplFuture if eager => quote! {
+            #sig {
+                let __cutout_breaker = &self.#field;
+                let __cutout_future = #call;
+                async move {
+                    #body
+                }
             }
         },
         Shape::ImplFuture => quote! {
