@@ -300,8 +300,13 @@ pub fn check(key: &str, value: Value<'_>) -> Check {
         }
     };
     match kind {
-        Kind::Count { range, .. } => match value {
+        Kind::Count { range, off } => match value {
             Value::Int(n) if n < 1 => Err(problem(code::COUNT_TOO_SMALL, None, range::COUNT)),
+            Value::Str(s) if off => Err(problem(
+                code::INVALID_VALUE,
+                Some(format!("{s:?} is not a number")),
+                range.allowed,
+            )),
             Value::Int(n) if n > i128::from(u32::MAX) => in_range(range, f64::INFINITY),
             Value::Int(n) => in_range(range, n as f64),
             _ => Err(problem(code::WRONG_TYPE, found(value), range.allowed)),
@@ -384,9 +389,14 @@ pub fn check(key: &str, value: Value<'_>) -> Check {
                 Some("it is switched on by setting one of its keys".into()),
                 "false or \"off\" to switch it off",
             )),
-            _ => Err(problem(
+            Value::Str(_) => Err(problem(
                 code::INVALID_VALUE,
                 Some("not \"off\"".into()),
+                "false or \"off\" to switch it off",
+            )),
+            _ => Err(problem(
+                code::WRONG_TYPE,
+                found(value),
                 "false or \"off\" to switch it off",
             )),
         },

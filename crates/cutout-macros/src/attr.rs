@@ -42,7 +42,6 @@ pub(crate) struct Retry {
 
 /// One `#[breaker(...)]`, read.
 pub(crate) struct Breaker {
-    pub(crate) span: Span,
     pub(crate) name: Option<String>,
     /// Settings keys in kebab-case, as the configuration reads them.
     pub(crate) settings: Vec<(String, Value)>,
@@ -142,7 +141,6 @@ fn duration(expr: &Expr, key: &str) -> syn::Result<Duration> {
 /// Reads one `#[breaker(...)]`.
 pub(crate) fn parse(attr: &Attribute) -> syn::Result<Breaker> {
     let mut out = Breaker {
-        span: attr.span(),
         name: None,
         settings: Vec::new(),
         classifier: None,
@@ -233,8 +231,8 @@ pub(crate) fn parse(attr: &Attribute) -> syn::Result<Breaker> {
         }
     }
     if out.classifier.is_some() && (out.ignore.is_some() || out.record.is_some()) {
-        return Err(error(
-            out.span,
+        return Err(syn::Error::new_spanned(
+            attr,
             format!(
                 "{}: #[breaker] takes a classifier or ignore / record, not both: the classifier decides everything",
                 cutout_keys::code::CONTRADICTION
