@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use super::{DeclareError, TimedOut};
+use super::DeclareError;
+#[cfg(feature = "tokio")]
+use super::TimedOut;
 use crate::{Breaker, Error, Registry, Rejected, State};
 
 /// A settings key's value as the attribute wrote it (checked at compile time).

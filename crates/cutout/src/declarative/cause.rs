@@ -36,6 +36,7 @@ impl<E> Cause<E> {
 pub struct TimedOut(Duration);
 
 impl TimedOut {
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))] // built by timeouts (feature `tokio`)
     pub(crate) fn new(after: Duration) -> Self {
         TimedOut(after)
     }
