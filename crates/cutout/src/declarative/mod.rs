@@ -41,7 +41,7 @@
 //!
 //! let registry = Registry::new();
 //! let payments = PaymentGatewayResilient::new(Backend, &registry)?;
-//! assert_eq!(payments.charge("order-1")?, "receipt for order-1");
+//! assert_eq!(payments.charge("order-1").unwrap(), "receipt for order-1");
 //! assert_eq!(registry.snapshot("payments")?.calls, 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -219,6 +219,12 @@
 //! completes (a `select!`, an outer timeout) records nothing, like an ignored call, and gives
 //! a half-open probe slot back. They work on any runtime; `timeout` and an async `retry`
 //! need feature `tokio`.
+//!
+//! An `impl Future` method calls the delegate's method when it is called (it returns the
+//! delegate's future, which runs only once the breaker admits the call), so its future holds
+//! the delegate's future and the breaker, and is `Send` when the delegate's is, whether or not
+//! the delegate is `Sync`. With a `retry` or a `fallback` it holds `&self` instead: a
+//! `+ Send` future then needs a `Sync` delegate.
 //!
 //! ```
 //! use cutout::{Registry, Rejected};
