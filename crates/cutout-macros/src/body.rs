@@ -25,13 +25,13 @@ fn signature(sig: &Signature) -> (Signature, Vec<Ident>) {
     for arg in sig.inputs.iter_mut() {
         if let FnArg::Typed(typed) = arg {
             let name = format_ident!("__cutout_arg{}", names.len());
-            typed.pat = Box::new(Pat::Ident(PatIdent {
+            *typed.pat = Pat::Ident(PatIdent {
                 attrs: Vec::new(),
                 by_ref: None,
                 mutability: None,
                 ident: name.clone(),
                 subpat: None,
-            }));
+            });
             typed.attrs.clear();
             names.push(name);
         }

@@ -339,6 +339,8 @@ impl Store<u32> for Memory {
         Ok(key.to_string())
     }
 
+    // The trait's shape on purpose: a method returning `impl Future` is wrapped too.
+    #[allow(clippy::manual_async_fn)]
     fn load(&self, key: u32) -> impl Future<Output = Result<u8, ApiError>> + Send {
         async move { if key == 0 { Err(ApiError::Down) } else { Ok(1) } }
     }
