@@ -1,4 +1,5 @@
-//! "Did you mean": the nearest name by edit distance, for unknown ids, keys and choices.
+//! "Did you mean": the nearest name by edit distance, for unknown ids, keys and choices (in
+//! configuration files, registries and the attribute macros alike).
 
 /// Names longer than this get no suggestion: the distance costs `O(n·m)`, and a name this long
 /// is not a typo of a short one.
@@ -35,7 +36,7 @@ fn fold(c: char) -> char {
     }
 }
 
-/// Edits (insert, delete, substitute) from `a` to `b`, over characters after [`fold`].
+/// Edits (insert, delete, substitute) from `a` to `b`, over characters after folding (`_` as `-`, ASCII case ignored).
 pub fn levenshtein(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().map(fold).collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
