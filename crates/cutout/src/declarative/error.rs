@@ -117,3 +117,18 @@ impl std::error::Error for DeclareError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declare_error_is_send_sync_and_small() {
+        fn assert_send_sync<T: Send + Sync + 'static>() {}
+        assert_send_sync::<DeclareError>();
+        assert_eq!(
+            std::mem::size_of::<DeclareError>(),
+            std::mem::size_of::<usize>()
+        );
+    }
+}
