@@ -152,8 +152,10 @@
 //! The breaker sits inside the retry and around the timeout:
 //!
 //! - It stops retries. Every attempt of `retry(...)` goes through the breaker and is
-//!   recorded. A refusal is never retried: once the breaker opens, the next attempt is made
-//!   at once (no backoff) and refused, and the retry returns the refusal. Arguments are
+//!   recorded. Every `Err` the delegate returns is retried, up to `attempts` calls in all
+//!   (the first included), `backoff` apart. A refusal is never retried: once the breaker
+//!   opens, the next attempt is made at once (no backoff) and refused, and the retry returns
+//!   the refusal. Arguments are
 //!   cloned for each attempt, so a retried method's parameters must be `Clone` (references
 //!   are). An async retry needs feature `tokio` (its backoff waits on tokio's timer).
 //! - It records the timeout. `timeout = "2s"` on an async method cancels a call that runs
