@@ -59,7 +59,9 @@
 //! otherwise, and says when `E` has no `From<cutout::Rejected>` (give `rejected = path` to a
 //! `fn(Rejected) -> E` instead, or a `fallback` that answers refusals). Traits may be generic
 //! (the wrapper is `<Trait>Resilient<D, ...the trait's parameters>`) and have associated
-//! types and consts (the delegate's).
+//! types and consts (the delegate's). Besides the trait, the wrapper has `new`, `delegate()`
+//! (the wrapped value, for tests and inspection) and `into_inner()`; the generated code
+//! names the crate `::cutout`, so depend on it under that name.
 //!
 //! # The attribute's keys
 //!
