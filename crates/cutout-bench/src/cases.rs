@@ -2,7 +2,7 @@
 //! what must hold.
 
 use crate::subjects::lock_floor::{Counting, LockFloor};
-use crate::subjects::{cutout, failsafe, fleet, floor, recloser, tower};
+use crate::subjects::{cutout, declarative, failsafe, fleet, floor, recloser, tower};
 use crate::{Bench, Runner};
 
 /// The largest batch of calls between two clock reads in a timed loop (see
@@ -172,6 +172,9 @@ fn listed() -> Vec<Case> {
             rows: vec![
                 row("cutout (count 100)", F, || {
                     Box::new(Bench::<_, 0>(cutout::count_window()))
+                }),
+                row("cutout (count 100) through #[cutout::resilient]", F, || {
+                    Box::new(Bench::<_, 0>(declarative::count_window()))
                 }),
                 row("failsafe (consecutive 5)", P, || {
                     Box::new(Bench::<_, 0>(failsafe::consecutive()))

@@ -317,26 +317,28 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// The stable code, e.g. `"CUT-CFG-001"`.
     pub const fn as_str(self) -> &'static str {
+        // Spelled once, in cutout-keys, which the attribute macros read too.
+        use cutout_keys::code;
         match self {
-            ErrorCode::RatioOutOfRange => "CUT-CFG-001",
-            ErrorCode::CountTooSmall => "CUT-CFG-002",
-            ErrorCode::ZeroDuration => "CUT-CFG-003",
-            ErrorCode::MaxBreakBelowBreak => "CUT-CFG-004",
-            ErrorCode::WindowTooLarge => "CUT-CFG-005",
-            ErrorCode::Contradiction => "CUT-CFG-006",
-            ErrorCode::Syntax => "CUT-CFG-007",
-            ErrorCode::UnknownKey => "CUT-CFG-008",
-            ErrorCode::WrongType => "CUT-CFG-009",
-            ErrorCode::InvalidValue => "CUT-CFG-010",
-            ErrorCode::UnknownBaseConfig => "CUT-CFG-011",
-            ErrorCode::SettingsConflict => "CUT-REG-001",
-            ErrorCode::UnknownId => "CUT-REG-002",
-            ErrorCode::BaselineTooShort => "CUT-CFG-012",
-            ErrorCode::MultipleTooSmall => "CUT-CFG-013",
-            ErrorCode::MaxBelowMin => "CUT-CFG-014",
-            ErrorCode::BreakMultiplierOutOfRange => "CUT-CFG-015",
-            ErrorCode::BreakScheduleShrinks => "CUT-CFG-016",
-            ErrorCode::ThrottleMultipleOutOfRange => "CUT-CFG-017",
+            ErrorCode::RatioOutOfRange => code::RATIO_OUT_OF_RANGE,
+            ErrorCode::CountTooSmall => code::COUNT_TOO_SMALL,
+            ErrorCode::ZeroDuration => code::ZERO_DURATION,
+            ErrorCode::MaxBreakBelowBreak => code::MAX_BREAK_BELOW_BREAK,
+            ErrorCode::WindowTooLarge => code::WINDOW_TOO_LARGE,
+            ErrorCode::Contradiction => code::CONTRADICTION,
+            ErrorCode::Syntax => code::SYNTAX,
+            ErrorCode::UnknownKey => code::UNKNOWN_KEY,
+            ErrorCode::WrongType => code::WRONG_TYPE,
+            ErrorCode::InvalidValue => code::INVALID_VALUE,
+            ErrorCode::UnknownBaseConfig => code::UNKNOWN_BASE_CONFIG,
+            ErrorCode::SettingsConflict => code::SETTINGS_CONFLICT,
+            ErrorCode::UnknownId => code::UNKNOWN_ID,
+            ErrorCode::BaselineTooShort => code::BASELINE_TOO_SHORT,
+            ErrorCode::MultipleTooSmall => code::MULTIPLE_TOO_SMALL,
+            ErrorCode::MaxBelowMin => code::MAX_BELOW_MIN,
+            ErrorCode::BreakMultiplierOutOfRange => code::BREAK_MULTIPLIER_OUT_OF_RANGE,
+            ErrorCode::BreakScheduleShrinks => code::BREAK_SCHEDULE_SHRINKS,
+            ErrorCode::ThrottleMultipleOutOfRange => code::THROTTLE_MULTIPLE_OUT_OF_RANGE,
         }
     }
 }

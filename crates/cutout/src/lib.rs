@@ -44,6 +44,9 @@
 //! call is.
 //!
 //! # Features
+//! - `macros`: `#[cutout::resilient]` on a trait generates its circuit-broken wrapper, with
+//!   `#[breaker(...)]` on its methods: the chapter is the [`declarative`] module (implies
+//!   `serde`).
 //! - `serde`: configuration files (the `config` module); [`Settings`] as a `Deserialize`
 //!   breaker table inside a configuration of your own, and `config::duration` for its
 //!   `"30s"`-style fields.
@@ -69,6 +72,8 @@ pub mod clock;
 pub mod config;
 mod contained;
 mod control;
+#[cfg(feature = "macros")]
+pub mod declarative;
 mod error;
 mod event;
 mod evidence;
@@ -94,6 +99,9 @@ pub mod timeout;
 
 pub use breaker::{Breaker, BreakerBuilder};
 pub use classify::{ErrorClass, Outcome, Verdict};
+/// `#[cutout::resilient]` on a trait (feature `macros`): see [`declarative`].
+#[cfg(feature = "macros")]
+pub use cutout_macros::resilient;
 pub use error::{ConfigError, Error, ErrorCode, RejectReason, Rejected};
 pub use event::{BreakEndReason, CloseReason, Event, OpenReason, Transition};
 pub use evidence::TripEvidence;

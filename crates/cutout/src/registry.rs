@@ -64,6 +64,12 @@ struct Inner {
     clock: Option<Arc<dyn Clock>>,
     seed: Option<u64>,
     observers: Vec<Arc<dyn CallObserver>>,
+    /// The configuration whose `instances.<id>` override declared breakers' attributes.
+    #[cfg(feature = "serde")]
+    config: Option<crate::config::Config>,
+    /// Which method declared each id (`#[cutout::resilient]`), for conflicts naming both.
+    #[cfg(feature = "macros")]
+    declared: RwLock<BTreeMap<String, String>>,
 }
 
 /// Builds a [`Registry`] with a clock, a jitter seed or call observers shared by every breaker
@@ -73,6 +79,8 @@ pub struct RegistryBuilder {
     clock: Option<Arc<dyn Clock>>,
     seed: Option<u64>,
     observers: Vec<Arc<dyn CallObserver>>,
+    #[cfg(feature = "serde")]
+    config: Option<crate::config::Config>,
 }
 
 impl std::fmt::Debug for RegistryBuilder {
@@ -109,6 +117,17 @@ impl RegistryBuilder {
         self
     }
 
+    /// The configuration that declared breakers (`#[cutout::resilient]`, feature `macros`)
+    /// read their overrides from: an `[instances.<id>]` wins over the attribute key by key,
+    /// and `[defaults]` sits under the attribute. Breakers asked for by
+    /// [`Registry::breaker`] take their settings as given; [`Config::register`](crate::config::Config::register)
+    /// creates a document's instances.
+    #[cfg(feature = "serde")]
+    pub fn config(mut self, config: crate::config::Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
     /// Builds the registry, empty.
     pub fn build(self) -> Registry {
         Registry {
@@ -117,6 +136,10 @@ impl RegistryBuilder {
                 clock: self.clock,
                 seed: self.seed,
                 observers: self.observers,
+                #[cfg(feature = "serde")]
+                config: self.config,
+                #[cfg(feature = "macros")]
+                declared: RwLock::new(BTreeMap::new()),
             }),
         }
     }
@@ -235,6 +258,39 @@ impl Registry {
         match breakers.remove(id) {
             Some(breaker) => Ok(breaker),
             None => Err(unknown(id, &breakers)),
+        }
+    }
+
+    /// The configuration given to [`RegistryBuilder::config`], if any.
+    #[cfg(feature = "serde")]
+    pub fn config(&self) -> Option<&crate::config::Config> {
+        self.inner.config.as_ref()
+    }
+
+    /// [`Registry::breaker`] for a declared breaker (`#[cutout::resilient]`): remembers the
+    /// first method that declared `id`, and on a conflict answers it next to the error
+    /// (`None` when the breaker was made in code).
+    #[cfg(feature = "macros")]
+    pub(crate) fn declare(
+        &self,
+        id: &str,
+        settings: Settings,
+        declared_by: &str,
+    ) -> Result<Breaker, (RegistryError, Option<String>)> {
+        let result = self.breaker(id, settings);
+        let mut declared = self
+            .inner
+            .declared
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match result {
+            Ok(breaker) => {
+                declared
+                    .entry(id.to_owned())
+                    .or_insert_with(|| declared_by.to_owned());
+                Ok(breaker)
+            }
+            Err(error) => Err((error, declared.get(id).cloned())),
         }
     }
 

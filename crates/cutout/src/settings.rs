@@ -14,7 +14,7 @@ use crate::relative::{Failures, SlowCalls};
 const COUNT_WINDOW_SPAN: Duration = Duration::from_secs(30);
 
 /// The largest count window accepted, so a typo cannot allocate gigabytes.
-pub const MAX_COUNT_WINDOW: u32 = 1_000_000;
+pub const MAX_COUNT_WINDOW: u32 = cutout_keys::range::MAX_COUNT_WINDOW;
 
 /// The sliding window the trip ratios are measured over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,12 +288,12 @@ impl BreakSchedule {
 /// `CUT-CFG-017` for a throttling multiple below 1 or not finite, `CUT-CFG-006` for
 /// throttling over a count window.
 fn check_throttle(multiple: f64, window: TripWindow) -> Result<(), ConfigError> {
-    if !(multiple >= 1.0 && multiple.is_finite()) {
+    if !cutout_keys::range::throttle(multiple) {
         return Err(ConfigError::new(
             ErrorCode::ThrottleMultipleOutOfRange,
             "throttle",
             multiple,
-            "a finite number of at least 1 (2 is the usual choice)",
+            cutout_keys::range::THROTTLE,
         ));
     }
     if matches!(window, TripWindow::Count(_)) {
@@ -637,7 +637,7 @@ impl Settings {
                         ErrorCode::WindowTooLarge,
                         "window-size",
                         size,
-                        "1 to 1000000 calls",
+                        cutout_keys::range::WINDOW_SIZE,
                     ));
                 }
             }
@@ -659,12 +659,12 @@ impl Settings {
         // A multiplier below 1 would shrink the break with every consecutive open. NaN fails
         // the comparison and is rejected with the rest; so is infinity (use
         // max-break-duration for "the first break, then the longest").
-        if !(self.break_multiplier >= 1.0 && self.break_multiplier.is_finite()) {
+        if !cutout_keys::range::break_multiplier(self.break_multiplier) {
             return Err(ConfigError::new(
                 ErrorCode::BreakMultiplierOutOfRange,
                 "break-multiplier",
                 self.break_multiplier,
-                "a finite number of at least 1 (1 keeps the break constant)",
+                cutout_keys::range::BREAK_MULTIPLIER,
             ));
         }
         if let Some(schedule) = &self.break_schedule {
@@ -675,12 +675,12 @@ impl Settings {
         }
         count("half-open-probes", self.half_open_probes)?;
         count("probe-successes", self.probe_successes)?;
-        if self.half_open_probes > u32::from(u16::MAX) {
+        if !cutout_keys::range::probes(u64::from(self.half_open_probes)) {
             return Err(ConfigError::new(
                 ErrorCode::Contradiction,
                 "half-open-probes",
                 self.half_open_probes,
-                "1 to 65535 probes",
+                cutout_keys::range::PROBES,
             ));
         }
         if let Some(wait) = self.max_wait_in_half_open {
@@ -694,23 +694,23 @@ impl Settings {
         let Some(recovery) = self.recovery else {
             return Ok(());
         };
-        if !(recovery.fraction > 0.0 && recovery.fraction <= 10.0) {
+        if !cutout_keys::range::recovery_fraction(recovery.fraction) {
             return Err(ConfigError::new(
                 ErrorCode::RatioOutOfRange,
                 "recovery-fraction",
                 recovery.fraction,
-                "a fraction of the break in (0, 10]",
+                cutout_keys::range::RECOVERY_FRACTION,
             ));
         }
         // At least a thousandth: the fraction a ramp earns grows only with the calls it
         // admits, and a ramp admitting one call in a million would hold a healthy dependency
         // at nothing for hours.
-        if !(recovery.initial >= 0.001 && recovery.initial < 1.0) {
+        if !cutout_keys::range::recovery_initial(recovery.initial) {
             return Err(ConfigError::new(
                 ErrorCode::RatioOutOfRange,
                 "recovery-initial-fraction",
                 recovery.initial,
-                "a fraction in [0.001, 1)",
+                cutout_keys::range::RECOVERY_INITIAL,
             ));
         }
         positive("recovery-min-duration", recovery.min)?;
@@ -729,12 +729,12 @@ impl Settings {
         let span = self.trip_span();
         if let Some(slow) = self.slow_calls {
             multiple("slow-calls-multiple", slow.multiple)?;
-            if !(slow.quantile > 0.0 && slow.quantile <= 0.5) {
+            if !cutout_keys::range::quantile(slow.quantile) {
                 return Err(ConfigError::new(
                     ErrorCode::RatioOutOfRange,
                     "slow-calls-quantile",
                     slow.quantile,
-                    "a quantile in (0, 0.5]",
+                    cutout_keys::range::QUANTILE,
                 ));
             }
             if let Some(window) = slow.window {
@@ -781,24 +781,24 @@ fn scaled(span: Duration, factor: f64) -> Duration {
 
 fn multiple(key: &'static str, multiple: f64) -> Result<(), ConfigError> {
     // NaN fails the comparison and is rejected with the rest.
-    if multiple > 1.0 && multiple.is_finite() {
+    if cutout_keys::range::multiple(multiple) {
         return Ok(());
     }
     Err(ConfigError::new(
         ErrorCode::MultipleTooSmall,
         key,
         multiple,
-        "a finite number above 1",
+        cutout_keys::range::MULTIPLE,
     ))
 }
 
 fn count(key: &'static str, n: u32) -> Result<(), ConfigError> {
-    if n == 0 {
+    if !cutout_keys::range::count(u64::from(n)) {
         return Err(ConfigError::new(
             ErrorCode::CountTooSmall,
             key,
             n,
-            "a whole number of at least 1",
+            cutout_keys::range::COUNT,
         ));
     }
     Ok(())
@@ -806,14 +806,14 @@ fn count(key: &'static str, n: u32) -> Result<(), ConfigError> {
 
 fn ratio_in_range(key: &'static str, ratio: f64) -> Result<(), ConfigError> {
     // NaN fails both comparisons and is rejected with the rest.
-    if ratio > 0.0 && ratio <= 1.0 {
+    if cutout_keys::range::ratio(ratio) {
         return Ok(());
     }
     Err(ConfigError::new(
         ErrorCode::RatioOutOfRange,
         key,
         ratio,
-        "a ratio in (0, 1]",
+        cutout_keys::range::RATIO,
     ))
 }
 
@@ -823,7 +823,7 @@ fn positive(key: &'static str, duration: Duration) -> Result<(), ConfigError> {
             ErrorCode::ZeroDuration,
             key,
             duration,
-            "a duration above zero",
+            cutout_keys::range::POSITIVE,
         ));
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! The subjects: cutout and each peer configured per case, and the floor operations.
 
 pub mod cutout;
+pub mod declarative;
 pub mod failsafe;
 pub mod fleet;
 pub mod floor;

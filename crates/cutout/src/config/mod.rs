@@ -224,6 +224,8 @@ use crate::settings::Settings;
 // (the layers merged and validated, the document walked into a `Config`). `error` is the one
 // error they all return, `registry` the glue to a `Registry`, `duration` the public
 // `"30s"`-field helpers.
+#[cfg(feature = "macros")]
+pub(crate) mod declared;
 pub mod duration;
 mod error;
 mod raw;
@@ -240,50 +242,12 @@ use resolve::{load, read_table};
 
 /// Every key a settings table (`defaults`, `configs.<name>`, `instances.<id>`) accepts, in the
 /// order of the docs' table; an instance also takes `base-config`. For tools that check or
-/// complete configuration files.
+/// complete configuration files. (Kept in cutout-keys, which the attribute macros read too.)
 ///
 /// ```
 /// assert!(cutout::config::SETTINGS_KEYS.contains(&"break-duration"));
 /// ```
-pub const SETTINGS_KEYS: &[&str] = &[
-    "consecutive-failures",
-    "failure-ratio",
-    "minimum-calls",
-    "window-type",
-    "window-size",
-    "window-duration",
-    "slow-call-threshold",
-    "slow-call-ratio",
-    "break-duration",
-    "max-break-duration",
-    "break-multiplier",
-    "jitter",
-    "half-open-probes",
-    "probe-successes",
-    "half-open-rule",
-    "max-wait-in-half-open",
-    "half-open-timeout",
-    "shadow",
-    "enabled",
-    "initial-state",
-    "adaptive",
-    "slow-calls",
-    "slow-calls-multiple",
-    "slow-calls-quantile",
-    "slow-calls-floor",
-    "slow-calls-margin",
-    "latency-baseline-window",
-    "failures",
-    "failures-multiple",
-    "failures-floor",
-    "failure-baseline-window",
-    "recovery",
-    "recovery-fraction",
-    "recovery-initial-fraction",
-    "recovery-min-duration",
-    "recovery-max-duration",
-    "throttle",
-];
+pub use cutout_keys::SETTINGS_KEYS;
 
 /// Settings loaded from a configuration document: the defaults, each named config and each
 /// instance, all merged and validated.
@@ -292,6 +256,23 @@ pub struct Config {
     defaults: Settings,
     configs: BTreeMap<String, Settings>,
     instances: BTreeMap<String, Instance>,
+    layers: Layers,
+}
+
+/// The sections' keys as written, unmerged: what a declared breaker's attribute is merged
+/// between (`declared.rs`).
+#[derive(Debug, Clone, Default)]
+struct Layers {
+    defaults: section::Patch,
+    configs: BTreeMap<String, section::Patch>,
+    instances: BTreeMap<String, section::Patch>,
+}
+
+/// Equal settings make equal configs: the layers are only how they were written.
+impl PartialEq for Layers {
+    fn eq(&self, _: &Layers) -> bool {
+        true
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

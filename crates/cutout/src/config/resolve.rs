@@ -13,7 +13,7 @@ use super::error::LoadError;
 use super::raw::Raw;
 use super::section::{BASE_CONFIG, Origin, Patch, WindowKind, read_section, section_name};
 use super::value::RECOVERY_FRACTION;
-use super::{Config, Instance};
+use super::{Config, Instance, Layers};
 use crate::error::ErrorCode;
 use crate::machine::ramp::Recovery;
 use crate::relative::{Failures, SlowCalls};
@@ -31,7 +31,7 @@ pub(super) fn read_table(section: &str, value: &Raw) -> Result<(Patch, Settings)
 }
 
 /// Merges `layers` over the built-in defaults and validates: the settings of `section`.
-fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
+pub(super) fn resolve(section: &str, layers: &[&Patch]) -> Result<Settings, LoadError> {
     let defaults = Settings::default();
     let mut b = defaults.to_builder();
     let (mut kind, mut size, mut window_duration) = match defaults.window() {
@@ -367,6 +367,7 @@ pub(super) fn load(root: Raw) -> Result<Config, LoadError> {
     }
 
     let mut instances = BTreeMap::new();
+    let mut instance_patches = BTreeMap::new();
     if let Some(value) = root.get("instances") {
         for (id, value) in table_of_tables("instances", value)? {
             let section = section_name("instances", id);
@@ -412,6 +413,7 @@ pub(super) fn load(root: Raw) -> Result<Config, LoadError> {
                     base: patch.base.clone(),
                 },
             );
+            instance_patches.insert(id.clone(), patch);
         }
     }
 
@@ -419,5 +421,10 @@ pub(super) fn load(root: Raw) -> Result<Config, LoadError> {
         defaults,
         configs,
         instances,
+        layers: Layers {
+            defaults: default_patch,
+            configs: config_patches,
+            instances: instance_patches,
+        },
     })
 }

@@ -135,11 +135,8 @@ pub(super) fn optional_ratio(at: At<'_>) -> Result<Option<f64>, LoadError> {
 pub(super) fn duration(at: At<'_>, allowed: &str) -> Result<Duration, LoadError> {
     match at.value {
         Raw::Str(s) => {
-            let text = s.trim();
-            if text.starts_with('-') {
-                return Err(at.invalid("a duration cannot be negative", allowed));
-            }
-            humantime::parse_duration(text).map_err(|e| at.invalid(e.to_string(), allowed))
+            // The syntax is cutout-keys', which the attribute macros check at compile time.
+            cutout_keys::duration::parse(s).map_err(|detail| at.invalid(detail, allowed))
         }
         Raw::Int(_) | Raw::Float(_) => Err(at
             .error(ErrorCode::WrongType)

@@ -1,0 +1,234 @@
+//! The expansion: the trait as written (without its `#[breaker]` attributes), the wrapper
+//! struct, its `new`, and the trait's impl for it.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::spanned::Spanned;
+use syn::{GenericParam, ItemTrait, TraitItem};
+
+use crate::attr;
+use crate::body::{self, Planned};
+use crate::id::default_id;
+use crate::method::Method;
+
+pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<TokenStream> {
+    if !args.is_empty() {
+        return Err(syn::Error::new(
+            args.span(),
+            "#[cutout::resilient] takes no arguments; put #[breaker(...)] on the methods",
+        ));
+    }
+    let trait_name = item.ident.to_string();
+    let trait_ident = item.ident.clone();
+    let wrapper = format_ident!("{}Resilient", item.ident);
+    let vis = item.vis.clone();
+
+    // Generics: the trait's lifetimes, then the delegate, then its types and consts.
+    let lifetimes: Vec<&GenericParam> = item
+        .generics
+        .params
+        .iter()
+        .filter(|p| matches!(p, GenericParam::Lifetime(_)))
+        .collect();
+    let others: Vec<&GenericParam> = item
+        .generics
+        .params
+        .iter()
+        .filter(|p| !matches!(p, GenericParam::Lifetime(_)))
+        .collect();
+    let lifetime_names: Vec<TokenStream> = lifetimes
+        .iter()
+        .map(|p| match p {
+            GenericParam::Lifetime(l) => {
+                let l = &l.lifetime;
+                quote!(#l)
+            }
+            _ => quote!(),
+        })
+        .collect();
+    let other_names: Vec<TokenStream> = others
+        .iter()
+        .map(|p| match p {
+            GenericParam::Type(t) => {
+                let i = &t.ident;
+                quote!(#i)
+            }
+            GenericParam::Const(c) => {
+                let i = &c.ident;
+                quote!(#i)
+            }
+            GenericParam::Lifetime(_) => quote!(),
+        })
+        .collect();
+    let type_names: Vec<TokenStream> = others
+        .iter()
+        .filter_map(|p| match p {
+            GenericParam::Type(t) => {
+                let i = &t.ident;
+                Some(quote!(#i))
+            }
+            _ => None,
+        })
+        .collect();
+    let where_clause = item.generics.where_clause.clone();
+    let trait_args = if item.generics.params.is_empty() {
+        quote!()
+    } else {
+        let names = lifetime_names.iter().chain(other_names.iter());
+        quote!(<#(#names),*>)
+    };
+    let strip = |p: &GenericParam| -> TokenStream {
+        match p {
+            GenericParam::Type(t) => {
+                let mut t = t.clone();
+                t.eq_token = None;
+                t.default = None;
+                quote!(#t)
+            }
+            GenericParam::Const(c) => {
+                let mut c = c.clone();
+                c.eq_token = None;
+                c.default = None;
+                quote!(#c)
+            }
+            GenericParam::Lifetime(l) => quote!(#l),
+        }
+    };
+    let impl_lifetimes: Vec<TokenStream> = lifetimes.iter().map(|p| strip(p)).collect();
+    let impl_others: Vec<TokenStream> = others.iter().map(|p| strip(p)).collect();
+    let delegate_trait = quote!(#trait_ident #trait_args);
+    let self_ty = quote!(#wrapper<#(#lifetime_names,)* D, #(#other_names,)*>);
+    let impl_generics = quote!(<#(#impl_lifetimes,)* D: #delegate_trait, #(#impl_others,)*>);
+
+    // The methods, read; their attributes taken off the trait.
+    let mut planned = Vec::new();
+    let mut items = Vec::new();
+    for trait_item in &mut item.items {
+        match trait_item {
+            TraitItem::Fn(f) => {
+                let mut breakers = Vec::new();
+                let mut kept = Vec::new();
+                for a in f.attrs.drain(..) {
+                    if attr::is_breaker(&a) {
+                        breakers.push(a);
+                    } else {
+                        kept.push(a);
+                    }
+                }
+                f.attrs = kept;
+                if breakers.len() > 1 {
+                    return Err(syn::Error::new(
+                        breakers[1].span(),
+                        "one #[breaker] per method: share a breaker between methods with `name`",
+                    ));
+                }
+                let breaker = breakers.first().map(attr::parse).transpose()?;
+                planned.push((f.clone(), breaker));
+            }
+            TraitItem::Type(t) => {
+                if !t.generics.params.is_empty() {
+                    return Err(syn::Error::new(
+                        t.span(),
+                        "#[cutout::resilient] does not delegate generic associated types",
+                    ));
+                }
+                let name = &t.ident;
+                items.push(quote!(type #name = <D as #delegate_trait>::#name;));
+            }
+            TraitItem::Const(c) => {
+                let name = &c.ident;
+                let ty = &c.ty;
+                items.push(quote!(const #name: #ty = <D as #delegate_trait>::#name;));
+            }
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "#[cutout::resilient] delegates methods, associated types and consts only",
+                ));
+            }
+        }
+    }
+
+    let mut fields = Vec::new();
+    let mut inits = Vec::new();
+    let mut methods = Vec::new();
+    for (f, breaker) in &planned {
+        let method = Method::read(f)?;
+        let name = f.sig.ident.to_string();
+        let Some(breaker) = breaker else {
+            methods.push(body::pass_through(&method, &delegate_trait));
+            continue;
+        };
+        let field = format_ident!("__cutout_{}", f.sig.ident);
+        let declared_by = default_id(&trait_name, &name, &method.params);
+        let id = breaker.name.clone().unwrap_or_else(|| declared_by.clone());
+        let keys = breaker.settings.iter().map(|(k, v)| {
+            let v = v.tokens();
+            quote!((#k, #v))
+        });
+        fields.push(quote!(#field: ::cutout::Breaker));
+        inits.push(quote! {
+            #field: ::cutout::declarative::__private::breaker(
+                registry,
+                #id,
+                #declared_by,
+                &[#(#keys),*],
+            )?
+        });
+        methods.push(body::breaker_method(&Planned {
+            method: &method,
+            breaker,
+            field: &field,
+            delegate_trait: &delegate_trait,
+        })?);
+    }
+
+    let doc_struct = format!(
+        "`{trait_name}` through circuit breakers: generated by `#[cutout::resilient]`. \
+         Build it with [`{wrapper}::new`] from a delegate and a registry."
+    );
+    let doc_new = "Wraps `delegate`, taking each `#[breaker]` method's breaker from `registry` \
+         (created with the attribute's settings, overridden by the registry's \
+         `instances.<id>`). Fails with the registry's `CUT-REG-001` when a shared name is \
+         already taken with other settings, naming both methods, or with the configuration's \
+         code when the merged settings are invalid.";
+    Ok(quote! {
+        #item
+
+        #[doc = #doc_struct]
+        #vis struct #wrapper<#(#impl_lifetimes,)* D, #(#impl_others,)*> #where_clause {
+            delegate: D,
+            #(#fields,)*
+            __cutout_marker: ::core::marker::PhantomData<fn() -> (#(&#lifetime_names (),)* #(#type_names,)*)>,
+        }
+
+        impl #impl_generics #self_ty #where_clause {
+            #[doc = #doc_new]
+            #vis fn new(
+                delegate: D,
+                registry: &::cutout::Registry,
+            ) -> ::core::result::Result<Self, ::cutout::declarative::DeclareError> {
+                ::core::result::Result::Ok(Self {
+                    delegate,
+                    #(#inits,)*
+                    __cutout_marker: ::core::marker::PhantomData,
+                })
+            }
+
+            /// The wrapped delegate.
+            #vis fn delegate(&self) -> &D {
+                &self.delegate
+            }
+
+            /// The delegate, unwrapped.
+            #vis fn into_inner(self) -> D {
+                self.delegate
+            }
+        }
+
+        impl #impl_generics #delegate_trait for #self_ty #where_clause {
+            #(#items)*
+            #(#methods)*
+        }
+    })
+}

@@ -1,0 +1,18 @@
+use cutout::Rejected;
+
+#[derive(Debug)]
+pub struct Down;
+
+impl From<Rejected> for Down {
+    fn from(_: Rejected) -> Self {
+        Down
+    }
+}
+
+#[cutout::resilient]
+pub trait Payments {
+    #[breaker(break_duration = 30)]
+    fn charge(&self, order: &str) -> Result<String, Down>;
+}
+
+fn main() {}
