@@ -1,0 +1,191 @@
+//! Hostile review (branch `rev`) of 5013497..878138a: the retry-after's end on the system clock,
+//! and successes counted on the threads' own lines.
+//!
+//! ```text
+//! cargo test -p cutout --test rev_review
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cutout::clock::{Clock, ManualClock, SystemClock};
+use cutout::{Breaker, Jitter, RejectReason, Settings, State, TripWindow};
+
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+fn system_breaker() -> Breaker {
+    Breaker::builder("rev")
+        .settings(
+            Settings::builder()
+                .jitter(Jitter::None)
+                .consecutive_failures(Some(1))
+                .max_wait_in_half_open(None)
+                .build()
+                .unwrap(),
+        )
+        .build()
+}
+
+/// `open_for` of 2^63 ns (292 years): the break's end is `now + 2^63`, which does not fit the
+/// 63 bits `RetryAfter::until_system` keeps (`end & (AT - 1)`), so the end that travels is
+/// `now` itself and the refusal's retry-after reads ZERO while 292 years of break are left.
+/// "Retry-after never shorter than the time left" fails by 292 years.
+#[test]
+fn a_break_of_2_pow_63_ns_says_retry_after_292_years_not_zero() {
+    let breaker = system_breaker();
+    assert!(breaker.open_for(Duration::from_nanos(1 << 63)));
+    assert_eq!(breaker.state(), State::Open);
+    let left = breaker.break_remaining().expect("open");
+    assert!(left > 290 * YEAR, "break_remaining {left:?}");
+    let refused = breaker.try_acquire().expect_err("open for 292 years");
+    assert_eq!(refused.reason(), RejectReason::Open);
+    let retry = refused.retry_after().expect("an open breaker says when");
+    assert!(
+        retry > 290 * YEAR,
+        "retry-after {retry:?} with {left:?} of the break left: {refused}"
+    );
+}
+
+/// 300 years (more than 2^63 ns, less than u64::MAX): the end wraps modulo 2^63 and the
+/// retry-after reads about 8 years.
+#[test]
+fn a_break_of_300_years_says_retry_after_300_years() {
+    let breaker = system_breaker();
+    assert!(breaker.open_for(300 * YEAR));
+    let refused = breaker.try_acquire().expect_err("open");
+    let retry = refused.retry_after().expect("says when");
+    assert!(retry > 299 * YEAR, "retry-after {retry:?} of a 300-year break");
+}
+
+/// `open_until` an instant past 2^63 ns on the system clock's scale: the same wrap.
+#[test]
+fn open_until_past_2_pow_63_says_retry_after_past_2_pow_63() {
+    let breaker = system_breaker();
+    let instant = Duration::from_nanos((1 << 63) + SystemClock.now() + 60_000_000_000);
+    assert!(breaker.open_until(instant));
+    let refused = breaker.try_acquire().expect_err("open");
+    let retry = refused.retry_after().expect("says when");
+    assert!(retry > 290 * YEAR, "retry-after {retry:?}");
+}
+
+/// `Rejected::retry_after`'s own doc: "A wait of 292 years or more (2^63 ns, as after
+/// `open_for(Duration::MAX)`) reads as 2^63 ns less 2". On a ManualClock it does; on the system
+/// clock the kernel path's end reads as 2^63 - 1 - now instead.
+#[test]
+fn open_for_duration_max_reads_as_documented_on_both_clocks() {
+    let doc = Duration::from_nanos((1 << 63) - 2);
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(5));
+    let manual = Breaker::builder("rev-manual")
+        .settings(Settings::builder().jitter(Jitter::None).build().unwrap())
+        .clock(clock.clone())
+        .build();
+    assert!(manual.open_for(Duration::MAX));
+    let on_manual = manual.try_acquire().expect_err("open").retry_after();
+    assert_eq!(on_manual, Some(doc), "ManualClock");
+    let system = system_breaker();
+    // Let the system clock's anchor fall behind, as in any process that has run a while.
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(system.open_for(Duration::MAX));
+    let on_system = system.try_acquire().expect_err("open").retry_after();
+    assert_eq!(on_system, Some(doc), "SystemClock");
+}
+
+/// Successes from more threads than the breaker has lines (three on a 2-core machine), in
+/// waves of threads that exit and hand their slots on, with failures from one thread forcing
+/// locked operations: a count window larger than everything shows every call once.
+#[test]
+fn a_count_window_shows_every_success_from_threads_that_come_and_go() {
+    let settings = Settings::builder()
+        .window(TripWindow::Count(1_000_000))
+        .failure_ratio(Some(0.99))
+        .minimum_calls(10)
+        .consecutive_failures(None)
+        .slow_call_threshold(None)
+        .build()
+        .unwrap();
+    let breaker = Breaker::builder("rev-count").settings(settings).build();
+    let mut successes = 0u64;
+    let mut failures = 0u64;
+    for wave in 0..6u64 {
+        let threads: Vec<_> = (0..7u64)
+            .map(|t| {
+                let breaker = breaker.clone();
+                std::thread::spawn(move || {
+                    let n = 3_000 + 137 * t + wave;
+                    let mut f = 0;
+                    for i in 0..n {
+                        if t == 0 && i % 97 == 0 {
+                            let _ = breaker.call(|| Err::<(), _>(()));
+                            f += 1;
+                        } else {
+                            breaker.call(|| Ok::<(), ()>(())).unwrap();
+                        }
+                    }
+                    (n - f, f)
+                })
+            })
+            .collect();
+        for thread in threads {
+            let (s, f) = thread.join().unwrap();
+            successes += s;
+            failures += f;
+        }
+        let snapshot = breaker.snapshot();
+        assert_eq!(snapshot.state, State::Closed);
+        assert_eq!(
+            (snapshot.calls, snapshot.failures),
+            (successes + failures, failures),
+            "after wave {wave}"
+        );
+    }
+}
+
+/// Permits of one generation held across a `reset()` by threads that own lines, finished
+/// after it (with threads of the new generation counting meanwhile): none counts in the new
+/// generation.
+#[test]
+fn stale_successes_held_across_a_reset_never_count() {
+    let settings = Settings::builder()
+        .window(TripWindow::Count(100_000))
+        .failure_ratio(Some(0.99))
+        .minimum_calls(10)
+        .consecutive_failures(None)
+        .slow_call_threshold(None)
+        .build()
+        .unwrap();
+    let breaker = Breaker::builder("rev-stale").settings(settings).build();
+    let barrier = Arc::new(std::sync::Barrier::new(5));
+    let done = Arc::new(std::sync::Barrier::new(5));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let breaker = breaker.clone();
+            let barrier = Arc::clone(&barrier);
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                // Own a line, count some in the first generation, then hold permits.
+                for _ in 0..300 {
+                    breaker.call(|| Ok::<(), ()>(())).unwrap();
+                }
+                let held: Vec<_> = (0..700).map(|_| breaker.try_acquire().unwrap()).collect();
+                barrier.wait(); // the reset happens
+                barrier.wait();
+                for permit in held {
+                    permit.success();
+                }
+                for _ in 0..50 {
+                    breaker.call(|| Ok::<(), ()>(())).unwrap();
+                }
+                done.wait();
+            })
+        })
+        .collect();
+    barrier.wait();
+    breaker.reset();
+    barrier.wait();
+    done.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(breaker.snapshot().calls, 200, "4 threads x 50 fresh successes");
+}
