@@ -213,18 +213,3 @@ fn a_short_breaks_refusal_says_zero_once_the_break_is_over() {
     );
 }
 
-/// Side finding (older than the commits under review): `break_remaining`'s doc says "What is
-/// left of the break being served; `None` unless open", but a lapsed break with no call since
-/// reads `Some(0)` while `state()` already says half-open.
-#[test]
-fn break_remaining_is_none_once_state_reads_half_open() {
-    let clock = ManualClock::new();
-    let breaker = Breaker::builder("rev-lapsed")
-        .settings(Settings::builder().jitter(Jitter::None).build().unwrap())
-        .clock(clock.clone())
-        .build();
-    assert!(breaker.open_for(Duration::from_secs(1)));
-    clock.advance(Duration::from_secs(2));
-    assert_eq!(breaker.state(), State::HalfOpen);
-    assert_eq!(breaker.break_remaining(), None);
-}
