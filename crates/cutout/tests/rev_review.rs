@@ -213,3 +213,113 @@ fn a_short_breaks_refusal_says_zero_once_the_break_is_over() {
     );
 }
 
+
+/// The kernel-clock refusal against a known end (`open_until` an instant on the system clock):
+/// a call that starts at or after the end is never refused, for breaks from just past the
+/// two-tick margin to 30 ms, each hammered until its end.
+#[test]
+fn no_call_started_after_the_end_is_refused_on_the_kernel_clock() {
+    let breaker = system_breaker();
+    let mut refused_calls = 0u64;
+    for ms in [3u64, 5, 9, 10, 11, 17, 21, 30] {
+        let end = SystemClock.now() + ms * 1_000_000;
+        assert!(breaker.open_until(Duration::from_nanos(end)));
+        loop {
+            let before = SystemClock.now();
+            match breaker.try_acquire() {
+                Err(refused) => {
+                    refused_calls += 1;
+                    assert!(
+                        before < end,
+                        "a call started {} ns after the end was refused: {refused}",
+                        before - end
+                    );
+                }
+                Ok(permit) => {
+                    permit.success();
+                    break;
+                }
+            }
+        }
+        breaker.reset();
+    }
+    assert!(refused_calls > 0);
+}
+
+/// Timed successes (a slow-call threshold times every call of a small window) on a time window,
+/// from more threads than lines, crossing 2^16 in all: every one counted once.
+#[test]
+fn timed_successes_on_a_time_window_past_2_pow_16_are_each_counted_once() {
+    let clock = ManualClock::new();
+    let settings = Settings::builder()
+        .window(TripWindow::Time(Duration::from_secs(600)))
+        .failure_ratio(Some(0.99))
+        .minimum_calls(10)
+        .consecutive_failures(None)
+        .slow_call_threshold(Some(Duration::from_secs(100)))
+        .build()
+        .unwrap();
+    let breaker = Breaker::builder("rev-timed")
+        .settings(settings)
+        .clock(clock.clone())
+        .build();
+    let threads: Vec<_> = (0..6u64)
+        .map(|t| {
+            let breaker = breaker.clone();
+            std::thread::spawn(move || {
+                let n = 12_000 + t * 11;
+                for _ in 0..n {
+                    breaker.call(|| Ok::<(), ()>(())).unwrap();
+                }
+                n
+            })
+        })
+        .collect();
+    let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(total > 1 << 16);
+    let snapshot = breaker.snapshot();
+    assert_eq!((snapshot.calls, snapshot.failures), (total, 0));
+    // And once a failure's lock folds them in.
+    let _ = breaker.call(|| Err::<(), _>(()));
+    let snapshot = breaker.snapshot();
+    assert_eq!((snapshot.calls, snapshot.failures), (total + 1, 1));
+}
+
+/// A small count window (size 50, a period of 32) after failures and many successes from
+/// threads that come and go: the failures slid out, the window full of successes.
+#[test]
+fn a_small_count_window_slides_failures_out_under_many_threads() {
+    let settings = Settings::builder()
+        .window(TripWindow::Count(50))
+        .failure_ratio(Some(0.9))
+        .minimum_calls(10)
+        .consecutive_failures(None)
+        .slow_call_threshold(None)
+        .build()
+        .unwrap();
+    let breaker = Breaker::builder("rev-small").settings(settings).build();
+    for _ in 0..5 {
+        let _ = breaker.call(|| Err::<(), _>(()));
+    }
+    for wave in 0..3 {
+        let threads: Vec<_> = (0..6)
+            .map(|_| {
+                let breaker = breaker.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..2_000 {
+                        breaker.call(|| Ok::<(), ()>(())).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let s = breaker.snapshot();
+        assert_eq!((s.state, s.calls, s.failures), (State::Closed, 50, 0), "wave {wave}");
+    }
+    // One failure now: 49 successes and it.
+    let _ = breaker.call(|| Err::<(), _>(()));
+    let s = breaker.snapshot();
+    assert_eq!((s.calls, s.failures), (50, 1));
+}
