@@ -323,3 +323,62 @@ fn a_small_count_window_slides_failures_out_under_many_threads() {
     let s = breaker.snapshot();
     assert_eq!((s.calls, s.failures), (50, 1));
 }
+
+/// Resets racing successes from threads that own lines (and some that share): after each
+/// reset the new generation's count never exceeds the calls that could have been admitted in
+/// it (those started after the reset, and one in flight a thread).
+#[test]
+fn resets_racing_successes_never_carry_old_counts_into_the_new_generation() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let settings = Settings::builder()
+        .window(TripWindow::Count(1_000_000))
+        .failure_ratio(Some(0.99))
+        .minimum_calls(10)
+        .consecutive_failures(None)
+        .slow_call_threshold(None)
+        .build()
+        .unwrap();
+    let breaker = Breaker::builder("rev-resets").settings(settings).build();
+    let started = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    const THREADS: u64 = 5;
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let breaker = breaker.clone();
+            let started = Arc::clone(&started);
+            let finished = Arc::clone(&finished);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    breaker.call(|| Ok::<(), ()>(())).unwrap();
+                    finished.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for round in 0..300 {
+        let at_reset = started.load(Ordering::SeqCst);
+        breaker.reset();
+        let f0 = finished.load(Ordering::SeqCst);
+        std::thread::yield_now();
+        let f1 = finished.load(Ordering::SeqCst);
+        let calls = breaker.snapshot().calls;
+        assert!(
+            calls + THREADS >= f1 - f0,
+            "round {round}: {calls} calls counted of {} finished since the reset",
+            f1 - f0
+        );
+        let since = started.load(Ordering::SeqCst) - at_reset;
+        assert!(
+            calls <= since + THREADS,
+            "round {round}: {calls} calls in a generation that admitted at most {}",
+            since + THREADS
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+}
