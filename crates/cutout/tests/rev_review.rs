@@ -382,3 +382,57 @@ fn resets_racing_successes_never_carry_old_counts_into_the_new_generation() {
         t.join().unwrap();
     }
 }
+
+/// Successes counted from thread-local destructors (a thread exiting: its slot given back
+/// before or after, the next thread taking it), interleaved with new threads: every one
+/// counted.
+#[test]
+fn successes_from_exiting_threads_destructors_are_all_counted() {
+    struct OnExit(Option<Breaker>);
+    impl Drop for OnExit {
+        fn drop(&mut self) {
+            if let Some(breaker) = self.0.take() {
+                for _ in 0..700 {
+                    breaker.call(|| Ok::<(), ()>(())).unwrap();
+                }
+            }
+        }
+    }
+    thread_local! {
+        static ON_EXIT: std::cell::RefCell<OnExit> = const { std::cell::RefCell::new(OnExit(None)) };
+    }
+    let settings = Settings::builder()
+        .window(TripWindow::Count(1_000_000))
+        .failure_ratio(Some(0.99))
+        .minimum_calls(10)
+        .consecutive_failures(None)
+        .slow_call_threshold(None)
+        .build()
+        .unwrap();
+    let breaker = Breaker::builder("rev-exit").settings(settings).build();
+    let mut expected = 0;
+    for wave in 0..8 {
+        let threads: Vec<_> = (0..5)
+            .map(|t| {
+                let breaker = breaker.clone();
+                std::thread::spawn(move || {
+                    // Half register the destructor before using a slot, half after.
+                    if (t + wave) % 2 == 0 {
+                        ON_EXIT.with(|c| c.borrow_mut().0 = Some(breaker.clone()));
+                    }
+                    for _ in 0..513 {
+                        breaker.call(|| Ok::<(), ()>(())).unwrap();
+                    }
+                    if (t + wave) % 2 == 1 {
+                        ON_EXIT.with(|c| c.borrow_mut().0 = Some(breaker.clone()));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        expected += 5 * (513 + 700);
+        assert_eq!(breaker.snapshot().calls, expected, "wave {wave}");
+    }
+}
