@@ -436,3 +436,58 @@ fn successes_from_exiting_threads_destructors_are_all_counted() {
         assert_eq!(breaker.snapshot().calls, expected, "wave {wave}");
     }
 }
+
+/// A count window against a model of its last N outcomes, one thread, runs of successes of
+/// every length around the ring's size and the period (folded in runs by `push_run`), single
+/// failures between.
+#[test]
+fn count_windows_match_a_model_of_their_last_n_calls() {
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for size in [3u32, 4, 7, 31, 32, 33, 50, 64, 100, 511, 512, 513, 1000] {
+        let settings = Settings::builder()
+            .window(TripWindow::Count(size))
+            .failure_ratio(Some(1.0))
+            .minimum_calls(size)
+            .consecutive_failures(None)
+            .slow_call_threshold(None)
+            .adaptive(false)
+            .build()
+            .unwrap();
+        let breaker = Breaker::builder("rev-model").settings(settings).build();
+        let mut model = std::collections::VecDeque::new();
+        for step in 0..300 {
+            let run = match next(4) {
+                0 => next(4),
+                1 => next(u64::from(size) + 2),
+                2 => u64::from(size) - 1 + next(3),
+                _ => next(1100),
+            }
+            .max(1);
+            for _ in 0..run {
+                breaker.call(|| Ok::<(), ()>(())).unwrap();
+                model.push_back(false);
+            }
+            if next(3) != 0 {
+                let _ = breaker.call(|| Err::<(), _>(()));
+                model.push_back(true);
+            }
+            while model.len() > size as usize {
+                model.pop_front();
+            }
+            let s = breaker.snapshot();
+            assert_eq!(s.state, State::Closed, "size {size} step {step}");
+            let failures = model.iter().filter(|&&f| f).count() as u64;
+            assert_eq!(
+                (s.calls, s.failures),
+                (model.len() as u64, failures),
+                "size {size} step {step}"
+            );
+        }
+    }
+}
