@@ -491,3 +491,33 @@ fn count_windows_match_a_model_of_their_last_n_calls() {
         }
     }
 }
+
+/// A thread that sleeps past the break's end (the machine idle meanwhile, as a tickless kernel
+/// may be) and then calls: the kernel's coarse clock must have caught up, or the call is
+/// refused after the break ended.
+#[test]
+fn a_call_after_sleeping_past_the_end_is_admitted() {
+    let breaker = system_breaker();
+    for round in 0..40u64 {
+        let ms = 10 + round % 7 * 3;
+        let end = SystemClock.now() + ms * 1_000_000;
+        assert!(breaker.open_until(Duration::from_nanos(end)));
+        // Sleep to just past the end.
+        loop {
+            let now = SystemClock.now();
+            if now > end + 50_000 {
+                break;
+            }
+            std::thread::sleep(Duration::from_nanos(end + 60_000 - now));
+        }
+        let before = SystemClock.now();
+        match breaker.try_acquire() {
+            Ok(permit) => permit.success(),
+            Err(refused) => panic!(
+                "round {round}: refused {} ns after the break's end: {refused}",
+                before - end
+            ),
+        }
+        breaker.reset();
+    }
+}
