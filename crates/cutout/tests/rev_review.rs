@@ -521,3 +521,47 @@ fn a_call_after_sleeping_past_the_end_is_admitted() {
         breaker.reset();
     }
 }
+
+/// The loom model `rev_loom.rs` on real threads: one thread cuts a 60 s break to nothing
+/// (`open_for(ZERO)`) and opens it again, over and over; the other calls. A refusal decided on
+/// the kernel's clock may read the converted end of the 60 s break with the `until` of the cut
+/// one, and refuse with a retry-after of zero.
+#[test]
+fn real_threads_a_refusal_racing_a_cut_break_never_says_zero() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let breaker = system_breaker();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cutter = {
+        let breaker = breaker.clone();
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                breaker.open_for(Duration::from_secs(60));
+                breaker.open_for(Duration::ZERO);
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let mut zero = None;
+    let mut refusals = 0u64;
+    while started.elapsed() < Duration::from_secs(3) && zero.is_none() {
+        match breaker.try_acquire() {
+            Ok(permit) => drop(permit),
+            Err(refused) => {
+                refusals += 1;
+                if refused.reason() == RejectReason::Open
+                    && refused.retry_after() == Some(Duration::ZERO)
+                {
+                    zero = Some(refused);
+                }
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    cutter.join().unwrap();
+    assert!(
+        zero.is_none(),
+        "refused while open with a retry-after of zero (after {refusals} refusals): {:?}",
+        zero
+    );
+}
