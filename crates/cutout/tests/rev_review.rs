@@ -565,3 +565,61 @@ fn real_threads_a_refusal_racing_a_cut_break_never_says_zero() {
         zero
     );
 }
+
+/// Permits admitted while closed, held by threads that own lines across open → half-open →
+/// closed (a probe's success), finished in the new closed generation: none counts there.
+#[test]
+fn stale_successes_held_across_open_half_open_and_close_never_count() {
+    let clock = ManualClock::new();
+    let settings = Settings::builder()
+        .window(TripWindow::Count(100_000))
+        .failure_ratio(None)
+        .consecutive_failures(Some(3))
+        .slow_call_threshold(None)
+        .adaptive(false)
+        .jitter(Jitter::None)
+        .break_duration(Duration::from_secs(1))
+        .probe_successes(1)
+        .build()
+        .unwrap();
+    let breaker = Breaker::builder("rev-stale-open")
+        .settings(settings)
+        .clock(clock.clone())
+        .build();
+    let barrier = Arc::new(std::sync::Barrier::new(4));
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let breaker = breaker.clone();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                for _ in 0..200 {
+                    breaker.call(|| Ok::<(), ()>(())).unwrap();
+                }
+                let held: Vec<_> = (0..600).map(|_| breaker.try_acquire().unwrap()).collect();
+                barrier.wait();
+                barrier.wait();
+                for permit in held {
+                    permit.success();
+                }
+                barrier.wait();
+            })
+        })
+        .collect();
+    barrier.wait();
+    for _ in 0..3 {
+        let _ = breaker.call(|| Err::<(), _>(()));
+    }
+    assert_eq!(breaker.state(), State::Open);
+    clock.advance(Duration::from_secs(2));
+    breaker.try_acquire().expect("a probe").success();
+    assert_eq!(breaker.state(), State::Closed);
+    barrier.wait();
+    barrier.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let s = breaker.snapshot();
+    assert_eq!((s.state, s.calls, s.failures), (State::Closed, 0, 0));
+    breaker.call(|| Ok::<(), ()>(())).unwrap();
+    assert_eq!(breaker.snapshot().calls, 1);
+}
