@@ -13,10 +13,17 @@
 //! `throttle` with `Relaxed`, then the state word with `Release`. The converted deadline is
 //! read where `until` or `fast_until` is, and follows the same pairing: a later publication's
 //! proves a time before one of that publication's deadlines, or is 0 (it proves nothing, and
-//! the precise clock decides). A refusal it proves then reads `until` for its retry-after: one
-//! of a later publication is that publication's end (the break being served by then), and 0
-//! (a reset or a close since, whose converted deadline a refusal may have read) makes the call
-//! take the slow path instead of refusing. An untimed success that reads a later
+//! the precise clock decides). A refusal it proves also needs the end it was converted from,
+//! for its retry-after, and both must be of one publication (an old conversion read with a
+//! break cut short since would refuse a call after the new end): a new conversion is
+//! published as a sequence lock whose sequence is the conversion itself. The lock stores 0
+//! to it, a `Release` fence, then `until` and the source, then the conversion with `Release`;
+//! the refusal loads the conversion with `Acquire`, then `until`, an `Acquire` fence, and the
+//! conversion again. If `until` came from a later publication's store, the fences order that
+//! publication's 0 before the second load, which then differs (or reads the later conversion
+//! itself, made from that very end: equal conversions prove the same thing of either end);
+//! if the conversion read first came from the `Release` store, `until` is at least that
+//! publication's. An `until` of 0 (a reset or a close) makes the call take the slow path. An untimed success that reads a later
 //! publication's deadline is counted as one a later `fast_until` let in (below), or, where
 //! that publication is of another generation (an opening's break end), dropped by its
 //! generation's tag (`cells.rs`).

@@ -79,11 +79,17 @@ impl RetryAfter {
         RetryAfter::from_nanos(after.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
     }
 
-    /// Until `end`, a reading of the [`SystemClock`] (2^63 ns, 292 years, after its anchor
-    /// at most).
+    /// Until `end`, a reading of the [`SystemClock`]. An end 2^63 ns (292 years) or more
+    /// after the clock's anchor does not fit beside the bit: it reads as the longest wait,
+    /// as any wait that long does (an end that far is a break that never ends in practice,
+    /// `open_for(Duration::MAX)`).
     #[inline]
     pub(crate) fn until_system(end: u64) -> RetryAfter {
-        RetryAfter(AT | (end & (AT - 1)))
+        if end < AT {
+            RetryAfter(AT | end)
+        } else {
+            RetryAfter(AT - 1)
+        }
     }
 
     pub(crate) fn get(self) -> Option<Duration> {

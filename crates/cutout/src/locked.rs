@@ -183,14 +183,23 @@ impl Breaker {
         {
             return;
         }
+        // The same deadline keeps its conversion: its margin covers the drift over a longer
+        // wait. A new one is published as a sequence lock whose sequence is the converted
+        // deadline itself (see `breaker.rs`): taken away first, then the ends, then the new
+        // conversion, so that a refusal that read one conversion and its end reads both of
+        // one publication.
+        let reconverted = hot.kernel_source.load(relaxed) != kernel_source;
+        if reconverted {
+            kernel::unseal(&hot.kernel_deadline);
+        }
         hot.until.store(published.until, relaxed);
         hot.fast_until.store(published.fast_until, relaxed);
-        // The same deadline keeps its conversion: its margin covers the drift over a longer
-        // wait.
-        if hot.kernel_source.load(relaxed) != kernel_source {
+        if reconverted {
             hot.kernel_source.store(kernel_source, relaxed);
-            hot.kernel_deadline
-                .store(self.on_kernel_clock(kernel_source, now), relaxed);
+            kernel::seal(
+                &hot.kernel_deadline,
+                self.on_kernel_clock(kernel_source, now),
+            );
         }
         hot.slow_nanos.store(published.slow_nanos, relaxed);
         hot.throttle.store(published.throttle, relaxed);

@@ -29,6 +29,8 @@
 //! whose thread can be scheduled late. No other platform has the clock: there the published
 //! deadline is 0 and every caller reads the precise clock.
 
+use crate::loom::{AtomicU64, Ordering, fence};
+
 /// The coarse reading in nanoseconds (at least 1), or 0 where there is no such clock.
 #[inline(always)]
 pub(crate) fn now() -> u64 {
@@ -89,6 +91,34 @@ pub(crate) fn convert(deadline: u64, earlier: u64, precise: impl FnOnce() -> u64
         Some(ahead) if ahead > 0 => coarse.saturating_add(ahead),
         _ => 0,
     }
+}
+
+/// The publication of a new conversion, a sequence lock whose sequence is the conversion
+/// itself (see `breaker.rs`, "# Orderings"): [`unseal`] before the ends it was made from are
+/// stored, [`seal`] after; [`proved`] reads an end with its conversion, both of one
+/// publication.
+pub(crate) fn unseal(converted: &AtomicU64) {
+    converted.store(0, Ordering::Relaxed);
+    fence(Ordering::Release);
+}
+
+/// Publishes `value`, the conversion of the ends stored since [`unseal`].
+pub(crate) fn seal(converted: &AtomicU64, value: u64) {
+    converted.store(value, Ordering::Release);
+}
+
+/// The end that a coarse `reading` proves has not been reached: `end` as the lock published
+/// it with its conversion in `converted`; `None` where the reading proves nothing, the end is
+/// 0 (none), or the conversion changed while the end was read.
+#[inline(always)]
+pub(crate) fn proved(converted: &AtomicU64, end: &AtomicU64, reading: u64) -> Option<u64> {
+    let first = converted.load(Ordering::Acquire);
+    if reading >= first {
+        return None;
+    }
+    let end = end.load(Ordering::Relaxed);
+    fence(Ordering::Acquire);
+    (end != 0 && converted.load(Ordering::Relaxed) == first).then_some(end)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -158,5 +188,39 @@ mod tests {
         assert!(proved > 0);
         // And the proof ends before the deadline by no more than the margin and a tick.
         assert!(clock.now() + 4 * tick() + (30_000_000 >> 10) >= deadline);
+    }
+}
+
+/// A model of the conversion's sequence lock (`loom_` so that CI's `--lib loom_` runs it): a
+/// refusal that reads a 60 s break's conversion while the lock cuts the break to an end
+/// already past (no conversion: it is within two ticks) never pairs the old conversion with
+/// the new end.
+#[cfg(all(test, loom))]
+mod loom_kernel {
+    use super::*;
+    use crate::loom::Arc;
+
+    #[test]
+    fn loom_a_conversion_is_read_with_its_own_end() {
+        loom::model(|| {
+            // Ends on the precise scale, conversions on the coarse one: 60 s is proved by a
+            // conversion of 900 (a coarse reading of 500 is below it); the cut end, 5, by none.
+            let (long, cut) = (60_000, 5);
+            let converted = Arc::new(AtomicU64::new(900));
+            let until = Arc::new(AtomicU64::new(long));
+            let lock = {
+                let (converted, until) = (Arc::clone(&converted), Arc::clone(&until));
+                loom::thread::spawn(move || {
+                    unseal(&converted);
+                    until.store(cut, Ordering::Relaxed);
+                    seal(&converted, 0);
+                })
+            };
+            if let Some(end) = proved(&converted, &until, 500) {
+                assert_eq!(end, long, "the old conversion read with the cut end");
+            }
+            lock.join().unwrap();
+            assert_eq!(proved(&converted, &until, 500), None);
+        });
     }
 }

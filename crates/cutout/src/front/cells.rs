@@ -1,14 +1,16 @@
 //! The one way outcomes are counted off the lock: a line per core of what its threads' calls
 //! did since the last locked operation, folded into the machine by the next one.
 //!
-//! A line holds six things, one cache line in all:
+//! A line holds seven things, one cache line in all:
 //! - `successes`: successes counted under a fast word (see `word.rs`) by the line's own thread
 //!   (the one whose slot is the line's index), tagged with the generation they belong to
 //!   (bits 32–63), with how many of them were timed (bits 16–31) and how many in all (bits
 //!   0–15), each half wrapping on its own. A success of a later generation restarts the count
 //!   at it, one of an earlier generation is refused, so a success never counts in a generation
-//!   it was not admitted in. Threads without a line count theirs on one word of the breaker's
-//!   (`Shared::successes_shared`), tagged the same way.
+//!   it was not admitted in.
+//! - `successes_shared`: the successes of threads without a line of their own (more threads
+//!   than lines, or a thread already exiting), on the line they share, tagged the same way
+//!   and added with a compare-exchange.
 //! - `turn`: a pseudo-random sequence of the line's own, for choosing which calls are timed:
 //!   each one with a chance of one in [`SAMPLE`](sampling::SAMPLE) (what a drawn call weighs,
 //!   and the bound of the estimate, are `machine/sampling.rs`'s).

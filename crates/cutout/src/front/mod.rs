@@ -16,6 +16,8 @@ pub(crate) mod cells;
 pub(crate) mod slot;
 pub(crate) mod word;
 
+use std::time::Duration;
+
 use crate::Breaker;
 use crate::classify::{Outcome, Verdict};
 use crate::error::{RejectReason, Rejected, RetryAfter};
@@ -112,28 +114,27 @@ impl Breaker {
     fn refusal_while_open(&self, now: u64) -> Option<Ticket> {
         let until = self.shared.hot.until.load(Ordering::Relaxed);
         (now < until).then(|| {
-            self.refuse(
-                RejectReason::Open,
-                RetryAfter::from_nanos(Some(until - now)),
-            )
+            let after = if self.shared.hot.quick_refusals {
+                RetryAfter::until_system(until)
+            } else {
+                RetryAfter::from_nanos(Some(until - now))
+            };
+            self.refuse(RejectReason::Open, after)
         })
     }
 
     /// The refusal of a call while open that the kernel's coarse clock proves is before the
     /// break's end, if it does (see `clock/kernel.rs`). Its retry-after carries the break's end
     /// and reads the precise clock only when asked, so the refusal takes no precise reading.
-    /// Reads the converted end, then `until`, after the caller read an open word, as
-    /// [`Breaker::refusal_while_open`] does; an `until` of 0 (a reset raced it) refuses nothing.
+    /// Reads the converted end, then `until`, then the converted end again, after the caller
+    /// read an open word; a conversion that changed in between, or an `until` of 0 (a reset or
+    /// a close raced it), refuses nothing here.
     #[inline(always)]
     fn refusal_on_kernel_clock(&self) -> Option<Ticket> {
         let hot = &self.shared.hot;
-        if crate::clock::kernel::now() >= hot.kernel_deadline.load(Ordering::Relaxed) {
-            return None;
-        }
-        match hot.until.load(Ordering::Relaxed) {
-            0 => None,
-            until => Some(self.refuse(RejectReason::Open, RetryAfter::until_system(until))),
-        }
+        let reading = crate::clock::kernel::now();
+        let until = crate::clock::kernel::proved(&hot.kernel_deadline, &hot.until, reading)?;
+        Some(self.refuse(RejectReason::Open, RetryAfter::until_system(until)))
     }
 
     /// A timed call admitted while closed, picked as `pick` says.
@@ -242,7 +243,7 @@ impl Breaker {
                     Admission::Refuse {
                         reason,
                         retry_after,
-                    } => self.refuse(reason, RetryAfter::new(retry_after)),
+                    } => self.refuse(reason, self.retry_after(reason, retry_after, now)),
                 });
             }
             return Err(self.refuse(RejectReason::Throttled, RetryAfter::from_nanos(None)));
@@ -310,7 +311,20 @@ impl Breaker {
             Admission::Refuse {
                 reason,
                 retry_after,
-            } => self.refuse(reason, RetryAfter::new(retry_after)),
+            } => self.refuse(reason, self.retry_after(reason, retry_after, now)),
+        }
+    }
+
+    /// The retry-after of a refusal the machine decided at `now`: on the system clock, a
+    /// refusal while open carries the break's end and reads the clock when asked, as the
+    /// quick path's do (see [`Rejected::retry_after`]); every other one what was left.
+    fn retry_after(&self, reason: RejectReason, left: Option<Duration>, now: u64) -> RetryAfter {
+        match (reason, left) {
+            (RejectReason::Open, Some(left)) if self.shared.hot.quick_refusals => {
+                let left = u64::try_from(left.as_nanos()).unwrap_or(u64::MAX);
+                RetryAfter::until_system(now.saturating_add(left))
+            }
+            _ => RetryAfter::new(left),
         }
     }
 
