@@ -837,6 +837,21 @@ fn an_enforce_switch_racing_a_call_to_an_open_shadow_breaker_lets_it_through_or_
     });
 }
 
+/// Resets `breaker` on a thread of its own, which then sets a flag; whether this thread saw it
+/// set (so the reset happened before what it does next).
+fn reset_racing(breaker: &Breaker) -> (thread::JoinHandle<()>, bool) {
+    let reset_seen = std::sync::Arc::new(AtomicBool::new(false));
+    let reset = {
+        let breaker = breaker.clone();
+        let reset_seen = std::sync::Arc::clone(&reset_seen);
+        thread::spawn(move || {
+            breaker.reset();
+            reset_seen.store(true, Ordering::Release);
+        })
+    };
+    (reset, reset_seen.load(Ordering::Acquire))
+}
+
 /// On the system clock a refusal while open is decided on the kernel's coarse clock against the
 /// break's end the lock converted to its scale (`clock/kernel.rs`), published beside `until`
 /// before the word. A call that has seen a reset (through a flag the reset's thread set after
@@ -852,16 +867,7 @@ fn a_call_after_a_reset_it_saw_is_never_refused_on_the_kernel_clock() {
             .build();
         assert!(breaker.call(|| Err::<(), _>(())).is_err());
         assert_eq!(breaker.state(), State::Open);
-        let reset_seen = std::sync::Arc::new(AtomicBool::new(false));
-        let reset = {
-            let breaker = breaker.clone();
-            let reset_seen = std::sync::Arc::clone(&reset_seen);
-            thread::spawn(move || {
-                breaker.reset();
-                reset_seen.store(true, Ordering::Release);
-            })
-        };
-        let saw = reset_seen.load(Ordering::Acquire);
+        let (reset, saw) = reset_racing(&breaker);
         match breaker.try_acquire() {
             Ok(permit) => permit.success(),
             Err(rejected) => {
@@ -894,16 +900,7 @@ fn a_success_after_a_reset_it_saw_never_counts_in_the_reset_window_on_the_kernel
         // One locked operation publishes the converted deadline.
         assert!(breaker.call(|| Ok::<(), ()>(())).is_ok());
         let permit = breaker.try_acquire().expect("closed");
-        let reset_seen = std::sync::Arc::new(AtomicBool::new(false));
-        let reset = {
-            let breaker = breaker.clone();
-            let reset_seen = std::sync::Arc::clone(&reset_seen);
-            thread::spawn(move || {
-                breaker.reset();
-                reset_seen.store(true, Ordering::Release);
-            })
-        };
-        let saw = reset_seen.load(Ordering::Acquire);
+        let (reset, saw) = reset_racing(&breaker);
         permit.success();
         reset.join().unwrap();
         // Before the reset it was cleared with the window; after it, it is of the old

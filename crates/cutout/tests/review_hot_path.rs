@@ -13,6 +13,19 @@ use cutout::{Breaker, Jitter, RejectReason, Settings, State, TripWindow};
 
 const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// A count window of `size` that nothing here trips: no consecutive rule, a 99% ratio, no
+/// latency threshold, so its totals are what the tests read.
+fn counting(size: u32) -> Settings {
+    Settings::builder()
+        .window(TripWindow::Count(size))
+        .failure_ratio(Some(0.99))
+        .minimum_calls(10)
+        .consecutive_failures(None)
+        .slow_call_threshold(None)
+        .build()
+        .unwrap()
+}
+
 fn system_breaker() -> Breaker {
     Breaker::builder("review")
         .settings(
@@ -101,14 +114,7 @@ fn open_for_duration_max_reads_as_documented_on_both_clocks() {
 /// locked operations: a count window larger than everything shows every call once.
 #[test]
 fn a_count_window_shows_every_success_from_threads_that_come_and_go() {
-    let settings = Settings::builder()
-        .window(TripWindow::Count(1_000_000))
-        .failure_ratio(Some(0.99))
-        .minimum_calls(10)
-        .consecutive_failures(None)
-        .slow_call_threshold(None)
-        .build()
-        .unwrap();
+    let settings = counting(1_000_000);
     let breaker = Breaker::builder("rev-count").settings(settings).build();
     let mut successes = 0u64;
     let mut failures = 0u64;
@@ -151,14 +157,7 @@ fn a_count_window_shows_every_success_from_threads_that_come_and_go() {
 /// generation.
 #[test]
 fn stale_successes_held_across_a_reset_never_count() {
-    let settings = Settings::builder()
-        .window(TripWindow::Count(100_000))
-        .failure_ratio(Some(0.99))
-        .minimum_calls(10)
-        .consecutive_failures(None)
-        .slow_call_threshold(None)
-        .build()
-        .unwrap();
+    let settings = counting(100_000);
     let breaker = Breaker::builder("rev-stale").settings(settings).build();
     let barrier = Arc::new(std::sync::Barrier::new(5));
     let done = Arc::new(std::sync::Barrier::new(5));
@@ -342,14 +341,7 @@ fn a_small_count_window_slides_failures_out_under_many_threads() {
 #[test]
 fn resets_racing_successes_never_carry_old_counts_into_the_new_generation() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    let settings = Settings::builder()
-        .window(TripWindow::Count(1_000_000))
-        .failure_ratio(Some(0.99))
-        .minimum_calls(10)
-        .consecutive_failures(None)
-        .slow_call_threshold(None)
-        .build()
-        .unwrap();
+    let settings = counting(1_000_000);
     let breaker = Breaker::builder("rev-resets").settings(settings).build();
     let started = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicU64::new(0));
@@ -413,14 +405,7 @@ fn successes_from_exiting_threads_destructors_are_all_counted() {
     thread_local! {
         static ON_EXIT: std::cell::RefCell<OnExit> = const { std::cell::RefCell::new(OnExit(None)) };
     }
-    let settings = Settings::builder()
-        .window(TripWindow::Count(1_000_000))
-        .failure_ratio(Some(0.99))
-        .minimum_calls(10)
-        .consecutive_failures(None)
-        .slow_call_threshold(None)
-        .build()
-        .unwrap();
+    let settings = counting(1_000_000);
     let breaker = Breaker::builder("rev-exit").settings(settings).build();
     let mut expected = 0;
     for wave in 0..8 {
