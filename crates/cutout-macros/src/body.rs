@@ -126,39 +126,35 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
         .map(|a| quote!(let #a = ::core::clone::Clone::clone(&#a);))
         .collect();
     let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    // An `impl Future` method without a retry calls the delegate at once and awaits its
-    // future inside the breaker: the returned future then holds the delegate's future and
-    // the breaker, not `&self`, so it is `Send` whenever the delegate's is (the trait's
-    // `+ Send`), whether or not the delegate is `Sync`. Its future is polled only once the
-    // breaker admits the call.
+    // An `impl Future` method without a retry asks its breaker for an owned permit when it is
+    // called, and calls the delegate then only if the permit was granted; the returned future
+    // awaits the delegate's inside the breaker. It holds the permit and the delegate's
+    // future, not `&self`, so it is `Send` whenever the delegate's is (the trait's `+ Send`),
+    // whether or not the delegate is `Sync`, and a refused call never reaches the delegate.
     let eager = method.shape == Shape::ImplFuture && b.retry.is_none();
-    let breaker = if eager {
-        quote!(__cutout_breaker)
-    } else {
-        breaker
-    };
-    let future = if eager {
-        quote!(__cutout_future)
-    } else {
-        quote!(async move { #call.await })
-    };
+    let future = quote!(async move { #call.await });
     // One call through the breaker: the core's own calls.
-    let once = match (is_async, b.timeout) {
-        (false, _) => quote!(#breaker.call_with(__cutout_classifier, || #call)),
-        (true, None) => quote! {
+    let once = match (is_async, b.timeout, eager) {
+        (false, _, _) => quote!(#breaker.call_with(__cutout_classifier, || #call)),
+        (true, None, true) => quote! {
+            #private::admitted(__cutout_admitted, __cutout_classifier).await
+        },
+        (true, None, false) => quote! {
             #breaker.call_async_with(__cutout_classifier, #future).await
         },
-        (true, Some((timeout, _))) => {
+        (true, Some((timeout, _)), eager) => {
             let timeout = nanos(timeout);
-            quote! {
-                #private::timed(
-                    #breaker.call_async_timeout_with(
-                        __cutout_classifier,
-                        ::core::time::Duration::from_nanos(#timeout),
-                        #future,
-                    ).await,
-                )
-            }
+            let timeout = quote!(::core::time::Duration::from_nanos(#timeout));
+            let attempt = if eager {
+                quote! {
+                    #private::admitted_timeout(__cutout_admitted, __cutout_classifier, #timeout)
+                }
+            } else {
+                quote! {
+                    #breaker.call_async_timeout_with(__cutout_classifier, #timeout, #future)
+                }
+            };
+            quote!(#private::timed(#attempt.await))
         }
     };
     let result = match (is_async, b.retry) {
@@ -232,8 +228,7 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
         },
         Shape::ImplFuture if eager => quote! {
             #sig {
-                let __cutout_breaker = &self.#field;
-                let __cutout_future = #call;
+                let __cutout_admitted = self.#field.try_acquire_owned().map(|__cutout_p| (__cutout_p, #call));
                 async move {
                     #body
                 }

@@ -3,6 +3,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{GenericParam, ItemTrait, TraitItem};
 
@@ -18,7 +19,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             "#[cutout::resilient] takes no arguments; put #[breaker(...)] on the methods",
         ));
     }
-    let trait_name = item.ident.to_string();
+    let trait_name = item.ident.unraw().to_string();
     let trait_ident = item.ident.clone();
     let wrapper = format_ident!("{}Resilient", item.ident);
     let vis = item.vis.clone();
@@ -154,12 +155,14 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
     let mut methods = Vec::new();
     for (f, breaker) in &planned {
         let method = Method::read(f)?;
-        let name = f.sig.ident.to_string();
+        // `r#match` is the method `match`, as its id names it.
+        let name = f.sig.ident.unraw().to_string();
         let Some(breaker) = breaker else {
             methods.push(body::pass_through(&method, &delegate_trait));
             continue;
         };
-        let field = format_ident!("__cutout_{}", f.sig.ident);
+        // Apart from the marker's name (`__cutout_marker`), whatever the method is called.
+        let field = format_ident!("__cutout_breaker_{}", f.sig.ident.unraw());
         let declared_by = default_id(&trait_name, &name, &method.params);
         let id = breaker.name.clone().unwrap_or_else(|| declared_by.clone());
         let keys = breaker.settings.iter().map(|(k, v)| {

@@ -13,7 +13,8 @@ pub(crate) fn default_id(trait_name: &str, method: &str, types: &[&syn::Type]) -
 }
 
 /// Drops every space that does not separate two words (`& 'a str` → `&'a str`,
-/// `Vec < u8 >` → `Vec<u8>`, `& mut T` → `&mut T`), and puts one after each comma.
+/// `Vec < u8 >` → `Vec<u8>`, `& mut T` → `&mut T`), and puts one after each comma and
+/// semicolon and around each arrow, as rustfmt writes them (`[u8; 4]`, `fn(u8) -> u8`).
 fn compact(tokens: &str) -> String {
     let chars: Vec<char> = tokens.chars().collect();
     let word = |c: char| c.is_alphanumeric() || c == '_';
@@ -25,7 +26,13 @@ fn compact(tokens: &str) -> String {
         }
         let before = out.chars().last().unwrap_or(' ');
         let after = chars.get(i + 1).copied().unwrap_or(' ');
-        if before == ',' || (word(before) && (word(after) || after == '\'' || after == '&')) {
+        let arrow_next = after == '-' && chars.get(i + 2) == Some(&'>');
+        if before == ','
+            || before == ';'
+            || arrow_next
+            || out.ends_with("->")
+            || (word(before) && (word(after) || after == '\'' || after == '&'))
+        {
             out.push(' ');
         }
     }
@@ -59,8 +66,10 @@ mod tests {
         );
         assert_eq!(
             id(&["&dyn Fn(u8) -> u8"]),
-            "PaymentGateway#charge(&dyn Fn(u8)->u8)"
+            "PaymentGateway#charge(&dyn Fn(u8) -> u8)"
         );
+        assert_eq!(id(&["[u8; 4]"]), "PaymentGateway#charge([u8; 4])");
+        assert_eq!(id(&["fn(u8) -> u8"]), "PaymentGateway#charge(fn(u8) -> u8)");
         assert_eq!(id(&[]), "PaymentGateway#charge()");
     }
 }

@@ -256,7 +256,17 @@ impl Registry {
         let id = id.as_ref();
         let mut breakers = self.write();
         match breakers.remove(id) {
-            Some(breaker) => Ok(breaker),
+            Some(breaker) => {
+                // A declared breaker removed is no method's any more: a later conflict on
+                // its id must not name the method that declared the old one.
+                #[cfg(feature = "macros")]
+                self.inner
+                    .declared
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .remove(id);
+                Ok(breaker)
+            }
             None => Err(unknown(id, &breakers)),
         }
     }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use super::DeclareError;
 #[cfg(feature = "tokio")]
 use super::TimedOut;
-use crate::{Breaker, Error, Registry, Rejected, State};
+use crate::classify::Classify;
+use crate::{Breaker, Error, OwnedPermit, Registry, Rejected, State};
 
 /// A settings key's value as the attribute wrote it (checked at compile time).
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +127,49 @@ where
                 made += 1;
             }
             other => return other,
+        }
+    }
+}
+
+/// An `impl Future` method's call once its breaker has answered: the permit was asked for
+/// when the method was called, and the delegate's method ran (giving its future) only when it
+/// was granted, so that a refused call never reaches the delegate and the call is timed from
+/// its start. The permit is owned: the returned future borrows nothing of the wrapper.
+pub async fn admitted<T, E, C, F>(
+    admitted: Result<(OwnedPermit, F), Rejected>,
+    classifier: &C,
+) -> Result<T, Error<E>>
+where
+    C: Classify<T, E> + ?Sized,
+    F: Future<Output = Result<T, E>>,
+{
+    let (permit, future) = admitted?;
+    let result = future.await;
+    permit.record_verdict(classifier.verdict(&result));
+    result.map_err(Error::Inner)
+}
+
+/// [`admitted`] with a timeout inside the breaker, counted as a failure (feature `tokio`).
+#[cfg(feature = "tokio")]
+pub async fn admitted_timeout<T, E, C, F>(
+    admitted: Result<(OwnedPermit, F), Rejected>,
+    classifier: &C,
+    timeout: Duration,
+) -> Result<T, Error<crate::timeout::AttemptError<E>>>
+where
+    C: Classify<T, E> + ?Sized,
+    F: Future<Output = Result<T, E>>,
+{
+    use crate::timeout::AttemptError;
+    let (permit, future) = admitted?;
+    match tokio::time::timeout(timeout, future).await {
+        Ok(result) => {
+            permit.record_verdict(classifier.verdict(&result));
+            result.map_err(|e| Error::Inner(AttemptError::Failed(e)))
+        }
+        Err(_) => {
+            permit.failure();
+            Err(Error::Inner(AttemptError::Elapsed(timeout)))
         }
     }
 }

@@ -101,7 +101,11 @@
 //!
 //! A breaker has state, so sharing matters. Without `name`, each method has its own breaker,
 //! with the id `<Trait>#<method>(<parameter types>)`, the types as written in the trait:
-//! `PaymentGateway#charge(&str)`. With the same `name` on several methods (or on several
+//! `PaymentGateway#charge(&str)` (spaced as rustfmt writes types: `[u8; 4]`,
+//! `fn(u8) -> u8`). The id holds the trait's name, not its module: two traits of one name in
+//! two modules, wrapped with one registry, would share their methods' breakers (and conflict
+//! if their settings differ), so give one of them `name`s or a registry of its own. With the
+//! same `name` on several methods (or on several
 //! traits wrapped with the same registry), they share one breaker: failures of one method
 //! open it for all. They must ask for the same settings, or `new` fails with the registry's
 //! `CUT-REG-001`, naming the keys that differ and both methods
