@@ -142,19 +142,18 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
         (true, None, false) => quote! {
             #breaker.call_async_with(__cutout_classifier, #future).await
         },
+        // A timeout is judged by the classifier as the `E` it becomes (`ignore` may name it).
         (true, Some((timeout, _)), eager) => {
             let timeout = nanos(timeout);
             let timeout = quote!(::core::time::Duration::from_nanos(#timeout));
-            let attempt = if eager {
-                quote! {
-                    #private::admitted_timeout(__cutout_admitted, __cutout_classifier, #timeout)
-                }
+            let admitted = if eager {
+                quote!(__cutout_admitted)
             } else {
-                quote! {
-                    #breaker.call_async_timeout_with(__cutout_classifier, #timeout, #future)
-                }
+                quote!(#breaker.try_acquire_owned().map(|__cutout_p| (__cutout_p, #future)))
             };
-            quote!(#private::timed(#attempt.await))
+            quote! {
+                #private::admitted_timeout(#admitted, __cutout_classifier, #timeout).await
+            }
         }
     };
     let result = match (is_async, b.retry) {

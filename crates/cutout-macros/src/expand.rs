@@ -72,6 +72,22 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         })
         .collect();
     let where_clause = item.generics.where_clause.clone();
+    let mut clone_where = where_clause
+        .clone()
+        .unwrap_or_else(|| syn::parse_quote!(where));
+    clone_where
+        .predicates
+        .push(syn::parse_quote!(D: ::core::clone::Clone));
+    // An unsafe trait's contract binds each implementor, and the wrapper answers for itself
+    // (it refuses, retries, falls back): the macro cannot make that promise for the user.
+    if let Some(unsafety) = item.unsafety {
+        return Err(syn::Error::new(
+            unsafety.span,
+            "#[cutout::resilient] cannot wrap an `unsafe trait`: its safety contract binds each \
+             implementor, and the generated wrapper (which may refuse, retry or fall back) \
+             cannot promise it for you",
+        ));
+    }
     let trait_args = if item.generics.params.is_empty() {
         quote!()
     } else {
@@ -151,6 +167,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
     }
 
     let mut fields = Vec::new();
+    let mut field_names = Vec::new();
     let mut inits = Vec::new();
     let mut methods = Vec::new();
     for (f, breaker) in &planned {
@@ -163,6 +180,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         };
         // Apart from the marker's name (`__cutout_marker`), whatever the method is called.
         let field = format_ident!("__cutout_breaker_{}", f.sig.ident.unraw());
+        field_names.push(field.clone());
         let declared_by = default_id(&trait_name, &name, &method.params);
         let id = breaker.name.clone().unwrap_or_else(|| declared_by.clone());
         let keys = breaker.settings.iter().map(|(k, v)| {
@@ -232,6 +250,17 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         impl #impl_generics #delegate_trait for #self_ty #where_clause {
             #(#items)*
             #(#methods)*
+        }
+
+        // A clone shares its breakers (handles to one state) and clones the delegate.
+        impl #impl_generics ::core::clone::Clone for #self_ty #clone_where {
+            fn clone(&self) -> Self {
+                Self {
+                    delegate: ::core::clone::Clone::clone(&self.delegate),
+                    #(#field_names: ::core::clone::Clone::clone(&self.#field_names),)*
+                    __cutout_marker: ::core::marker::PhantomData,
+                }
+            }
         }
     })
 }

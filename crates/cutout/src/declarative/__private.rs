@@ -92,19 +92,6 @@ pub fn retry<T, E>(
     }
 }
 
-/// A timed-out attempt as the method's error (`From<TimedOut>`).
-#[cfg(feature = "tokio")]
-pub fn timed<T, E: From<TimedOut>>(
-    result: Result<T, Error<crate::timeout::AttemptError<E>>>,
-) -> Result<T, Error<E>> {
-    use crate::timeout::AttemptError;
-    result.map_err(|error| match error {
-        Error::Rejected(rejected) => Error::Rejected(rejected),
-        Error::Inner(AttemptError::Failed(e)) => Error::Inner(e),
-        Error::Inner(AttemptError::Elapsed(after)) => Error::Inner(E::from(TimedOut::new(after))),
-    })
-}
-
 /// An async retry outside the breaker, as [`retry`] (feature `tokio`: the backoff waits on
 /// tokio's timer).
 #[cfg(feature = "tokio")]
@@ -149,27 +136,25 @@ where
     result.map_err(Error::Inner)
 }
 
-/// [`admitted`] with a timeout inside the breaker, counted as a failure (feature `tokio`).
+/// [`admitted`] with a timeout inside the breaker (feature `tokio`): a call that runs out of
+/// time is cancelled and its error, `E::from(TimedOut)`, is judged by the classifier like
+/// any other (a failure by default; an `ignore` that names it makes it ignored, as seed 001's
+/// `ignoreOn` does for timeouts).
 #[cfg(feature = "tokio")]
 pub async fn admitted_timeout<T, E, C, F>(
     admitted: Result<(OwnedPermit, F), Rejected>,
     classifier: &C,
     timeout: Duration,
-) -> Result<T, Error<crate::timeout::AttemptError<E>>>
+) -> Result<T, Error<E>>
 where
+    E: From<TimedOut>,
     C: Classify<T, E> + ?Sized,
     F: Future<Output = Result<T, E>>,
 {
-    use crate::timeout::AttemptError;
     let (permit, future) = admitted?;
-    match tokio::time::timeout(timeout, future).await {
-        Ok(result) => {
-            permit.record_verdict(classifier.verdict(&result));
-            result.map_err(|e| Error::Inner(AttemptError::Failed(e)))
-        }
-        Err(_) => {
-            permit.failure();
-            Err(Error::Inner(AttemptError::Elapsed(timeout)))
-        }
-    }
+    let result = tokio::time::timeout(timeout, future)
+        .await
+        .unwrap_or_else(|_| Err(E::from(TimedOut::new(timeout))));
+    permit.record_verdict(classifier.verdict(&result));
+    result.map_err(Error::Inner)
 }

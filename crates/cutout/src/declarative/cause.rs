@@ -30,7 +30,8 @@ impl<E> Cause<E> {
     }
 }
 
-/// A `#[breaker(timeout = "...")]` call ran out of time: cancelled, and counted as a failure.
+/// A `#[breaker(timeout = "...")]` call ran out of time: cancelled, and its error judged as
+/// any other (a failure, unless `ignore` or the classifier says otherwise).
 /// The method's error type needs `From<TimedOut>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimedOut(Duration);

@@ -93,7 +93,7 @@
 //! | `record` | a path to a `fn(&E) -> bool` | errors that count as failures (others count as successes) |
 //! | `fallback` | a method name | the wrapper's own method `fn(&self, Cause<E>) -> Result<T, E>` that answers instead of the error |
 //! | `fallback_on` | `"both"` (default), `"refused"` or `"failed"` | which answers the fallback gives |
-//! | `timeout` | a duration | async methods only (feature `tokio`): a call that runs out of time is cancelled and counted as a failure; `E: From<TimedOut>` |
+//! | `timeout` | a duration | async methods only (feature `tokio`): a call that runs out of time is cancelled and its error, `E::from(TimedOut)`, judged like any other: a failure, unless `ignore` (or the classifier) says otherwise; `E: From<TimedOut>` |
 //! | `retry(attempts = 3, backoff = "100ms")` | | retries failures outside the breaker; never a refusal |
 //! | `rejected` | a path to a `fn(Rejected) -> E` | builds the error of a refusal, instead of `From<Rejected>` |
 //!
@@ -165,10 +165,10 @@
 //!   cloned for each attempt, so a retried method's parameters must be `Clone` (references
 //!   are). An async retry needs feature `tokio` (its backoff waits on tokio's timer).
 //! - It records the timeout. `timeout = "2s"` on an async method cancels a call that runs
-//!   out of time and counts it as a failure, inside the breaker
-//!   ([`Breaker::call_async_timeout_with`](crate::Breaker::call_async_timeout_with)), so
-//!   calls that hang open it. On a sync method it is a compile error: a sync call cannot be
-//!   stopped.
+//!   out of time, inside the breaker, and judges its error (`E::from(TimedOut)`) as any
+//!   other: a failure by default, so calls that hang open it, or neither way where `ignore`
+//!   names it (seed 001's `ignoreOn` for timeouts). On a sync method it is a compile error:
+//!   a sync call cannot be stopped.
 //! - What counts: by default `Ok` is a success and `Err` a failure. `ignore = path` names
 //!   errors that count neither way (the caller's fault, such as bad input; an ignored probe
 //!   gives its slot back) and `record = path` the errors that count as failures (any other
