@@ -158,6 +158,7 @@ pub(crate) fn parse(attr: &Attribute) -> syn::Result<Breaker> {
     };
     let keys = all_keys();
     let candidates: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mut seen: Vec<String> = Vec::new();
     for meta in metas {
         let key_path = meta.path().clone();
         let Some(ident) = key_path.get_ident() else {
@@ -167,6 +168,15 @@ pub(crate) fn parse(attr: &Attribute) -> syn::Result<Breaker> {
             ));
         };
         let key = ident.to_string();
+        // Given twice, one would silently win: the config file's reader refuses a duplicate
+        // key too.
+        if seen.contains(&key) {
+            return Err(error(
+                ident.span(),
+                format!("{key} is given twice in #[breaker]: keep one"),
+            ));
+        }
+        seen.push(key.clone());
         if key == "retry" {
             out.retry = Some(retry(&meta)?);
             continue;

@@ -167,28 +167,37 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
     }
 
     let mut fields = Vec::new();
-    let mut field_names = Vec::new();
+    let mut clones = Vec::new();
     let mut inits = Vec::new();
     let mut methods = Vec::new();
     for (f, breaker) in &planned {
         let method = Method::read(f)?;
         // `r#match` is the method `match`, as its id names it.
         let name = f.sig.ident.unraw().to_string();
+        // A method compiled out of the trait is compiled out of the wrapper too: its `cfg`s
+        // go on everything generated for it.
+        let cfgs: Vec<&syn::Attribute> = f
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("cfg"))
+            .collect();
         let Some(breaker) = breaker else {
-            methods.push(body::pass_through(&method, &delegate_trait));
+            let generated = body::pass_through(&method, &delegate_trait);
+            methods.push(quote!(#(#cfgs)* #generated));
             continue;
         };
         // Apart from the marker's name (`__cutout_marker`), whatever the method is called.
         let field = format_ident!("__cutout_breaker_{}", f.sig.ident.unraw());
-        field_names.push(field.clone());
         let declared_by = default_id(&trait_name, &name, &method.params);
         let id = breaker.name.clone().unwrap_or_else(|| declared_by.clone());
         let keys = breaker.settings.iter().map(|(k, v)| {
             let v = v.tokens();
             quote!((#k, #v))
         });
-        fields.push(quote!(#field: ::cutout::Breaker));
+        fields.push(quote!(#(#cfgs)* #field: ::cutout::Breaker));
+        clones.push(quote!(#(#cfgs)* #field: ::core::clone::Clone::clone(&self.#field)));
         inits.push(quote! {
+            #(#cfgs)*
             #field: ::cutout::declarative::__private::breaker(
                 registry,
                 #id,
@@ -196,12 +205,13 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
                 &[#(#keys),*],
             )?
         });
-        methods.push(body::breaker_method(&Planned {
+        let generated = body::breaker_method(&Planned {
             method: &method,
             breaker,
             field: &field,
             delegate_trait: &delegate_trait,
-        })?);
+        })?;
+        methods.push(quote!(#(#cfgs)* #generated));
     }
 
     let doc_struct = format!(
@@ -257,7 +267,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             fn clone(&self) -> Self {
                 Self {
                     delegate: ::core::clone::Clone::clone(&self.delegate),
-                    #(#field_names: ::core::clone::Clone::clone(&self.#field_names),)*
+                    #(#clones,)*
                     __cutout_marker: ::core::marker::PhantomData,
                 }
             }
