@@ -246,14 +246,16 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
                 })
             }
 
-            /// The wrapped delegate.
-            #vis fn delegate(&self) -> &D {
-                &self.delegate
+            /// The wrapped delegate. An associated function, called as
+            /// `Wrapper::delegate(&wrapper)`, so that it never hides a trait method of the
+            /// same name (as `Arc::strong_count` does not).
+            #vis fn delegate(this: &Self) -> &D {
+                &this.delegate
             }
 
-            /// The delegate, unwrapped.
-            #vis fn into_inner(self) -> D {
-                self.delegate
+            /// The delegate, unwrapped (`Wrapper::into_inner(wrapper)`).
+            #vis fn into_inner(this: Self) -> D {
+                this.delegate
             }
         }
 

@@ -110,13 +110,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..5 {
         show("charge", payments.charge(&format!("ok-{i}")));
     }
-    payments.delegate().down.store(true, Ordering::Relaxed);
+    PaymentGatewayResilient::delegate(&payments)
+        .down
+        .store(true, Ordering::Relaxed);
     for _ in 0..5 {
         show("charge", payments.charge("ko"));
     }
     show("refund", payments.refund("ok-0"));
 
-    payments.delegate().down.store(false, Ordering::Relaxed);
+    PaymentGatewayResilient::delegate(&payments)
+        .down
+        .store(false, Ordering::Relaxed);
     clock.elapse_break(&breaker);
     show("charge", payments.charge("probe-1"));
     show("charge", payments.charge("probe-2"));

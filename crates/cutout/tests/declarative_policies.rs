@@ -177,7 +177,7 @@ fn a_sync_retry_stops_at_once_when_the_breaker_opens() {
     // Two failures open the breaker; the third attempt is refused and never retried.
     assert_eq!(api.retried("k".to_owned()), Err(ApiError::Refused));
     assert_eq!(
-        api.delegate().calls(),
+        ApiResilient::delegate(&api).calls(),
         2,
         "attempts that reached the delegate"
     );
@@ -192,7 +192,7 @@ fn a_sync_retry_stops_at_once_when_the_breaker_opens() {
 
     // A refusal on the first attempt is not retried either.
     assert_eq!(api.retried("k".to_owned()), Err(ApiError::Refused));
-    assert_eq!(api.delegate().calls(), 2);
+    assert_eq!(ApiResilient::delegate(&api).calls(), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -201,7 +201,7 @@ async fn an_async_retry_stops_at_once_when_the_breaker_opens() {
     let started = tokio::time::Instant::now();
     assert_eq!(api.retried_async("k").await, Err(ApiError::Refused));
     assert_eq!(
-        api.delegate().calls(),
+        ApiResilient::delegate(&api).calls(),
         2,
         "attempts that reached the delegate"
     );
@@ -220,7 +220,7 @@ async fn an_async_retry_stops_at_once_when_the_breaker_opens() {
 fn a_retry_on_a_closed_breaker_retries_failures_until_a_success() {
     let (api, _) = api();
     assert_eq!(api.retried_closed(), Ok(3));
-    assert_eq!(api.delegate().calls(), 3);
+    assert_eq!(ApiResilient::delegate(&api).calls(), 3);
 }
 
 #[test]

@@ -79,11 +79,15 @@ impl PaymentGateway for Backend {
 }
 
 fn calls(payments: &PaymentGatewayResilient<Backend>) -> usize {
-    payments.delegate().calls.load(Ordering::Relaxed)
+    PaymentGatewayResilient::delegate(payments)
+        .calls
+        .load(Ordering::Relaxed)
 }
 
 fn set_down(payments: &PaymentGatewayResilient<Backend>, down: bool) {
-    payments.delegate().down.store(down, Ordering::Relaxed);
+    PaymentGatewayResilient::delegate(payments)
+        .down
+        .store(down, Ordering::Relaxed);
 }
 
 #[test]

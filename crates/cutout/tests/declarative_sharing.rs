@@ -274,13 +274,17 @@ async fn a_cancelled_async_call_records_nothing_and_frees_its_probe_slot() {
     let slow = SlowResilient::new(Hanging::default(), &registry).unwrap();
     let breaker = registry.get("Slow#fetch()").unwrap();
 
-    slow.delegate().fail.store(true, Ordering::Relaxed);
+    SlowResilient::delegate(&slow)
+        .fail
+        .store(true, Ordering::Relaxed);
     assert!(matches!(slow.fetch().await, Err(ShopError::Down)));
     assert_eq!(breaker.state(), State::Open);
     clock.elapse_break(&breaker);
 
     // The one probe starts, hangs, and is dropped: cancelled.
-    slow.delegate().hang.store(true, Ordering::Relaxed);
+    SlowResilient::delegate(&slow)
+        .hang
+        .store(true, Ordering::Relaxed);
     {
         let mut probe = pin!(slow.fetch());
         assert!(
@@ -309,8 +313,12 @@ async fn a_cancelled_async_call_records_nothing_and_frees_its_probe_slot() {
     );
 
     // Its slot is free again: the next call is the probe, and closes the breaker.
-    slow.delegate().hang.store(false, Ordering::Relaxed);
-    slow.delegate().fail.store(false, Ordering::Relaxed);
+    SlowResilient::delegate(&slow)
+        .hang
+        .store(false, Ordering::Relaxed);
+    SlowResilient::delegate(&slow)
+        .fail
+        .store(false, Ordering::Relaxed);
     assert_eq!(slow.fetch().await.unwrap(), 1);
     assert_eq!(breaker.state(), State::Closed);
 }

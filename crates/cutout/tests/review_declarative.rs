@@ -80,7 +80,9 @@ fn a_refused_impl_future_call_does_not_call_the_delegate() {
     let future = pin!(wrapper.send(1));
     assert!(matches!(poll_once(future), Poll::Ready(Err(E::Refused))));
     assert_eq!(
-        wrapper.delegate().started.load(Ordering::SeqCst),
+        SenderResilient::delegate(&wrapper)
+            .started
+            .load(Ordering::SeqCst),
         0,
         "the breaker refused the call, yet the delegate's method ran (its request went out)"
     );
@@ -94,7 +96,9 @@ fn a_fallback_told_refused_means_the_delegate_was_not_called() {
     let future = pin!(wrapper.send_or_else(1));
     assert!(matches!(poll_once(future), Poll::Ready(Ok(0))));
     assert_eq!(
-        wrapper.delegate().started.load(Ordering::SeqCst),
+        SenderResilient::delegate(&wrapper)
+            .started
+            .load(Ordering::SeqCst),
         0,
         "Cause::Refused says the delegate was not called; it was"
     );

@@ -59,8 +59,9 @@
 //! otherwise, and says when `E` has no `From<cutout::Rejected>` (give `rejected = path` to a
 //! `fn(Rejected) -> E` instead, or a `fallback` that answers refusals). Traits may be generic
 //! (the wrapper is `<Trait>Resilient<D, ...the trait's parameters>`) and have associated
-//! types and consts (the delegate's). Besides the trait, the wrapper has `new`, `delegate()`
-//! (the wrapped value, for tests and inspection) and `into_inner()`; the generated code
+//! types and consts (the delegate's). Besides the trait, the wrapper has `new` and two
+//! associated functions, `Wrapper::delegate(&w)` (the wrapped value, for tests and
+//! inspection) and `Wrapper::into_inner(w)`, which hide no trait method; the generated code
 //! names the crate `::cutout`, so depend on it under that name.
 //!
 //! # The attribute's keys
@@ -293,14 +294,14 @@
 //! for i in 0..5 {
 //!     payments.charge(&format!("ok-{i}")).unwrap();          // 5 successes
 //! }
-//! payments.delegate().down.set(true);
+//! PaymentGatewayResilient::delegate(&payments).down.set(true);
 //! for _ in 0..5 {
 //!     assert!(matches!(payments.charge("ko"), Err(PayError::Down)));
 //! }
 //! assert_eq!(breaker.state(), State::Open);                   // 10 calls, 50% failed
 //! assert!(matches!(payments.charge("refused"), Err(PayError::Refused(_))));
 //!
-//! payments.delegate().down.set(false);
+//! PaymentGatewayResilient::delegate(&payments).down.set(false);
 //! clock.elapse_break(&breaker);                               // 30 s later, on the test's clock
 //! payments.charge("probe-1").unwrap();                        // half-open: 2 probes
 //! payments.charge("probe-2").unwrap();
