@@ -16,6 +16,8 @@ pub(crate) struct Planned<'a> {
     pub(crate) breaker: &'a Breaker,
     pub(crate) field: &'a Ident,
     pub(crate) delegate_trait: &'a TokenStream,
+    /// The delegate's type parameter (`D`, unless the trait names one).
+    pub(crate) delegate: &'a Ident,
 }
 
 /// The signature with its parameters named `__cutout_arg0`, `__cutout_arg1`, … and those names.
@@ -40,7 +42,11 @@ fn signature(sig: &Signature) -> (Signature, Vec<Ident>) {
 }
 
 /// A method without `#[breaker]`: the delegate's, as it is.
-pub(crate) fn pass_through(method: &Method<'_>, delegate_trait: &TokenStream) -> TokenStream {
+pub(crate) fn pass_through(
+    method: &Method<'_>,
+    delegate_trait: &TokenStream,
+    d: &Ident,
+) -> TokenStream {
     let (sig, args) = signature(&method.item.sig);
     let name = &sig.ident;
     let receiver = match method.receiver {
@@ -48,7 +54,7 @@ pub(crate) fn pass_through(method: &Method<'_>, delegate_trait: &TokenStream) ->
         Receiver::Mut => quote!(&mut self.delegate),
         Receiver::Value => quote!(self.delegate),
     };
-    let call = quote!(<D as #delegate_trait>::#name(#receiver, #(#args),*));
+    let call = quote!(<#d as #delegate_trait>::#name(#receiver, #(#args),*));
     let body = match method.shape {
         Shape::Async => quote!(#call.await),
         Shape::Sync | Shape::ImplFuture => call,
@@ -120,7 +126,8 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
         }
     };
 
-    let call = quote!(<D as #delegate_trait>::#name(&self.delegate, #(#args),*));
+    let d = p.delegate;
+    let call = quote!(<#d as #delegate_trait>::#name(&self.delegate, #(#args),*));
     let clones: Vec<TokenStream> = args
         .iter()
         .map(|a| quote!(let #a = ::core::clone::Clone::clone(&#a);))

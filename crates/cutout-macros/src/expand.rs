@@ -72,12 +72,15 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         })
         .collect();
     let where_clause = item.generics.where_clause.clone();
+    // The delegate's type parameter: `D`, unless the trait already names a `D` (a generic of
+    // its own, a user type in a signature), which the parameter would then hide.
+    let d = delegate_param(&item);
     let mut clone_where = where_clause
         .clone()
         .unwrap_or_else(|| syn::parse_quote!(where));
     clone_where
         .predicates
-        .push(syn::parse_quote!(D: ::core::clone::Clone));
+        .push(syn::parse_quote!(#d: ::core::clone::Clone));
     // An unsafe trait's contract binds each implementor, and the wrapper answers for itself
     // (it refuses, retries, falls back): the macro cannot make that promise for the user.
     if let Some(unsafety) = item.unsafety {
@@ -114,8 +117,8 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
     let impl_lifetimes: Vec<TokenStream> = lifetimes.iter().map(|p| strip(p)).collect();
     let impl_others: Vec<TokenStream> = others.iter().map(|p| strip(p)).collect();
     let delegate_trait = quote!(#trait_ident #trait_args);
-    let self_ty = quote!(#wrapper<#(#lifetime_names,)* D, #(#other_names,)*>);
-    let impl_generics = quote!(<#(#impl_lifetimes,)* D: #delegate_trait, #(#impl_others,)*>);
+    let self_ty = quote!(#wrapper<#(#lifetime_names,)* #d, #(#other_names,)*>);
+    let impl_generics = quote!(<#(#impl_lifetimes,)* #d: #delegate_trait, #(#impl_others,)*>);
 
     // The methods, read; their attributes taken off the trait.
     let mut planned = Vec::new();
@@ -150,12 +153,12 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
                     ));
                 }
                 let name = &t.ident;
-                items.push(quote!(type #name = <D as #delegate_trait>::#name;));
+                items.push(quote!(type #name = <#d as #delegate_trait>::#name;));
             }
             TraitItem::Const(c) => {
                 let name = &c.ident;
                 let ty = &c.ty;
-                items.push(quote!(const #name: #ty = <D as #delegate_trait>::#name;));
+                items.push(quote!(const #name: #ty = <#d as #delegate_trait>::#name;));
             }
             other => {
                 return Err(syn::Error::new(
@@ -182,7 +185,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             .filter(|a| a.path().is_ident("cfg"))
             .collect();
         let Some(breaker) = breaker else {
-            let generated = body::pass_through(&method, &delegate_trait);
+            let generated = body::pass_through(&method, &delegate_trait, &d);
             methods.push(quote!(#(#cfgs)* #generated));
             continue;
         };
@@ -210,6 +213,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             breaker,
             field: &field,
             delegate_trait: &delegate_trait,
+            delegate: &d,
         })?;
         methods.push(quote!(#(#cfgs)* #generated));
     }
@@ -227,8 +231,8 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         #item
 
         #[doc = #doc_struct]
-        #vis struct #wrapper<#(#impl_lifetimes,)* D, #(#impl_others,)*> #where_clause {
-            delegate: D,
+        #vis struct #wrapper<#(#impl_lifetimes,)* #d, #(#impl_others,)*> #where_clause {
+            delegate: #d,
             #(#fields,)*
             __cutout_marker: ::core::marker::PhantomData<fn() -> (#(&#lifetime_names (),)* #(#type_names,)*)>,
         }
@@ -236,7 +240,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         impl #impl_generics #self_ty #where_clause {
             #[doc = #doc_new]
             #vis fn new(
-                delegate: D,
+                delegate: #d,
                 registry: &::cutout::Registry,
             ) -> ::core::result::Result<Self, ::cutout::declarative::DeclareError> {
                 ::core::result::Result::Ok(Self {
@@ -249,12 +253,12 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             /// The wrapped delegate. An associated function, called as
             /// `Wrapper::delegate(&wrapper)`, so that it never hides a trait method of the
             /// same name (as `Arc::strong_count` does not).
-            #vis fn delegate(this: &Self) -> &D {
+            #vis fn delegate(this: &Self) -> &#d {
                 &this.delegate
             }
 
             /// The delegate, unwrapped (`Wrapper::into_inner(wrapper)`).
-            #vis fn into_inner(this: Self) -> D {
+            #vis fn into_inner(this: Self) -> #d {
                 this.delegate
             }
         }
@@ -275,4 +279,26 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             }
         }
     })
+}
+
+/// The first of `D`, `Delegate`, `CutoutDelegate` that no identifier in `item` is.
+fn delegate_param(item: &syn::ItemTrait) -> syn::Ident {
+    fn idents(tokens: proc_macro2::TokenStream, seen: &mut std::collections::HashSet<String>) {
+        for tree in tokens {
+            match tree {
+                proc_macro2::TokenTree::Ident(ident) => {
+                    seen.insert(ident.to_string());
+                }
+                proc_macro2::TokenTree::Group(group) => idents(group.stream(), seen),
+                _ => {}
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    idents(quote::ToTokens::to_token_stream(item), &mut seen);
+    let name = ["D", "Delegate", "CutoutDelegate"]
+        .into_iter()
+        .find(|name| !seen.contains(*name))
+        .unwrap_or("__CutoutDelegate");
+    format_ident!("{name}")
 }
