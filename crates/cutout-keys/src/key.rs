@@ -79,6 +79,9 @@ pub enum Kind {
         range: Range,
         /// Whether it can be switched off.
         off: bool,
+        /// Whether the file reads it as a 64-bit number and checks its range (so a value past
+        /// 32 bits gets the range's code), rather than as a 32-bit count (`CUT-CFG-010`).
+        wide: bool,
     },
     /// A number or a percentage string (`"50%"`) in `range`.
     Ratio {
@@ -142,20 +145,24 @@ pub fn kind(key: &str) -> Option<Kind> {
         "consecutive-failures" => Kind::Count {
             range: COUNT,
             off: true,
+            wide: false,
         },
         "failure-ratio" => ratio(RATIO, true),
         "minimum-calls" | "probe-successes" => Kind::Count {
             range: COUNT,
             off: false,
+            wide: false,
         },
         "window-type" => Kind::Choice(&["count", "time"]),
         "window-size" => Kind::Count {
             range: WINDOW_SIZE,
             off: false,
+            wide: true,
         },
         "half-open-probes" => Kind::Count {
             range: PROBES,
             off: false,
+            wide: false,
         },
         "window-duration"
         | "break-duration"
@@ -300,14 +307,20 @@ pub fn check(key: &str, value: Value<'_>) -> Check {
         }
     };
     match kind {
-        Kind::Count { range, off } => match value {
+        Kind::Count { range, off, wide } => match value {
             Value::Int(n) if n < 1 => Err(problem(code::COUNT_TOO_SMALL, None, range::COUNT)),
             Value::Str(s) if off => Err(problem(
                 code::INVALID_VALUE,
                 Some(format!("{s:?} is not a number")),
                 range.allowed,
             )),
-            Value::Int(n) if n > i128::from(u32::MAX) => in_range(range, f64::INFINITY),
+            Value::Int(n) if n > i128::from(u32::MAX) && wide => in_range(range, f64::INFINITY),
+            // The file's reader cannot take it as a count at all (a count is 32 bits).
+            Value::Int(n) if n > i128::from(u32::MAX) => Err(problem(
+                code::INVALID_VALUE,
+                Some(format!("{n} is more than a count holds ({})", u32::MAX)),
+                range.allowed,
+            )),
             Value::Int(n) => in_range(range, n as f64),
             _ => Err(problem(code::WRONG_TYPE, found(value), range.allowed)),
         },
