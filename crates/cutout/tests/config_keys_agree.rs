@@ -47,6 +47,66 @@ fn the_macros_checks_and_the_files_readers_agree_on_every_key() {
         Value::Str("isolated"),
         Value::Bool(true),
         Value::Bool(false),
+        // Past 32 bits and the edges of floats (from the declarative review).
+        Value::Int(2),
+        Value::Int(3),
+        Value::Int(100),
+        Value::Int(65_535),
+        Value::Int(65_536),
+        Value::Int(1_000_000),
+        Value::Int(1 << 31),
+        Value::Int(1 << 32),
+        Value::Int(i64::MAX as i128),
+        Value::Int(i64::MIN as i128),
+        Value::Float(-0.5),
+        Value::Float(-0.0),
+        Value::Float(1.0),
+        Value::Float(2.0),
+        Value::Float(10.0),
+        Value::Float(1e300),
+        Value::Float(0.999),
+        Value::Float(f64::INFINITY),
+        Value::Float(f64::NAN),
+        Value::Str(""),
+        Value::Str(" "),
+        Value::Str("0%"),
+        Value::Str("100%"),
+        Value::Str("100.5%"),
+        Value::Str("-5%"),
+        Value::Str("50 %"),
+        Value::Str("1"),
+        Value::Str("10"),
+        Value::Str("1.5"),
+        Value::Str("0"),
+        Value::Str("0ms"),
+        Value::Str("1ns"),
+        Value::Str("1us"),
+        Value::Str("1µs"),
+        Value::Str("250ms"),
+        Value::Str("1m"),
+        Value::Str("1h"),
+        Value::Str("1d"),
+        Value::Str("1m30s"),
+        Value::Str("1.5s"),
+        Value::Str("30 s"),
+        Value::Str("18446744073709551616s"),
+        Value::Str("99999999999h"),
+        Value::Str("on"),
+        Value::Str("none"),
+        Value::Str("OFF"),
+        Value::Str("Full"),
+        Value::Str("time"),
+        Value::Str("time 30s"),
+        Value::Str("count 10"),
+        Value::Str("equal"),
+        Value::Str("decorrelated"),
+        Value::Str("closed"),
+        Value::Str("open"),
+        Value::Str("disabled"),
+        Value::Str("true"),
+        Value::Str("p99"),
+        Value::Str("3x"),
+        Value::Str("2"),
     ];
     let mut compared = 0;
     for key in SETTINGS_KEYS {
@@ -60,7 +120,14 @@ fn the_macros_checks_and_the_files_readers_agree_on_every_key() {
                 }
                 _ => "",
             };
-            let document = format!("[defaults]\n{context}{key} = {}\n", toml(value));
+            // TOML spells NaN and infinity its own way.
+            let rendered = match value {
+                Value::Float(f) if f.is_nan() => "nan".to_owned(),
+                Value::Float(f) if f.is_infinite() && f < 0.0 => "-inf".to_owned(),
+                Value::Float(f) if f.is_infinite() => "inf".to_owned(),
+                _ => toml(value),
+            };
+            let document = format!("[defaults]\n{context}{key} = {rendered}\n");
             let file = Config::from_toml(&document)
                 .err()
                 .map(|e| e.code().as_str());
