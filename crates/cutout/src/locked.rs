@@ -105,11 +105,19 @@ impl Breaker {
         let mut machine = lock(&s.machine);
         #[cfg(feature = "metrics")]
         let state_before = machine.state_at(now);
+        let settled_from = machine.generation();
         machine.settle(now);
         if machine.throttles() {
             machine.absorb_refusals(s.hot.cells.refused());
         }
         let generation = machine.generation();
+        // A generation that time moved on (a break run out, a ramp finished) takes what the
+        // fold has taken anew, as `publish` does for one the operation moved: the old sums
+        // are of lines tagged with the old generation, and their difference with the new
+        // one's would be no count at all. What the old one counted since is dropped.
+        if generation != settled_from {
+            s.hot.cells.retag(generation, &mut machine.cells_taken);
+        }
         let folded = s.hot.cells.fold(generation, &mut machine.cells_taken);
         let result = body(&mut machine, folded);
         if machine.take_refused_rebase() {
