@@ -3,9 +3,10 @@
 //! (`Breaker::call_with`, `call_async_with`, `call_async_timeout_with`).
 
 use proc_macro2::TokenStream;
+use proc_macro2::TokenTree;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, Pat, PatIdent, Signature};
+use syn::{FnArg, Ident, Pat, PatIdent, ReturnType, Signature, Type};
 
 use crate::attr::{Breaker, FallbackOn};
 use crate::method::{Method, Receiver, Shape};
@@ -41,13 +42,77 @@ fn signature(sig: &Signature) -> (Signature, Vec<Ident>) {
     (sig, names)
 }
 
+/// What the wrapper passes its delegate for the parameter `arg` of type `ty`: the argument as
+/// it is, or, where its type is `Self` (the wrapper), the delegate inside it (`Self`, `&Self`
+/// and `&mut Self`). Any other type naming `Self` (an `Option<Self>`, a `Vec<&Self>`) is a
+/// compile error: the wrapper cannot reach the delegates inside it.
+fn passed(arg: &Ident, ty: &Type) -> syn::Result<TokenStream> {
+    let is_self =
+        |ty: &Type| matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident("Self"));
+    match ty {
+        ty if is_self(ty) => Ok(quote!(#arg.delegate)),
+        Type::Reference(r) if is_self(&r.elem) => Ok(match r.mutability {
+            Some(_) => quote!(&mut #arg.delegate),
+            None => quote!(&#arg.delegate),
+        }),
+        Type::Paren(p) => passed(arg, &p.elem),
+        ty if names_self(quote!(#ty)) => Err(syn::Error::new(
+            ty.span(),
+            "#[cutout::resilient] passes a `Self`, `&Self` or `&mut Self` parameter as the \
+             delegate inside the wrapper; it cannot reach one inside another type",
+        )),
+        _ => Ok(quote!(#arg)),
+    }
+}
+
+/// Whether `tokens` name `Self` itself (not an associated item such as `Self::Item`, which
+/// the wrapper forwards).
+fn names_self(tokens: TokenStream) -> bool {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    tokens.iter().enumerate().any(|(i, token)| match token {
+        TokenTree::Ident(ident) => {
+            ident == "Self"
+                && !matches!(
+                    (tokens.get(i + 1), tokens.get(i + 2)),
+                    (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                        if a.as_char() == ':' && b.as_char() == ':'
+                )
+        }
+        TokenTree::Group(group) => names_self(group.stream()),
+        _ => false,
+    })
+}
+
+/// The delegate's arguments for `sig`'s parameters named `args`, and an error for a return
+/// type naming `Self`: the delegate returns its own type, not the wrapper.
+fn delegate_args(sig: &Signature, args: &[Ident]) -> syn::Result<Vec<TokenStream>> {
+    if let ReturnType::Type(_, ty) = &sig.output
+        && names_self(quote!(#ty))
+    {
+        return Err(syn::Error::new(
+            ty.span(),
+            "#[cutout::resilient] cannot wrap a method that returns `Self`: the delegate \
+             returns itself, not the wrapper",
+        ));
+    }
+    let types = sig.inputs.iter().filter_map(|input| match input {
+        FnArg::Typed(typed) => Some(&*typed.ty),
+        FnArg::Receiver(_) => None,
+    });
+    args.iter()
+        .zip(types)
+        .map(|(arg, ty)| passed(arg, ty))
+        .collect()
+}
+
 /// A method without `#[breaker]`: the delegate's, as it is.
 pub(crate) fn pass_through(
     method: &Method<'_>,
     delegate_trait: &TokenStream,
     d: &Ident,
-) -> TokenStream {
-    let (sig, args) = signature(&method.item.sig);
+) -> syn::Result<TokenStream> {
+    let (sig, names) = signature(&method.item.sig);
+    let args = delegate_args(&method.item.sig, &names)?;
     let name = &sig.ident;
     let receiver = match method.receiver {
         Receiver::Ref => quote!(&self.delegate),
@@ -59,12 +124,12 @@ pub(crate) fn pass_through(
         Shape::Async => quote!(#call.await),
         Shape::Sync | Shape::ImplFuture => call,
     };
-    quote! {
+    Ok(quote! {
         #[inline]
         #sig {
             #body
         }
-    }
+    })
 }
 
 /// A `#[breaker]` method.
@@ -99,6 +164,7 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
     }
 
     let (sig, args) = signature(&method.item.sig);
+    let passed = delegate_args(&method.item.sig, &args)?;
     let name = &sig.ident;
     let field = p.field;
     let delegate_trait = p.delegate_trait;
@@ -127,7 +193,7 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
     };
 
     let d = p.delegate;
-    let call = quote!(<#d as #delegate_trait>::#name(&self.delegate, #(#args),*));
+    let call = quote!(<#d as #delegate_trait>::#name(&self.delegate, #(#passed),*));
     let clones: Vec<TokenStream> = args
         .iter()
         .map(|a| quote!(let #a = ::core::clone::Clone::clone(&#a);))
@@ -208,8 +274,8 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
         },
     };
     let body = quote! {
-        let __cutout_classifier = #classifier;
-        let __cutout_classifier = &__cutout_classifier;
+        // Borrowed, not moved: a classifier may be a `static` (or a `const`, a function).
+        let __cutout_classifier = &#classifier;
         match #result {
             ::core::result::Result::Ok(__cutout_v) => ::core::result::Result::Ok(__cutout_v),
             ::core::result::Result::Err(::cutout::Error::Inner(__cutout_e)) => #failed,

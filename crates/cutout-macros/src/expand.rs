@@ -185,7 +185,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             .filter(|a| a.path().is_ident("cfg"))
             .collect();
         let Some(breaker) = breaker else {
-            let generated = body::pass_through(&method, &delegate_trait, &d);
+            let generated = body::pass_through(&method, &delegate_trait, &d)?;
             methods.push(quote!(#(#cfgs)* #generated));
             continue;
         };
