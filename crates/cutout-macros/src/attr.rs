@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Attribute, Expr, Meta, MetaNameValue, Token};
@@ -83,6 +83,44 @@ fn unknown_key(span: Span, name: &str, value: Option<&Expr>, candidates: &[&str]
     )
 }
 
+/// A key written as a config file spells it (`failure-ratio`), which is no Rust path: the
+/// unknown-key error with its did-you-mean (`failure_ratio`), rather than the parser's.
+fn kebab_key(tokens: TokenStream, candidates: &[&str]) -> Option<syn::Error> {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut at_key = true;
+    let mut i = 0;
+    while i < tokens.len() {
+        match &tokens[i] {
+            TokenTree::Punct(p) if p.as_char() == ',' => at_key = true,
+            TokenTree::Ident(first) if at_key => {
+                at_key = false;
+                let mut name = first.to_string();
+                let mut end = i;
+                while let (Some(TokenTree::Punct(dash)), Some(TokenTree::Ident(next))) =
+                    (tokens.get(end + 1), tokens.get(end + 2))
+                {
+                    if dash.as_char() != '-' {
+                        break;
+                    }
+                    name.push('-');
+                    name.push_str(&next.to_string());
+                    end += 2;
+                }
+                if end > i {
+                    let span = first
+                        .span()
+                        .join(tokens[end].span())
+                        .unwrap_or_else(|| first.span());
+                    return Some(unknown_key(span, &name, None, candidates));
+                }
+            }
+            _ => at_key = false,
+        }
+        i += 1;
+    }
+    None
+}
+
 fn all_keys() -> Vec<String> {
     cutout_keys::SETTINGS_KEYS
         .iter()
@@ -152,12 +190,17 @@ pub(crate) fn parse(attr: &Attribute) -> syn::Result<Breaker> {
         retry: None,
         rejected: None,
     };
+    let keys = all_keys();
+    let candidates: Vec<&str> = keys.iter().map(String::as_str).collect();
+    if let Meta::List(list) = &attr.meta
+        && let Some(error) = kebab_key(list.tokens.clone(), &candidates)
+    {
+        return Err(error);
+    }
     let metas = match &attr.meta {
         Meta::Path(_) => Punctuated::new(),
         _ => attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?,
     };
-    let keys = all_keys();
-    let candidates: Vec<&str> = keys.iter().map(String::as_str).collect();
     let mut seen: Vec<String> = Vec::new();
     for meta in metas {
         let key_path = meta.path().clone();
