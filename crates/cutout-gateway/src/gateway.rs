@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cutout::clock::{Clock, SystemClock};
+use cutout::clock::{Clock, SharedClock, SystemClock};
 use cutout::{Breaker, Event, Registry, Transition};
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -32,19 +32,6 @@ pub struct ActionRecord {
     pub detail: String,
     /// Who asked: the admin client's address.
     pub by: String,
-}
-
-/// A clock shared by the cluster breakers and the host breakers.
-#[derive(Debug, Clone)]
-struct SharedClock(Arc<dyn Clock>);
-
-impl Clock for SharedClock {
-    fn now(&self) -> u64 {
-        self.0.now()
-    }
-    fn recent(&self) -> u64 {
-        self.0.recent()
-    }
 }
 
 fn now_unix_ms() -> u64 {
@@ -113,13 +100,13 @@ impl Readiness {
 impl Gateway {
     /// A gateway for `config`, breakers on cutout's default clock.
     pub fn new(config: GatewayConfig) -> Arc<Gateway> {
-        Gateway::build(config, Registry::new(), SharedClock(Arc::new(SystemClock)))
+        Gateway::build(config, Registry::new(), SharedClock::new(SystemClock))
     }
 
     /// A gateway whose breakers (the clusters' and the hosts') read `clock` (a `ManualClock`
     /// in tests, so breaks can be waited out instantly).
     pub fn with_clock(config: GatewayConfig, clock: impl Clock) -> Arc<Gateway> {
-        let clock = SharedClock(Arc::new(clock));
+        let clock = SharedClock::new(clock);
         Gateway::build(config, Registry::with_clock(clock.clone()), clock)
     }
 

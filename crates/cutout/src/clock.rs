@@ -35,6 +35,14 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn recent(&self) -> u64 {
         self.now()
     }
+
+    /// Waits `duration` as this clock counts time: what a sync retry's backoff waits on (the
+    /// declarative layer's `retry(backoff = ...)` on a sync method). Defaults to
+    /// [`std::thread::sleep`]; a [`ManualClock`] advances itself instead, so that a test's
+    /// retries take no real time and its breakers see the backoff pass.
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
 }
 
 #[cfg(feature = "tokio")]
@@ -130,6 +138,55 @@ impl Clock for ManualClock {
     fn now(&self) -> u64 {
         self.nanos.load(Ordering::Relaxed)
     }
+
+    /// Advances the clock by `duration` at once: no real time passes.
+    fn sleep(&self, duration: Duration) {
+        self.advance(duration);
+    }
+}
+
+/// One clock lent to many breakers: cloning it shares the instance (what a registry, a keyed
+/// layer or a gateway gives each breaker it builds), and every method, [`Clock::sleep`]
+/// included, is the shared clock's.
+///
+/// ```
+/// use std::time::Duration;
+/// use cutout::clock::{Clock, ManualClock, SharedClock};
+///
+/// let manual = ManualClock::new();
+/// let shared = SharedClock::new(manual.clone());
+/// shared.clone().sleep(Duration::from_secs(2));
+/// assert_eq!(manual.elapsed(), Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone)]
+pub struct SharedClock(Arc<dyn Clock>);
+
+impl SharedClock {
+    /// `clock`, to be shared.
+    pub fn new(clock: impl Clock) -> SharedClock {
+        SharedClock(Arc::new(clock))
+    }
+
+    /// A clock already shared.
+    pub fn from_arc(clock: Arc<dyn Clock>) -> SharedClock {
+        SharedClock(clock)
+    }
+}
+
+impl Clock for SharedClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+
+    #[inline]
+    fn recent(&self) -> u64 {
+        self.0.recent()
+    }
+
+    fn sleep(&self, duration: Duration) {
+        self.0.sleep(duration);
+    }
 }
 
 /// The clock a breaker holds: the default one inlined, any other behind a pointer.
@@ -153,6 +210,14 @@ impl TimeSource {
         match self {
             TimeSource::System(clock) => clock.recent(),
             TimeSource::Custom(clock) => clock.recent(),
+        }
+    }
+
+    /// [`Clock::sleep`] on the source.
+    pub(crate) fn sleep(&self, duration: Duration) {
+        match self {
+            TimeSource::System(clock) => clock.sleep(duration),
+            TimeSource::Custom(clock) => clock.sleep(duration),
         }
     }
 }
@@ -187,5 +252,17 @@ mod tests {
         assert_eq!(clock.now(), 5_000_000);
         clock.advance(Duration::MAX);
         assert_eq!(other.now(), u64::MAX);
+    }
+
+    #[test]
+    fn a_manual_clock_sleeps_by_advancing() {
+        let clock = ManualClock::new();
+        let started = std::time::Instant::now();
+        clock.sleep(Duration::from_secs(3_600));
+        assert_eq!(clock.now(), 3_600_000_000_000);
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no real hour passed"
+        );
     }
 }

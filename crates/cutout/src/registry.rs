@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, SharedClock};
 use crate::error::ErrorCode;
 use crate::observer::CallObserver;
 use crate::settings::{HalfOpenRule, Jitter, Settings, TripWindow};
@@ -145,22 +145,6 @@ impl RegistryBuilder {
     }
 }
 
-/// Lends the registry's one clock to each breaker it builds.
-#[derive(Debug)]
-struct SharedClock(Arc<dyn Clock>);
-
-impl Clock for SharedClock {
-    #[inline]
-    fn now(&self) -> u64 {
-        self.0.now()
-    }
-
-    #[inline]
-    fn recent(&self) -> u64 {
-        self.0.recent()
-    }
-}
-
 impl Default for Registry {
     fn default() -> Self {
         Registry::new()
@@ -226,7 +210,7 @@ impl Registry {
     fn build(&self, id: &str, settings: Settings) -> Breaker {
         let mut builder = Breaker::builder(id).settings(settings);
         if let Some(clock) = &self.inner.clock {
-            builder = builder.clock(SharedClock(Arc::clone(clock)));
+            builder = builder.clock(SharedClock::from_arc(Arc::clone(clock)));
         }
         if let Some(seed) = self.inner.seed {
             builder = builder.seed(seed ^ fnv1a(id));

@@ -195,6 +195,23 @@ fn a_sync_retry_stops_at_once_when_the_breaker_opens() {
     assert_eq!(ApiResilient::delegate(&api).calls(), 2);
 }
 
+#[test]
+fn a_sync_retry_backs_off_on_the_registry_s_manual_clock() {
+    let clock = cutout::clock::ManualClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let api = ApiResilient::new(Down::default(), &registry).unwrap();
+    let started = Instant::now();
+    assert_eq!(api.retried("k".to_owned()), Err(ApiError::Refused));
+    assert_eq!(ApiResilient::delegate(&api).calls(), 2);
+    // The one backoff (1 s) passed on the manual clock, not in real time.
+    assert_eq!(clock.elapsed(), Duration::from_secs(1));
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_async_retry_stops_at_once_when_the_breaker_opens() {
     let (api, registry) = api();

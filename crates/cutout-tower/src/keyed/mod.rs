@@ -132,7 +132,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use std::time::Duration;
 
 use cutout::classify::Verdict;
-use cutout::clock::{Clock, SystemClock};
+use cutout::clock::{Clock, SharedClock, SystemClock};
 #[cfg(feature = "config")]
 use cutout::config::Config;
 use cutout::observer::CallObserver;
@@ -140,19 +140,6 @@ use cutout::{
     BreakSchedule, Breaker, BreakerId, Event, OpenReason, OwnedPermit, Settings, Snapshot, State,
     Transition, TripWindow,
 };
-
-/// A shared clock handed to every key's breaker.
-#[derive(Debug, Clone)]
-struct SharedClock(Arc<dyn Clock>);
-
-impl Clock for SharedClock {
-    fn now(&self) -> u64 {
-        self.0.now()
-    }
-    fn recent(&self) -> u64 {
-        self.0.recent()
-    }
-}
 
 /// Where each key's settings come from (see the [module docs](self#settings-per-key)).
 enum SettingsSource<K> {
@@ -774,7 +761,7 @@ impl<K> KeyedBuilder<K> {
         KeyedBreakers {
             inner: Arc::new(Inner {
                 settings: self.settings,
-                clock: SharedClock(self.clock),
+                clock: SharedClock::from_arc(self.clock),
                 observers: self.observers,
                 max_keys: self.max_keys,
                 idle_nanos,

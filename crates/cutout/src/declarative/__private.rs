@@ -72,6 +72,7 @@ fn refusing(breaker: &Breaker) -> bool {
 /// A sync retry outside the breaker: up to `attempts` calls of `attempt` (each one call
 /// through the breaker, recorded); a refusal is returned at once and never retried; after a
 /// failure that opened the breaker the next attempt is made without waiting, and is refused.
+/// The backoff waits on the breaker's clock ([`Clock::sleep`](crate::clock::Clock::sleep)).
 pub fn retry<T, E>(
     breaker: &Breaker,
     attempts: u32,
@@ -83,7 +84,8 @@ pub fn retry<T, E>(
         match attempt() {
             Err(Error::Inner(_)) if made < attempts => {
                 if !backoff.is_zero() && !refusing(breaker) {
-                    std::thread::sleep(backoff);
+                    // On the breaker's clock: a ManualClock's test waits no real time.
+                    breaker.shared.hot.clock.sleep(backoff);
                 }
                 made += 1;
             }

@@ -164,7 +164,9 @@
 //!   opens, the next attempt is made at once (no backoff) and refused, and the retry returns
 //!   the refusal. Arguments are
 //!   cloned for each attempt, so a retried method's parameters must be `Clone` (references
-//!   are). An async retry needs feature `tokio` (its backoff waits on tokio's timer).
+//!   are). A sync retry's backoff waits on the breaker's clock (`Clock::sleep`: a
+//!   `ManualClock` advances instead of blocking); an async retry needs feature `tokio` (its
+//!   backoff waits on tokio's timer).
 //! - It records the timeout. `timeout = "2s"` on an async method cancels a call that runs
 //!   out of time, inside the breaker, and judges its error (`E::from(TimedOut)`) as any
 //!   other: a failure by default, so calls that hang open it, or neither way where `ignore`
