@@ -2,8 +2,7 @@
 //! (with its classifier, retry, timeout and fallback) by the core's own calls
 //! (`Breaker::call_with`, `call_async_with`, `call_async_timeout_with`).
 
-use proc_macro2::TokenStream;
-use proc_macro2::TokenTree;
+use proc_macro2::{TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Pat, PatIdent, ReturnType, Signature, Type};
@@ -65,8 +64,8 @@ fn passed(arg: &Ident, ty: &Type) -> syn::Result<TokenStream> {
     }
 }
 
-/// Whether `tokens` name `Self` itself (not an associated item such as `Self::Item`, which
-/// the wrapper forwards).
+/// Whether `tokens` name `Self` itself (not an associated item, `Self::Item` or
+/// `<Self as Trait>::Item`, which the wrapper forwards).
 fn names_self(tokens: TokenStream) -> bool {
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
     tokens.iter().enumerate().any(|(i, token)| match token {
@@ -77,6 +76,7 @@ fn names_self(tokens: TokenStream) -> bool {
                     (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
                         if a.as_char() == ':' && b.as_char() == ':'
                 )
+                && !matches!(tokens.get(i + 1), Some(TokenTree::Ident(next)) if next == "as")
         }
         TokenTree::Group(group) => names_self(group.stream()),
         _ => false,

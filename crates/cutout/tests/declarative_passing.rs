@@ -40,7 +40,12 @@ static SERVER_ERRORS: StatusAbove = StatusAbove {
 
 #[cutout::resilient]
 trait Counter {
+    /// Associated types stay the delegate's, whichever way they are named.
+    type Unit;
+
     fn merged(&self, other: &Self) -> u32;
+
+    fn add(&self, unit: <Self as Counter>::Unit, more: Self::Unit) -> u32;
 
     fn absorb(&mut self, other: Self) -> u32;
 
@@ -57,8 +62,14 @@ trait Counter {
 struct Count(u32);
 
 impl Counter for Count {
+    type Unit = u32;
+
     fn merged(&self, other: &Self) -> u32 {
         self.0 + other.0
+    }
+
+    fn add(&self, unit: u32, more: u32) -> u32 {
+        self.0 + unit + more
     }
 
     fn absorb(&mut self, other: Self) -> u32 {
@@ -93,6 +104,7 @@ fn a_self_parameter_is_the_delegate_inside_the_wrapper() {
     let mut a = counter(2, &registry);
     let mut b = counter(3, &registry);
     assert_eq!(a.merged(&b), 5, "&Self: the other wrapper's delegate");
+    assert_eq!(a.add(1, 2), 5, "associated types named through Self");
     assert_eq!(a.take_from(&mut b), 3, "&mut Self");
     assert_eq!(
         CounterResilient::delegate(&b),
