@@ -122,7 +122,7 @@ pub(crate) fn pass_through(
     let call = quote!(<#d as #delegate_trait>::#name(#receiver, #(#args),*));
     let body = match method.shape {
         Shape::Async => quote!(#call.await),
-        Shape::Sync | Shape::ImplFuture => call,
+        Shape::Sync | Shape::ImplFuture | Shape::BoxedFuture => call,
     };
     Ok(quote! {
         #[inline]
@@ -199,12 +199,14 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
         .map(|a| quote!(let #a = ::core::clone::Clone::clone(&#a);))
         .collect();
     let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    // An `impl Future` method without a retry asks its breaker for an owned permit when it is
+    // A method returning `impl Future` (or a boxed one, as `#[async_trait]` writes an `async
+    // fn`) without a retry asks its breaker for an owned permit when it is
     // called, and calls the delegate then only if the permit was granted; the returned future
     // awaits the delegate's inside the breaker. It holds the permit and the delegate's
     // future, not `&self`, so it is `Send` whenever the delegate's is (the trait's `+ Send`),
     // whether or not the delegate is `Sync`, and a refused call never reaches the delegate.
-    let eager = method.shape == Shape::ImplFuture && b.retry.is_none();
+    let returns_future = matches!(method.shape, Shape::ImplFuture | Shape::BoxedFuture);
+    let eager = returns_future && b.retry.is_none();
     let future = quote!(async move { #call.await });
     // One call through the breaker: the core's own calls.
     let once = match (is_async, b.timeout, eager) {
@@ -298,20 +300,23 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
                 #body
             }
         },
-        Shape::ImplFuture if eager => quote! {
-            #sig {
-                let __cutout_admitted = self.#field.try_acquire_owned().map(|__cutout_p| (__cutout_p, #call));
-                async move {
-                    #body
+        Shape::ImplFuture | Shape::BoxedFuture => {
+            let future = quote!(async move { #body });
+            let future = match method.shape {
+                Shape::BoxedFuture => quote!(::std::boxed::Box::pin(#future)),
+                _ => future,
+            };
+            let admitted = eager.then(|| {
+                quote! {
+                    let __cutout_admitted = self.#field.try_acquire_owned().map(|__cutout_p| (__cutout_p, #call));
+                }
+            });
+            quote! {
+                #sig {
+                    #admitted
+                    #future
                 }
             }
-        },
-        Shape::ImplFuture => quote! {
-            #sig {
-                async move {
-                    #body
-                }
-            }
-        },
+        }
     })
 }

@@ -19,6 +19,13 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             "#[cutout::resilient] takes no arguments; put #[breaker(...)] on the methods",
         ));
     }
+    // Above `#[async_trait]`: that attribute rewrites the trait's `async fn`s first and this
+    // one wraps what it wrote (the methods returning `Pin<Box<dyn Future>>`), so that the
+    // attributes in either order give one expansion, with the trait's own signatures.
+    if let Some(at) = item.attrs.iter().position(is_async_trait) {
+        let async_trait = item.attrs.remove(at);
+        return Ok(quote!(#async_trait #[::cutout::resilient] #item));
+    }
     let trait_name = item.ident.unraw().to_string();
     let trait_ident = item.ident.clone();
     let wrapper = format_ident!("{}Resilient", item.ident);
@@ -191,7 +198,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         };
         // Apart from the marker's name (`__cutout_marker`), whatever the method is called.
         let field = format_ident!("__cutout_breaker_{}", f.sig.ident.unraw());
-        let declared_by = default_id(&trait_name, &name, &method.params);
+        let declared_by = default_id(&trait_name, &name, &method.params, method.async_trait);
         let id = breaker.name.clone().unwrap_or_else(|| declared_by.clone());
         let keys = breaker.settings.iter().map(|(k, v)| {
             let v = v.tokens();
@@ -279,6 +286,14 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             }
         }
     })
+}
+
+/// Whether `attr` is `#[async_trait]` (`#[async_trait::async_trait(?Send)]`, …).
+fn is_async_trait(attr: &syn::Attribute) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|segment| segment.ident == "async_trait")
 }
 
 /// The first of `D`, `Delegate`, `CutoutDelegate` that no identifier in `item` is.

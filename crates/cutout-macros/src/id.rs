@@ -1,15 +1,82 @@
 //! The default breaker id, `<Trait>#<method>(<parameter types>)`, with types written as in
-//! source (`&str`, `Vec<u8>`), without the token spacing `quote` would print.
+//! source (`&str`, `Vec<u8>`), without the token spacing `quote` would print, and without
+//! the lifetimes `#[async_trait]` adds.
 
+use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
 
-/// `PaymentGateway#charge(&str, u64)`.
-pub(crate) fn default_id(trait_name: &str, method: &str, types: &[&syn::Type]) -> String {
+/// `PaymentGateway#charge(&str, u64)`. With `async_trait` (the method is one `#[async_trait]`
+/// rewrote), its lifetimes are taken out again, so that the id is the one the method has
+/// with the attributes in either order: `&'life1 str` is `&str`, `Cow<'life1, str>` is
+/// `Cow<'_, str>`, `impl Display + 'async_trait` is `impl Display`.
+pub(crate) fn default_id(
+    trait_name: &str,
+    method: &str,
+    types: &[&syn::Type],
+    async_trait: bool,
+) -> String {
     let types: Vec<String> = types
         .iter()
-        .map(|t| compact(&t.to_token_stream().to_string()))
+        .map(|t| {
+            let tokens = t.to_token_stream();
+            let tokens = if async_trait {
+                as_written(tokens)
+            } else {
+                tokens
+            };
+            compact(&tokens.to_string())
+        })
         .collect();
     format!("{trait_name}#{method}({})", types.join(", "))
+}
+
+/// `tokens` without `#[async_trait]`'s lifetimes: `'lifeN` after `&` dropped, elsewhere
+/// `'_`; `+ 'async_trait` dropped.
+fn as_written(tokens: TokenStream) -> TokenStream {
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let lifetime_at = |i: usize| -> Option<String> {
+        match (trees.get(i), trees.get(i + 1)) {
+            (Some(TokenTree::Punct(p)), Some(TokenTree::Ident(name))) if p.as_char() == '\'' => {
+                Some(name.to_string())
+            }
+            _ => None,
+        }
+    };
+    let added = |name: &str| {
+        name == "async_trait"
+            || name
+                .strip_prefix("life")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut out: Vec<TokenTree> = Vec::with_capacity(trees.len());
+    let mut i = 0;
+    while i < trees.len() {
+        if let Some(name) = lifetime_at(i).filter(|name| added(name)) {
+            let after_ref = matches!(out.last(), Some(TokenTree::Punct(p)) if p.as_char() == '&');
+            if name == "async_trait" {
+                if matches!(out.last(), Some(TokenTree::Punct(p)) if p.as_char() == '+') {
+                    out.pop();
+                }
+            } else if after_ref {
+                // `&'life1 T` is `&T`.
+            } else {
+                out.extend(quote::quote!('_));
+            }
+            i += 2;
+            continue;
+        }
+        match &trees[i] {
+            TokenTree::Group(group) => {
+                let mut inner =
+                    proc_macro2::Group::new(group.delimiter(), as_written(group.stream()));
+                inner.set_span(group.span());
+                out.push(TokenTree::Group(inner));
+            }
+            tree => out.push(tree.clone()),
+        }
+        i += 1;
+    }
+    out.into_iter().collect()
 }
 
 /// Drops every space that does not separate two words (`& 'a str` → `&'a str`,
@@ -46,7 +113,39 @@ mod tests {
     fn id(types: &[&str]) -> String {
         let parsed: Vec<syn::Type> = types.iter().map(|t| syn::parse_str(t).unwrap()).collect();
         let refs: Vec<&syn::Type> = parsed.iter().collect();
-        default_id("PaymentGateway", "charge", &refs)
+        default_id("PaymentGateway", "charge", &refs, false)
+    }
+
+    fn async_trait_id(types: &[&str]) -> String {
+        let parsed: Vec<syn::Type> = types.iter().map(|t| syn::parse_str(t).unwrap()).collect();
+        let refs: Vec<&syn::Type> = parsed.iter().collect();
+        default_id("PaymentGateway", "charge", &refs, true)
+    }
+
+    #[test]
+    fn async_trait_lifetimes_are_taken_out() {
+        assert_eq!(
+            async_trait_id(&["&'life1 str", "u64"]),
+            "PaymentGateway#charge(&str, u64)"
+        );
+        assert_eq!(
+            async_trait_id(&["&'life1 mut Vec<&'life2 str>"]),
+            "PaymentGateway#charge(&mut Vec<&str>)"
+        );
+        assert_eq!(
+            async_trait_id(&["Cow<'life1, str>"]),
+            "PaymentGateway#charge(Cow<'_, str>)"
+        );
+        assert_eq!(
+            async_trait_id(&["impl Display + 'async_trait"]),
+            "PaymentGateway#charge(impl Display)"
+        );
+        // A lifetime the user named stays, and so does one that only looks added elsewhere.
+        assert_eq!(
+            async_trait_id(&["&'a str", "&'lifetime str"]),
+            "PaymentGateway#charge(&'a str, &'lifetime str)"
+        );
+        assert_eq!(id(&["&'life1 str"]), "PaymentGateway#charge(&'life1 str)");
     }
 
     #[test]

@@ -11,6 +11,9 @@ pub(crate) enum Shape {
     Async,
     /// `-> impl Future<Output = ...> + ...`
     ImplFuture,
+    /// `-> Pin<Box<dyn Future<Output = ...> + ...>>`: an `async fn` as `#[async_trait]`
+    /// rewrites it (or a boxed future written out).
+    BoxedFuture,
 }
 
 /// The receiver, for a method passed through as it is.
@@ -29,6 +32,8 @@ pub(crate) struct Method<'a> {
     pub(crate) params: Vec<&'a Type>,
     /// What the call yields: the declared return type, or `impl Future`'s `Output`.
     pub(crate) output: Option<Type>,
+    /// Whether `#[async_trait]` rewrote the method (it has the lifetime `'async_trait`).
+    pub(crate) async_trait: bool,
 }
 
 impl<'a> Method<'a> {
@@ -68,15 +73,22 @@ impl<'a> Method<'a> {
             (Shape::Async, declared)
         } else if let Some(output) = declared.as_ref().and_then(future_output) {
             (Shape::ImplFuture, Some(output))
+        } else if let Some(output) = declared.as_ref().and_then(boxed_future_output) {
+            (Shape::BoxedFuture, Some(output))
         } else {
             (Shape::Sync, declared)
         };
+        let async_trait = sig
+            .generics
+            .lifetimes()
+            .any(|l| l.lifetime.ident == "async_trait");
         Ok(Method {
             item,
             shape,
             receiver,
             params,
             output,
+            async_trait,
         })
     }
 
@@ -108,7 +120,40 @@ fn future_output(ty: &Type) -> Option<Type> {
     let Type::ImplTrait(imp) = ty else {
         return None;
     };
-    imp.bounds.iter().find_map(|bound| {
+    bounds_output(&imp.bounds)
+}
+
+/// `Output` of `Pin<Box<dyn Future<Output = X> + ...>>`, the return type `#[async_trait]`
+/// gives an `async fn`.
+fn boxed_future_output(ty: &Type) -> Option<Type> {
+    let inner = |ty: &Type, name: &str| -> Option<Type> {
+        let Type::Path(path) = ty else {
+            return None;
+        };
+        let last = path.path.segments.last()?;
+        if last.ident != name {
+            return None;
+        }
+        let PathArguments::AngleBracketed(args) = &last.arguments else {
+            return None;
+        };
+        match args.args.iter().collect::<Vec<_>>().as_slice() {
+            [GenericArgument::Type(t)] => Some(t.clone()),
+            _ => None,
+        }
+    };
+    let boxed = inner(ty, "Pin")?;
+    let Type::TraitObject(object) = inner(&boxed, "Box")? else {
+        return None;
+    };
+    bounds_output(&object.bounds)
+}
+
+/// `Output` of the `Future<Output = X>` among `bounds`.
+fn bounds_output(
+    bounds: &syn::punctuated::Punctuated<TypeParamBound, syn::Token![+]>,
+) -> Option<Type> {
+    bounds.iter().find_map(|bound| {
         let TypeParamBound::Trait(t) = bound else {
             return None;
         };

@@ -256,6 +256,55 @@
 //! }
 //! ```
 //!
+//! ## With `#[async_trait]`
+//!
+//! A trait that must be a `dyn` object (`Arc<dyn PaymentGateway>`) is often written with
+//! the `async-trait` crate. Put the two attributes in either order: `#[async_trait]` rewrites
+//! the trait first (placed below it, `#[cutout::resilient]` hands the trait to it and wraps
+//! what it wrote), so the wrapper's methods have the signatures the trait ends up with, each
+//! returning `Pin<Box<dyn Future<Output = Result<T, E>> + Send>>`. Such a method behaves as an
+//! `impl Future` one: the permit is asked for when it is called, the outcome recorded when the
+//! future completes, a dropped future records nothing; without `retry` or `fallback` the
+//! future holds no `&self`. Ids are the methods' as written (`Gateway#charge(&str)`, not the
+//! `&'life1 str` the rewrite puts there). `#[async_trait(?Send)]` works the same way. The
+//! wrapper is itself an implementation of the trait, so it goes behind the same `dyn`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use async_trait::async_trait;
+//! use cutout::{Registry, Rejected};
+//!
+//! #[derive(Debug)]
+//! pub struct Unavailable;
+//! impl From<Rejected> for Unavailable {
+//!     fn from(_: Rejected) -> Self { Unavailable }
+//! }
+//!
+//! #[cutout::resilient]
+//! #[async_trait]
+//! pub trait Gateway: Send + Sync {
+//!     #[breaker(consecutive_failures = 3)]
+//!     async fn charge(&self, order: &str) -> Result<String, Unavailable>;
+//! }
+//!
+//! struct Backend;
+//! #[async_trait]
+//! impl Gateway for Backend {
+//!     async fn charge(&self, order: &str) -> Result<String, Unavailable> {
+//!         Ok(format!("receipt {order}"))
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::new();
+//! let gateway: Arc<dyn Gateway> = Arc::new(GatewayResilient::new(Backend, &registry)?);
+//! assert_eq!(gateway.charge("42").await.unwrap(), "receipt 42");
+//! assert_eq!(registry.get("Gateway#charge(&str)")?.snapshot().calls, 1);
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(run()).unwrap();
+//! ```
+//!
 //! # Testing it with ManualClock
 //!
 //! The generated breakers run on the registry's clock: give the registry a
