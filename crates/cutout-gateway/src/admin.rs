@@ -21,7 +21,7 @@
 //!   present, `Sec-Fetch-Site` must be `same-origin` or `none`.
 //!
 //! With a token configured, every endpoint but `/`, `/livez`, `/readyz` and `/healthz` requires
-//! it in a header: `Authorization: Bearer <token>` or `x-cutout-token: <token>`; missing → 401
+//! it in a header: `Authorization: Bearer <token>` (the scheme in any case) or `x-cutout-token: <token>`; missing → 401
 //! with `WWW-Authenticate: Bearer`, wrong → 403. A token in the query string or a cookie is
 //! never read (a browser would attach a cookie to a cross-site request; a URL leaks into logs).
 //! The status page reads the token from its URL fragment (`/#token=…`, never sent to the
@@ -171,6 +171,17 @@ fn error(status: StatusCode, message: &str) -> Response {
     json_response(status, &json!({ "error": message }))
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme is matched without
+/// regard to case (RFC 9110 §11.1: `bearer` and `BEARER` are `Bearer`) and may be followed by
+/// more than one space; another scheme (`Basic ...`) gives none.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+        .filter(|token| !token.is_empty())
+}
+
 /// The 401/403 answer when a token is configured and the request lacks it. The token is read
 /// from `Authorization: Bearer` or `x-cutout-token`, never from the query or a cookie.
 fn authorize(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
@@ -180,7 +191,7 @@ fn authorize(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     let header = headers.get("x-cutout-token").and_then(|v| v.to_str().ok());
     let given: Vec<&str> = bearer.into_iter().chain(header).collect();
     if given.is_empty() {

@@ -181,6 +181,20 @@ async fn the_token_guards_everything_but_the_page_and_healthz() {
     )
     .await;
     assert_eq!(right.status, 200);
+    // The scheme's case is not the client's to get right (RFC 9110 §11.1), nor one space.
+    for value in ["bearer s3cret", "BEARER s3cret", "Bearer   s3cret"] {
+        let reply = send(Method::GET, &breakers, &[("authorization", value)], "").await;
+        assert_eq!(reply.status, 200, "{value:?}");
+    }
+    // Another scheme carries no bearer token: no token given, 401.
+    let basic = send(
+        Method::GET,
+        &breakers,
+        &[("authorization", "Basic s3cret")],
+        "",
+    )
+    .await;
+    assert_eq!(basic.status, 401);
     for path in ["/metrics", "/breakers/account-service/isolate"] {
         let method = if path == "/metrics" {
             Method::GET
