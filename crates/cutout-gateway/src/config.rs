@@ -219,7 +219,7 @@ pub const SLOW_CALL_KEYS: [&str; 6] = [
 /// | `header-read-timeout` | 10 s | hyper's header-read timer: from the moment a connection waits for a request head (accept, or the end of the previous response) until the head is complete. It closes slow-header (slowloris) connections, connections that never send, and kept-alive connections left unused |
 /// | `idle-timeout` | 60 s | a connection on which no byte moves either way for this long is closed, whatever it is doing (a stalled upload, a client that stops reading its response). At least `request-timeout` (`GW-CFG-010`), so it never cuts a request the deadline would let finish |
 /// | `request-timeout` | 30 s | the whole-request deadline on both listeners, until the response head: the proxy answers 504, admin 503; the breaker counts nothing (the gateway gave up, not the upstream) |
-/// | `max-connections` | 1024 | open connections on the proxy listener; more are accepted and closed at once |
+/// | `max-connections` | 1024 | open connections on the proxy listener; more are accepted and closed at once, unless another source holds at least two more than the newcomer's would: then one of its idle connections is closed to make room ([`crate::share`]), so one client can fill the listener but cannot keep another out |
 /// | `admin-max-connections` | 32 | the same for the admin listener, counted apart, so a flood on the proxy cannot lock the operator out |
 /// | `max-request-body` | 10 MiB | a request body larger than this is answered 413 (at once from `Content-Length`, or when the streamed body crosses it), never counted by the breaker |
 /// | `pool-idle-timeout` | 30 s | an idle pooled connection to an upstream is closed after this |

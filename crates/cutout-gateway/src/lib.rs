@@ -24,7 +24,8 @@
 //! - [`demo`]: the embedded demo with two chaos-switchable [`upstream`]s.
 //! - [`server`]: binding with clear errors, the listeners' limits (connections, header-read and
 //!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
-//!   a drain deadline, SIGHUP ignored.
+//!   a drain deadline, SIGHUP ignored; [`share`]: a full listener's fair share between
+//!   sources.
 //! - [`client_body`]: the client's body watched on its way, so a client's fault (400, 408,
 //!   413) is never counted against a cluster; [`refusal`]: rate-limited log lines when a limit
 //!   refuses.
@@ -50,6 +51,7 @@ pub mod proxy;
 pub mod refusal;
 pub mod retry;
 pub mod server;
+pub mod share;
 pub mod slots;
 pub mod stats;
 pub mod status_page;

@@ -38,10 +38,13 @@ pub enum Refusal {
     /// A detached attempt's body passed `max-detached-body`: it was cancelled and counted
     /// nothing.
     MaxDetachedBody,
+    /// A full listener closed an idle connection of the source holding the most to make room
+    /// for a connection from another source (see [`crate::share`]).
+    FairShare,
 }
 
 impl Refusal {
-    const ALL: [Refusal; 11] = [
+    const ALL: [Refusal; 12] = [
         Refusal::MaxConnections,
         Refusal::HeaderReadTimeout,
         Refusal::IdleTimeout,
@@ -53,6 +56,7 @@ impl Refusal {
         Refusal::AcceptError,
         Refusal::MaxDetachedAttempts,
         Refusal::MaxDetachedBody,
+        Refusal::FairShare,
     ];
 
     /// The stable name (`max_connections`, `header_read_timeout`, …).
@@ -69,6 +73,7 @@ impl Refusal {
             Refusal::AcceptError => "accept_error",
             Refusal::MaxDetachedAttempts => "max_detached_attempts",
             Refusal::MaxDetachedBody => "max_detached_body",
+            Refusal::FairShare => "fair_share",
         }
     }
 

@@ -1,7 +1,8 @@
 //! Listeners: binding with clear errors, serving a router within the configured limits, draining with a deadline, and the process signals.
 //!
 //! Each listener ([`serve_with`]) accepts connections up to its own `max-connections` (more are
-//! accepted and closed at once, with a rate-limited log line), serves each with hyper's HTTP/1
+//! accepted and closed at once, with a rate-limited log line, unless a source holding more
+//! than its share makes room: [`crate::share`]), serves each with hyper's HTTP/1
 //! server under its `header-read-timeout`, closes a connection on which no byte moved for
 //! `idle-timeout`, and on shutdown stops accepting, lets in-flight requests finish for at most
 //! `shutdown-timeout` (hyper-util's graceful shutdown), then closes what is left.
@@ -51,6 +52,7 @@ use crate::config::{GatewayConfig, Limits};
 use crate::error::StartError;
 use crate::gateway::Gateway;
 use crate::refusal::{Refusal, note};
+use crate::share::{Book, Entry, InFlight, Source};
 
 /// How long a listener waits after `accept` failed (out of file descriptors, say) before it
 /// tries again: long enough not to spin, short enough to recover quickly.
@@ -190,6 +192,7 @@ pub async fn serve_with(
 ) -> io::Result<()> {
     let local = listener.local_addr()?;
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let book = Arc::new(Book::default());
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -215,26 +218,67 @@ pub async fn serve_with(
                         continue;
                     }
                 };
-                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                    note(Refusal::MaxConnections, what, format_args!(
-                        "{} connections open on {local} ({what} limit); closed the one from {peer}",
-                        limits.max_connections
-                    ));
-                    drop(stream);
-                    continue;
+                let source = Source::of(peer.ip());
+                let slot = match Arc::clone(&slots).try_acquire_owned() {
+                    Ok(slot) => Some(slot),
+                    Err(_) => match book.make_room(source) {
+                        Some(from) => {
+                            note(Refusal::FairShare, what, format_args!(
+                                "{} connections open on {local} ({what} limit); closed an idle \
+                                 one of {from} ({} open) for one from {peer}",
+                                limits.max_connections,
+                                book.held_by(from)
+                            ));
+                            None
+                        }
+                        None => {
+                            note(Refusal::MaxConnections, what, format_args!(
+                                "{} connections open on {local} ({what} limit); closed the one \
+                                 from {peer}",
+                                limits.max_connections
+                            ));
+                            drop(stream);
+                            continue;
+                        }
+                    },
                 };
-                let _ = stream.set_nodelay(true);
-                let activity = Arc::new(Activity::new());
-                let io = TokioIo::new(Watched { stream, activity: Arc::clone(&activity) });
-                let service = router.clone().map_request(move |mut request: http::Request<Incoming>| {
-                    request.extensions_mut().insert(ConnectInfo(peer));
-                    request.extensions_mut().insert(LocalAddr(local));
-                    request
+                let watcher = graceful.watcher();
+                let (http, router, book, slots) =
+                    (http.clone(), router.clone(), Arc::clone(&book), Arc::clone(&slots));
+                connections.spawn(async move {
+                    // Made room for: the slot the closed connection frees (the semaphore hands
+                    // it to the first waiter, not to a later `try_acquire`).
+                    let slot = match slot {
+                        Some(slot) => slot,
+                        None => match tokio::time::timeout(ROOM_WAIT, slots.acquire_owned()).await {
+                            Ok(Ok(slot)) => slot,
+                            _ => return,
+                        },
+                    };
+                    let entry = book.enter(source);
+                    let _ = stream.set_nodelay(true);
+                    let activity = Arc::new(Activity::new());
+                    let io = TokioIo::new(Watched { stream, activity: Arc::clone(&activity) });
+                    let conn = Arc::clone(entry.conn());
+                    let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
+                        request.extensions_mut().insert(ConnectInfo(peer));
+                        request.extensions_mut().insert(LocalAddr(local));
+                        // In flight until its response body is sent or dropped: never closed
+                        // to make room until then.
+                        let in_flight = conn.request();
+                        let answer = router.clone().oneshot(request);
+                        async move {
+                            let response = answer.await?;
+                            Ok::<_, std::convert::Infallible>(response.map(|body| {
+                                axum::body::Body::new(Guarded { body, _in_flight: in_flight })
+                            }))
+                        }
+                    });
+                    let connection = watcher.watch(
+                        http.serve_connection(io, TowerToHyperService::new(service)),
+                    );
+                    drive(what, connection, activity, limits.idle_timeout, slot, entry).await;
                 });
-                let connection = graceful.watch(
-                    http.serve_connection(io, TowerToHyperService::new(service)),
-                );
-                connections.spawn(drive(what, connection, activity, limits.idle_timeout, slot));
             }
         }
     }
@@ -265,14 +309,16 @@ fn is_connection_error(error: &io::Error) -> bool {
     )
 }
 
-/// Runs one connection until it ends, or until no byte has moved on it for `idle`. Holds its
-/// listener slot until then.
+/// Runs one connection until it ends, until no byte has moved on it for `idle`, or until it
+/// is asked to make room for another source's connection while no request is in flight on it
+/// ([`crate::share`]). Holds its listener slot and its place in the book until then.
 async fn drive(
     what: &'static str,
     connection: impl Future<Output = Result<(), hyper::Error>>,
     activity: Arc<Activity>,
     idle: Duration,
     _slot: OwnedSemaphorePermit,
+    entry: Entry,
 ) {
     let mut connection = pin!(connection);
     // A year stands for "never" when `idle` is too large to add to an instant.
@@ -297,6 +343,13 @@ async fn drive(
                 }
                 return;
             }
+            // The service runs inside `connection`, in this task: no request can begin between
+            // this check and the close.
+            () = entry.conn().evicted() => {
+                if !entry.conn().busy() {
+                    return;
+                }
+            }
             () = tokio::time::sleep_until(deadline(&activity)) => {
                 if deadline(&activity) <= Instant::now() {
                     note(
@@ -308,6 +361,35 @@ async fn drive(
                 }
             }
         }
+    }
+}
+
+/// How long a connection for which room was made waits for the slot it frees.
+const ROOM_WAIT: Duration = Duration::from_secs(1);
+
+/// A response body that keeps its request counted as in flight until it is sent or dropped.
+struct Guarded {
+    body: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for Guarded {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
