@@ -116,6 +116,8 @@ pub enum Outcome {
     BadRequest,
     /// No route.
     NoRoute,
+    /// The client's address passed `rate-limit-per-source` (429).
+    RateLimited,
 }
 
 impl Outcome {
@@ -136,6 +138,7 @@ impl Outcome {
             Outcome::Ejected => "ejected",
             Outcome::BadRequest => "bad_request",
             Outcome::NoRoute => "no_route",
+            Outcome::RateLimited => "rate_limited",
         }
     }
 
@@ -164,7 +167,8 @@ impl Outcome {
             | Outcome::Capped
             | Outcome::Deadline
             | Outcome::BadRequest
-            | Outcome::NoRoute => Ended::Other,
+            | Outcome::NoRoute
+            | Outcome::RateLimited => Ended::Other,
         }
     }
 }

@@ -17,6 +17,8 @@
 //! max-detached-attempts = 64       # per cluster: attempts whose client left, run on to be judged
 //! max-detached-body = "1MiB"       # what a detached attempt may drain of its response body
 //! access-log = true                # one `tracing` line per request (target cutout_gateway::access)
+//! rate-limit-per-source = "off"    # or "100/s", "6000/m": a request rate per client address, past it 429
+//! # rate-limit-burst = 100         # (with a rate) the most requests at once; default the rate's count
 //! # Limits (see [`Limits`]; every one has a default):
 //! header-read-timeout = "10s"      # a request head must arrive within this
 //! idle-timeout = "60s"             # a connection moving no byte for this long is closed
@@ -125,6 +127,7 @@ use http::Uri;
 
 use crate::error::ConfigError;
 use crate::health::HealthCheckConfig;
+use crate::rate::RateLimit;
 
 /// The default proxy listener.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -150,6 +153,8 @@ pub const DEFAULT_MAX_REQUEST_BODY: usize = 10 * 1024 * 1024;
 pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default `shutdown-timeout`.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest `rate-limit-burst` accepted.
+pub const MAX_RATE_BURST: usize = 1_000_000;
 /// The largest `max-connections` / `admin-max-connections` accepted.
 pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
 /// The default `max-ejection-percent`: at most half of a cluster's hosts ejected at once (at
@@ -290,6 +295,10 @@ pub struct GatewayConfig {
     /// `access-log`: one `tracing` line per request, target `cutout_gateway::access` (see
     /// [`crate::access`]).
     pub access_log: bool,
+    /// `rate-limit-per-source` (and `rate-limit-burst`): each source's request rate, past
+    /// which a request is answered 429 ([`crate::rate`]); `None` (the default, `"off"`): no
+    /// limit.
+    pub rate_limit: Option<RateLimit>,
     /// Routes, longest prefix first.
     pub routes: Vec<Route>,
     /// Clusters by name.
@@ -551,6 +560,8 @@ impl GatewayConfig {
         let mut max_detached_attempts = DEFAULT_MAX_DETACHED_ATTEMPTS;
         let mut max_detached_body = DEFAULT_MAX_DETACHED_BODY;
         let mut access_log = true;
+        let mut rate_limit: Option<RateLimit> = None;
+        let mut rate_limit_burst: Option<u32> = None;
         let mut panic_threshold = DEFAULT_PANIC_THRESHOLD;
         let mut retry = DEFAULT_RETRY;
         let mut retry_budget_percent = DEFAULT_RETRY_BUDGET_PERCENT;
@@ -595,6 +606,24 @@ impl GatewayConfig {
                 }
                 "max-detached-body" => max_detached_body = size(&path, value)?,
                 "access-log" => access_log = boolean(&path, value)?,
+                "rate-limit-per-source" => {
+                    let text = string(&path, value)?;
+                    rate_limit = if text == "off" {
+                        None
+                    } else {
+                        Some(RateLimit::parse(text).map_err(|why| {
+                            let code = if why.starts_with("more than") {
+                                "GW-CFG-009"
+                            } else {
+                                "GW-CFG-004"
+                            };
+                            ConfigError::new(code, &path, &show(value), &why)
+                        })?)
+                    };
+                }
+                "rate-limit-burst" => {
+                    rate_limit_burst = Some(count(&path, value, 1, MAX_RATE_BURST)? as u32);
+                }
                 "panic-threshold" => panic_threshold = percent(&path, value)?,
                 "retry" => retry = boolean(&path, value)?,
                 "retry-budget-percent" => retry_budget_percent = percent(&path, value)?,
@@ -610,8 +639,22 @@ impl GatewayConfig {
                          request-timeout, max-connections, admin-max-connections, \
                          max-request-body, pool-idle-timeout, shutdown-timeout, \
                          max-ejection-percent, max-detached-attempts, max-detached-body, \
-                         access-log, panic-threshold, retry, retry-budget-percent, \
-                         min-concurrent-retries (give-up-floor is deprecated)",
+                         access-log, rate-limit-per-source, rate-limit-burst, panic-threshold, \
+                         retry, retry-budget-percent, min-concurrent-retries (give-up-floor is \
+                         deprecated)",
+                    ));
+                }
+            }
+        }
+        if let Some(burst) = rate_limit_burst {
+            match &mut rate_limit {
+                Some(rate) => rate.burst = burst,
+                None => {
+                    return Err(ConfigError::new(
+                        "GW-CFG-005",
+                        "gateway.rate-limit-burst",
+                        &burst.to_string(),
+                        "a burst needs gateway.rate-limit-per-source (such as \"100/s\")",
                     ));
                 }
             }
@@ -679,6 +722,7 @@ impl GatewayConfig {
             give_up_floor,
             max_detached_body,
             access_log,
+            rate_limit,
             routes,
             clusters,
             breakers,

@@ -28,6 +28,7 @@
 //! | no route for the path | 404 Not Found | no |
 //! | bad request target or `Host` (missing, duplicate, invalid; an absolute-form target whose authority is not `Host`; a path escaping the root with `..`) | 400 Bad Request | no |
 //! | `CONNECT` | 405 Method Not Allowed | no |
+//! | the client's address passed `rate-limit-per-source` | 429 Too Many Requests with `Retry-After` | no |
 //! | the client's body is broken: bad chunked framing, cut short, the client vanished ([`ClientFault::Body`]) | 400 Bad Request (or nothing, when the client is gone) | no |
 //! | the upstream was waiting for the client's body when the attempt timed out ([`ClientFault::Stalled`]) | 408 Request Timeout | no |
 //! | the body is larger than `max-request-body` ([`ClientFault::TooLarge`]) | 413 Content Too Large | no |
@@ -226,6 +227,8 @@ pub enum ProxyError {
     MethodNotAllowed,
     /// The client's side of the request failed.
     Client(ClientFault),
+    /// The client's address passed `rate-limit-per-source`; a token is back after this long.
+    RateLimited(std::time::Duration),
     /// The whole-request deadline passed.
     Deadline,
     /// The breaker stack failed: a refusal, a timeout or a forwarding error (or, inside it, a
@@ -272,6 +275,17 @@ impl ProxyError {
                 response
             }
             ProxyError::Client(fault) => client_fault(*fault),
+            ProxyError::RateLimited(wait) => {
+                let mut response = text(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many requests from this address (rate-limit-per-source)\n",
+                );
+                response.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from(crate::rate::retry_after_secs(*wait)),
+                );
+                response
+            }
             ProxyError::Deadline => text(
                 StatusCode::GATEWAY_TIMEOUT,
                 "the gateway's deadline for this request passed\n",

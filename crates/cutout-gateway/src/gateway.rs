@@ -13,6 +13,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::cluster::{Cluster, ClusterParts, RetrySettings, http_client};
 use crate::config::{GatewayConfig, Route};
 use crate::hosts::Hosts;
+use crate::rate::SourceRate;
 
 /// How many transitions the gateway remembers for the status page.
 pub const TRANSITIONS_KEPT: usize = 50;
@@ -72,6 +73,8 @@ pub struct Gateway {
     metrics: Option<PrometheusHandle>,
     readiness: AtomicU8,
     listening: OnceLock<(SocketAddr, SocketAddr)>,
+    /// Each source's request rate, when `rate-limit-per-source` is set.
+    rate: Option<SourceRate>,
 }
 
 /// Where a gateway is in its life, as `/readyz` tells it.
@@ -179,8 +182,10 @@ impl Gateway {
                 }),
             );
         }
+        let rate = config.rate_limit.map(SourceRate::new);
         Arc::new(Gateway {
             config,
+            rate,
             registry,
             clusters,
             transitions,
@@ -223,6 +228,11 @@ impl Gateway {
     /// The configuration.
     pub fn config(&self) -> &GatewayConfig {
         &self.config
+    }
+
+    /// Each source's request rate (`rate-limit-per-source`), if one is set.
+    pub fn rate(&self) -> Option<&SourceRate> {
+        self.rate.as_ref()
     }
 
     /// The breaker registry (one breaker per cluster, id = cluster name).

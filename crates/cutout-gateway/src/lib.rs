@@ -48,6 +48,7 @@ pub mod hosts;
 pub mod metrics;
 pub mod order;
 pub mod proxy;
+pub mod rate;
 pub mod refusal;
 pub mod retry;
 pub mod server;

@@ -57,6 +57,7 @@ use crate::error::{ClientFault, ProxyError};
 use crate::gateway::Gateway;
 use crate::hosts::AllEjected;
 use crate::refusal::{Refusal, note};
+use crate::share::Source;
 
 /// Marks a response that came from an upstream (as opposed to one the gateway made), so that
 /// the limit log does not mistake an upstream's own 413 for the gateway's.
@@ -121,6 +122,14 @@ fn refuse(error: ProxyError, access: &mut Access) -> Response {
             Outcome::BadRequest
         }
         ProxyError::NoRoute => Outcome::NoRoute,
+        ProxyError::RateLimited(_) => {
+            note(
+                Refusal::RateLimit,
+                "proxy",
+                "429: a client address passed rate-limit-per-source",
+            );
+            Outcome::RateLimited
+        }
         ProxyError::Client(_) => Outcome::ClientFault,
         _ => Outcome::BadRequest,
     };
@@ -524,6 +533,14 @@ fn prepare(
 ) -> Result<Running, ProxyError> {
     if request.method() == Method::CONNECT {
         return Err(ProxyError::MethodNotAllowed);
+    }
+    // Before routing: a client past its rate is answered at once, and no breaker sees it.
+    if let (Some(rate), Some(ConnectInfo(peer))) = (
+        gateway.rate(),
+        request.extensions().get::<ConnectInfo<SocketAddr>>(),
+    ) {
+        rate.check(Source::of(peer.ip()))
+            .map_err(ProxyError::RateLimited)?;
     }
     let host = single_host(request.headers())?;
     if let Some(authority) = request.uri().authority()

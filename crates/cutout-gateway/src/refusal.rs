@@ -38,13 +38,15 @@ pub enum Refusal {
     /// A detached attempt's body passed `max-detached-body`: it was cancelled and counted
     /// nothing.
     MaxDetachedBody,
+    /// A request past `rate-limit-per-source` was answered 429.
+    RateLimit,
     /// A full listener closed an idle connection of the source holding the most to make room
     /// for a connection from another source (see [`crate::share`]).
     FairShare,
 }
 
 impl Refusal {
-    const ALL: [Refusal; 12] = [
+    const ALL: [Refusal; 13] = [
         Refusal::MaxConnections,
         Refusal::HeaderReadTimeout,
         Refusal::IdleTimeout,
@@ -56,6 +58,7 @@ impl Refusal {
         Refusal::AcceptError,
         Refusal::MaxDetachedAttempts,
         Refusal::MaxDetachedBody,
+        Refusal::RateLimit,
         Refusal::FairShare,
     ];
 
@@ -73,6 +76,7 @@ impl Refusal {
             Refusal::AcceptError => "accept_error",
             Refusal::MaxDetachedAttempts => "max_detached_attempts",
             Refusal::MaxDetachedBody => "max_detached_body",
+            Refusal::RateLimit => "rate_limit",
             Refusal::FairShare => "fair_share",
         }
     }

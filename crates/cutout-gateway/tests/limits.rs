@@ -493,6 +493,36 @@ fn every_limit_has_a_default_and_is_validated_with_a_code_naming_the_key() {
             "gateway.listen",
         ),
         ("admin = \"127.0.0.1:70000\"", "GW-CFG-009", "gateway.admin"),
+        (
+            "rate-limit-per-source = \"lots\"",
+            "GW-CFG-004",
+            "gateway.rate-limit-per-source",
+        ),
+        (
+            "rate-limit-per-source = \"0/s\"",
+            "GW-CFG-004",
+            "gateway.rate-limit-per-source",
+        ),
+        (
+            "rate-limit-per-source = \"5000000/s\"",
+            "GW-CFG-009",
+            "gateway.rate-limit-per-source",
+        ),
+        (
+            "rate-limit-per-source = 100",
+            "GW-CFG-003",
+            "gateway.rate-limit-per-source",
+        ),
+        (
+            "rate-limit-per-source = \"100/s\"\nrate-limit-burst = 0",
+            "GW-CFG-009",
+            "gateway.rate-limit-burst",
+        ),
+        (
+            "rate-limit-burst = 10",
+            "GW-CFG-005",
+            "gateway.rate-limit-burst",
+        ),
     ] {
         let e = error_of(line);
         assert_eq!((e.code(), e.key()), (code, key), "{line}: {e}");

@@ -213,7 +213,8 @@ impl TimeSource {
         }
     }
 
-    /// [`Clock::sleep`] on the source.
+    /// [`Clock::sleep`] on the source (a sync declarative retry's backoff).
+    #[cfg(feature = "macros")]
     pub(crate) fn sleep(&self, duration: Duration) {
         match self {
             TimeSource::System(clock) => clock.sleep(duration),

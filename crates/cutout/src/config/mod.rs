@@ -260,8 +260,9 @@ pub struct Config {
 }
 
 /// The sections' keys as written, unmerged: what a declared breaker's attribute is merged
-/// between (`declared.rs`).
+/// between (`declared.rs`, feature `macros`; kept without it, read by nothing else).
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(not(feature = "macros"), allow(dead_code))]
 struct Layers {
     defaults: section::Patch,
     configs: BTreeMap<String, section::Patch>,
