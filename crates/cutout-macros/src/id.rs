@@ -8,7 +8,9 @@ use quote::ToTokens;
 /// `PaymentGateway#charge(&str, u64)`. With `async_trait` (the method is one `#[async_trait]`
 /// rewrote), its lifetimes are taken out again, so that the id is the one the method has
 /// with the attributes in either order: `&'life1 str` is `&str`, `Cow<'life1, str>` is
-/// `Cow<'_, str>`, `impl Display + 'async_trait` is `impl Display`.
+/// `Cow<'_, str>`, `impl 'async_trait + Display` is `impl Display` (and the parentheses it
+/// puts around `&(impl Display)` go). A reference's `'_` is written as nothing in every id
+/// (`&'_ str` is `&str`, the same type), since the rewrite cannot tell the two apart.
 pub(crate) fn default_id(
     trait_name: &str,
     method: &str,
@@ -24,7 +26,7 @@ pub(crate) fn default_id(
             } else {
                 tokens
             };
-            compact(&tokens.to_string())
+            compact(&no_elided_reference_lifetime(tokens).to_string())
         })
         .collect();
     format!("{trait_name}#{method}({})", types.join(", "))
@@ -54,8 +56,12 @@ fn as_written(tokens: TokenStream) -> TokenStream {
         if let Some(name) = lifetime_at(i).filter(|name| added(name)) {
             let after_ref = matches!(out.last(), Some(TokenTree::Punct(p)) if p.as_char() == '&');
             if name == "async_trait" {
+                // `X + 'async_trait`, or `impl 'async_trait + X`: one `+` goes with it.
                 if matches!(out.last(), Some(TokenTree::Punct(p)) if p.as_char() == '+') {
                     out.pop();
+                } else if matches!(trees.get(i + 2), Some(TokenTree::Punct(p)) if p.as_char() == '+')
+                {
+                    i += 1;
                 }
             } else if after_ref {
                 // `&'life1 T` is `&T`.
@@ -66,6 +72,15 @@ fn as_written(tokens: TokenStream) -> TokenStream {
             continue;
         }
         match &trees[i] {
+            // `&'life1 (impl 'async_trait + X)`: the parentheses the rewrite needed.
+            TokenTree::Group(group)
+                if group.delimiter() == proc_macro2::Delimiter::Parenthesis
+                    && matches!(out.last(), Some(TokenTree::Punct(p)) if p.as_char() == '&')
+                    && matches!(group.stream().into_iter().next(), Some(TokenTree::Ident(i)) if i == "impl")
+                    && group.stream().to_string().contains("async_trait") =>
+            {
+                out.extend(as_written(group.stream()));
+            }
             TokenTree::Group(group) => {
                 let mut inner =
                     proc_macro2::Group::new(group.delimiter(), as_written(group.stream()));
@@ -79,9 +94,43 @@ fn as_written(tokens: TokenStream) -> TokenStream {
     out.into_iter().collect()
 }
 
+/// `tokens` with `&'_ T` written `&T`.
+fn no_elided_reference_lifetime(tokens: TokenStream) -> TokenStream {
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out: Vec<TokenTree> = Vec::with_capacity(trees.len());
+    let mut i = 0;
+    while i < trees.len() {
+        let after_ref = matches!(out.last(), Some(TokenTree::Punct(p)) if p.as_char() == '&');
+        if after_ref
+            && let (Some(TokenTree::Punct(p)), Some(TokenTree::Ident(name))) =
+                (trees.get(i), trees.get(i + 1))
+            && p.as_char() == '\''
+            && name == "_"
+        {
+            i += 2;
+            continue;
+        }
+        match &trees[i] {
+            TokenTree::Group(group) => {
+                let mut inner = proc_macro2::Group::new(
+                    group.delimiter(),
+                    no_elided_reference_lifetime(group.stream()),
+                );
+                inner.set_span(group.span());
+                out.push(TokenTree::Group(inner));
+            }
+            tree => out.push(tree.clone()),
+        }
+        i += 1;
+    }
+    out.into_iter().collect()
+}
+
 /// Drops every space that does not separate two words (`& 'a str` → `&'a str`,
 /// `Vec < u8 >` → `Vec<u8>`, `& mut T` → `&mut T`), and puts one after each comma and
-/// semicolon and around each arrow, as rustfmt writes them (`[u8; 4]`, `fn(u8) -> u8`).
+/// semicolon and a higher-ranked binder, and around each arrow, `+` and `=`, as rustfmt
+/// writes them (`[u8; 4]`, `fn(u8) -> u8`, `dyn Debug + Sync`, `Iterator<Item = u8>`,
+/// `for<'a> fn(&'a u8)`).
 fn compact(tokens: &str) -> String {
     let chars: Vec<char> = tokens.chars().collect();
     let word = |c: char| c.is_alphanumeric() || c == '_';
@@ -94,10 +143,18 @@ fn compact(tokens: &str) -> String {
         let before = out.chars().last().unwrap_or(' ');
         let after = chars.get(i + 1).copied().unwrap_or(' ');
         let arrow_next = after == '-' && chars.get(i + 2) == Some(&'>');
+        // `for<'a> fn(..)`: a higher-ranked binder ends in a space.
+        let binder_end = before == '>'
+            && out.rfind("for<").is_some_and(|at| {
+                !out[at + 4..].contains('<') && !out[..at].chars().last().is_some_and(word)
+            });
         if before == ','
             || before == ';'
             || arrow_next
             || out.ends_with("->")
+            || binder_end
+            || matches!(before, '+' | '=')
+            || matches!(after, '+' | '=')
             || (word(before) && (word(after) || after == '\'' || after == '&'))
         {
             out.push(' ');
@@ -140,6 +197,13 @@ mod tests {
             async_trait_id(&["impl Display + 'async_trait"]),
             "PaymentGateway#charge(impl Display)"
         );
+        assert_eq!(
+            async_trait_id(&[
+                "impl 'async_trait + Display",
+                "&'life1 (impl 'async_trait + Debug)"
+            ]),
+            "PaymentGateway#charge(impl Display, &impl Debug)"
+        );
         // A lifetime the user named stays, and so does one that only looks added elsewhere.
         assert_eq!(
             async_trait_id(&["&'a str", "&'lifetime str"]),
@@ -169,6 +233,15 @@ mod tests {
         );
         assert_eq!(id(&["[u8; 4]"]), "PaymentGateway#charge([u8; 4])");
         assert_eq!(id(&["fn(u8) -> u8"]), "PaymentGateway#charge(fn(u8) -> u8)");
+        assert_eq!(id(&["&'_ str"]), "PaymentGateway#charge(&str)");
+        assert_eq!(
+            id(&[
+                "&(dyn Debug+Sync)",
+                "impl Iterator<Item=u8>",
+                "for<'a> fn(&'a u8)"
+            ]),
+            "PaymentGateway#charge(&(dyn Debug + Sync), impl Iterator<Item = u8>, for<'a> fn(&'a u8))"
+        );
         assert_eq!(id(&[]), "PaymentGateway#charge()");
     }
 }

@@ -1,7 +1,16 @@
 //! Hostile review (rev31b): `&'_ str` under `#[async_trait]`. async_trait renames `'_` to
-//! `'life1`, and id.rs turns `&'life1 str` into `&str`: the id is not the one the method has
-//! as written (`&'_ str`, which is what the trait without async_trait gets).
+//! `'life1`, as it names the lifetime of a plain `&str`, so the rewrite cannot tell the two
+//! apart. Decided: a reference's `'_` is written as nothing in every id (`&'_ str` and `&str`
+//! are one type), so the two traits' ids agree, with and without async_trait.
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use async_trait::async_trait;
 use cutout::{Registry, Rejected};
@@ -41,13 +50,17 @@ impl Boxed for Backend {
 }
 
 #[test]
-fn an_explicitly_elided_lifetime_keeps_its_written_id_under_async_trait() {
+fn an_explicitly_elided_lifetime_has_one_id_with_and_without_async_trait() {
     let registry = Registry::new();
     let _plain = PlainResilient::new(Backend, &registry).unwrap();
     let _boxed = BoxedResilient::new(Backend, &registry).unwrap();
-    assert!(registry.get("Plain#get(&'_ str)").is_ok());
     assert!(
-        registry.get("Boxed#get(&'_ str)").is_ok(),
+        registry.get("Plain#get(&str)").is_ok(),
+        "{:?}",
+        registry.ids()
+    );
+    assert!(
+        registry.get("Boxed#get(&str)").is_ok(),
         "ids: {:?}",
         registry.ids()
     );

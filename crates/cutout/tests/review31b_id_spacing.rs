@@ -3,6 +3,14 @@
 //! bindings) and after `for<'a>`, so the id is not the type as written (nor as rustfmt writes
 //! it), and an `[instances."<id>"]` section written from the source does not match.
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 
