@@ -60,6 +60,41 @@ pub(crate) fn is_breaker(attr: &Attribute) -> bool {
     attr.path().is_ident("breaker")
 }
 
+/// `#[cfg_attr(pred, breaker(...), others...)]`: the predicate, the breaker as an attribute of
+/// its own, and the attribute left for the others (none when there are none). `None` for any
+/// other attribute. (An attribute macro sees `cfg_attr` unexpanded: left on the method, it
+/// would become a `#[breaker]` no macro reads.)
+pub(crate) fn cfg_attr_breaker(
+    attr: &Attribute,
+) -> syn::Result<Option<(Meta, Attribute, Option<Attribute>)>> {
+    if !attr.path().is_ident("cfg_attr") {
+        return Ok(None);
+    }
+    let Meta::List(list) = &attr.meta else {
+        return Ok(None);
+    };
+    let metas = list.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?;
+    let mut metas = metas.into_iter();
+    let Some(predicate) = metas.next() else {
+        return Ok(None);
+    };
+    let (breakers, others): (Vec<Meta>, Vec<Meta>) =
+        metas.partition(|meta| meta.path().is_ident("breaker"));
+    let mut breakers = breakers.into_iter();
+    let Some(breaker) = breakers.next() else {
+        return Ok(None);
+    };
+    if let Some(second) = breakers.next() {
+        return Err(error(
+            second.span(),
+            "one #[breaker] per method: share a breaker between methods with `name`",
+        ));
+    }
+    let rest =
+        (!others.is_empty()).then(|| syn::parse_quote!(#[cfg_attr(#predicate, #(#others),*)]));
+    Ok(Some((predicate, syn::parse_quote!(#[#breaker]), rest)))
+}
+
 fn error(span: Span, message: impl std::fmt::Display) -> syn::Error {
     syn::Error::new(span, message)
 }
@@ -355,12 +390,23 @@ fn retry(meta: &Meta) -> syn::Result<Retry> {
         attempts: 3,
         backoff: Duration::ZERO,
     };
+    let mut seen = Vec::new();
     for nv in metas {
         let key = nv
             .path
             .get_ident()
             .map(ToString::to_string)
             .unwrap_or_default();
+        // As for the breaker's own keys: given twice, one would silently win.
+        if RETRY_KEYS.contains(&key.as_str()) {
+            if seen.contains(&key) {
+                return Err(error(
+                    nv.path.span(),
+                    format!("{key} is given twice in #[breaker(retry(...))]: keep one"),
+                ));
+            }
+            seen.push(key.clone());
+        }
         match key.as_str() {
             "attempts" => match Value::read(&nv.value)? {
                 Some(Value::Int(n)) if (1..=i128::from(u32::MAX)).contains(&n) => {

@@ -46,6 +46,7 @@ fn signature(sig: &Signature) -> (Signature, Vec<Ident>) {
 /// and `&mut Self`). Any other type naming `Self` (an `Option<Self>`, a `Vec<&Self>`) is a
 /// compile error: the wrapper cannot reach the delegates inside it.
 fn passed(arg: &Ident, ty: &Type) -> syn::Result<TokenStream> {
+    let ty = crate::method::ungrouped(ty);
     let is_self =
         |ty: &Type| matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident("Self"));
     match ty {
@@ -83,6 +84,24 @@ fn names_self(tokens: TokenStream) -> bool {
     })
 }
 
+/// Whether `tokens` name `Self` at all (`Self`, `Self::X`, `<Self as T>::X`).
+pub(crate) fn names_self_anywhere(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|tree| match tree {
+        TokenTree::Ident(ident) => ident == "Self",
+        TokenTree::Group(group) => names_self_anywhere(group.stream()),
+        _ => false,
+    })
+}
+
+/// Whether `tree` is or holds the identifier `Send` (a `+ Send` bound, a `Box<dyn .. + Send>`).
+pub(crate) fn mentions_send(tree: &TokenTree) -> bool {
+    match tree {
+        TokenTree::Ident(ident) => ident == "Send",
+        TokenTree::Group(group) => group.stream().into_iter().any(|t| mentions_send(&t)),
+        _ => false,
+    }
+}
+
 /// The delegate's arguments for `sig`'s parameters named `args`, and an error for a return
 /// type naming `Self`: the delegate returns its own type, not the wrapper.
 fn delegate_args(sig: &Signature, args: &[Ident]) -> syn::Result<Vec<TokenStream>> {
@@ -115,11 +134,13 @@ pub(crate) fn pass_through(
     let args = delegate_args(&method.item.sig, &names)?;
     let name = &sig.ident;
     let receiver = match method.receiver {
-        Receiver::Ref => quote!(&self.delegate),
-        Receiver::Mut => quote!(&mut self.delegate),
-        Receiver::Value => quote!(self.delegate),
+        Receiver::Ref => Some(quote!(&self.delegate)),
+        Receiver::Mut => Some(quote!(&mut self.delegate)),
+        Receiver::Value => Some(quote!(self.delegate)),
+        Receiver::None => None,
     };
-    let call = quote!(<#d as #delegate_trait>::#name(#receiver, #(#args),*));
+    let receiver = receiver.iter();
+    let call = quote!(<#d as #delegate_trait>::#name(#(#receiver,)* #(#args),*));
     let body = match method.shape {
         Shape::Async => quote!(#call.await),
         Shape::Sync | Shape::ImplFuture | Shape::BoxedFuture => call,
@@ -143,7 +164,7 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
             "a #[breaker] method takes `&self`: the breaker is shared, and so is the delegate",
         ));
     }
-    let Some((t, e)) = method.result() else {
+    let Some((_, e)) = method.result() else {
         let span = match &method.item.sig.output {
             syn::ReturnType::Type(_, ty) => ty.span(),
             syn::ReturnType::Default => method.item.sig.ident.span(),
@@ -182,7 +203,9 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
                 .as_ref()
                 .map_or_else(|| quote!(true), |p| quote!(#p(__cutout_e)));
             quote! {
-                |__cutout_r: &::core::result::Result<#t, #e>| match __cutout_r {
+                // `_` for the value: it may be an `impl Trait`, which a closure's parameter
+                // cannot name; the call's type fixes it.
+                |__cutout_r: &::core::result::Result<_, #e>| match __cutout_r {
                     ::core::result::Result::Ok(_) => ::cutout::Outcome::Success,
                     ::core::result::Result::Err(__cutout_e) if #ignored => ::cutout::Outcome::Ignored,
                     ::core::result::Result::Err(__cutout_e) if #recorded => ::cutout::Outcome::Failure,
@@ -194,9 +217,15 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
 
     let d = p.delegate;
     let call = quote!(<#d as #delegate_trait>::#name(&self.delegate, #(#passed),*));
+    // Each attempt's arguments: a clone, or for a sync method's `&mut` parameter a reborrow
+    // (one attempt runs at a time; an async attempt's future would outlive it).
     let clones: Vec<TokenStream> = args
         .iter()
-        .map(|a| quote!(let #a = ::core::clone::Clone::clone(&#a);))
+        .zip(&method.params)
+        .map(|(a, ty)| match crate::method::ungrouped(ty) {
+            Type::Reference(r) if r.mutability.is_some() && !is_async => quote!(let #a = &mut *#a;),
+            _ => quote!(let #a = ::core::clone::Clone::clone(&#a);),
+        })
         .collect();
     let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     // A method returning `impl Future` (or a boxed one, as `#[async_trait]` writes an `async
@@ -270,10 +299,13 @@ pub(crate) fn breaker_method(p: &Planned<'_>) -> syn::Result<TokenStream> {
             quote!(self.#fb(::cutout::declarative::Cause::Refused(__cutout_r)))
         }
         (_, Some(rejected)) => quote!(::core::result::Result::Err(#rejected(__cutout_r))),
-        // Spanned at the error type, so that a missing `From<Rejected>` points at it.
-        _ => quote_spanned! {e.span()=>
-            ::core::result::Result::Err(#private::refused::<#e>(__cutout_r))
-        },
+        // The function spanned at the error type, so that a missing `From<Rejected>` points
+        // at it; the binding keeps the macro's own span (spanned at a `macro_rules!`
+        // fragment, it would be another hygiene context's name, unbound).
+        _ => {
+            let refused = quote_spanned! {e.span()=> #private::refused::<#e>};
+            quote!(::core::result::Result::Err(#refused(__cutout_r)))
+        }
     };
     let body = quote! {
         // Borrowed, not moved: a classifier may be a `static` (or a `const`, a function).

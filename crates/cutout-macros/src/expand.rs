@@ -78,16 +78,9 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             _ => None,
         })
         .collect();
-    let where_clause = item.generics.where_clause.clone();
     // The delegate's type parameter: `D`, unless the trait already names a `D` (a generic of
     // its own, a user type in a signature), which the parameter would then hide.
     let d = delegate_param(&item);
-    let mut clone_where = where_clause
-        .clone()
-        .unwrap_or_else(|| syn::parse_quote!(where));
-    clone_where
-        .predicates
-        .push(syn::parse_quote!(#d: ::core::clone::Clone));
     // An unsafe trait's contract binds each implementor, and the wrapper answers for itself
     // (it refuses, retries, falls back): the macro cannot make that promise for the user.
     if let Some(unsafety) = item.unsafety {
@@ -124,6 +117,18 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
     let impl_lifetimes: Vec<TokenStream> = lifetimes.iter().map(|p| strip(p)).collect();
     let impl_others: Vec<TokenStream> = others.iter().map(|p| strip(p)).collect();
     let delegate_trait = quote!(#trait_ident #trait_args);
+    // The trait's where clause: on the wrapper struct without the predicates that name `Self`
+    // (the trait's own, `Self::Reply: Debug`), which there would be the wrapper; on the
+    // impls with `Self` read as the delegate (`<D as Trait>::Reply: Debug`), which the trait
+    // impl must prove and the delegate's bound does not imply.
+    let (struct_where, impl_where) =
+        wheres(item.generics.where_clause.as_ref(), &d, &delegate_trait)?;
+    let mut clone_where = impl_where.clone();
+    clone_where
+        .predicates
+        .push(syn::parse_quote!(#d: ::core::clone::Clone));
+    let mut trait_where = impl_where.clone();
+    let mut sync_delegate = false;
     let self_ty = quote!(#wrapper<#(#lifetime_names,)* #d, #(#other_names,)*>);
     let impl_generics = quote!(<#(#impl_lifetimes,)* #d: #delegate_trait, #(#impl_others,)*>);
 
@@ -137,7 +142,10 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
                 let mut kept = Vec::new();
                 for a in f.attrs.drain(..) {
                     if attr::is_breaker(&a) {
-                        breakers.push(a);
+                        breakers.push((None, a));
+                    } else if let Some((predicate, breaker, rest)) = attr::cfg_attr_breaker(&a)? {
+                        breakers.push((Some(predicate), breaker));
+                        kept.extend(rest);
                     } else {
                         kept.push(a);
                     }
@@ -145,12 +153,14 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
                 f.attrs = kept;
                 if breakers.len() > 1 {
                     return Err(syn::Error::new(
-                        breakers[1].span(),
+                        breakers[1].1.span(),
                         "one #[breaker] per method: share a breaker between methods with `name`",
                     ));
                 }
-                let breaker = breakers.first().map(attr::parse).transpose()?;
-                planned.push((f.clone(), breaker));
+                let breaker = breakers.first().map(|(_, a)| attr::parse(a)).transpose()?;
+                let condition = breakers.into_iter().next().and_then(|(p, _)| p);
+                sync_delegate |= needs_sync_delegate(f, breaker.as_ref());
+                planned.push((f.clone(), breaker, condition));
             }
             TraitItem::Type(t) => {
                 if !t.generics.params.is_empty() {
@@ -160,12 +170,14 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
                     ));
                 }
                 let name = &t.ident;
-                items.push(quote!(type #name = <#d as #delegate_trait>::#name;));
+                let cfgs = cfgs_of(&t.attrs);
+                items.push(quote!(#(#cfgs)* type #name = <#d as #delegate_trait>::#name;));
             }
             TraitItem::Const(c) => {
                 let name = &c.ident;
                 let ty = &c.ty;
-                items.push(quote!(const #name: #ty = <#d as #delegate_trait>::#name;));
+                let cfgs = cfgs_of(&c.attrs);
+                items.push(quote!(#(#cfgs)* const #name: #ty = <#d as #delegate_trait>::#name;));
             }
             other => {
                 return Err(syn::Error::new(
@@ -176,26 +188,35 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         }
     }
 
+    if sync_delegate {
+        trait_where
+            .predicates
+            .push(syn::parse_quote!(#d: ::core::marker::Sync));
+    }
+
     let mut fields = Vec::new();
     let mut clones = Vec::new();
     let mut inits = Vec::new();
     let mut methods = Vec::new();
-    for (f, breaker) in &planned {
+    for (f, breaker, condition) in &planned {
         let method = Method::read(f)?;
         // `r#match` is the method `match`, as its id names it.
         let name = f.sig.ident.unraw().to_string();
         // A method compiled out of the trait is compiled out of the wrapper too: its `cfg`s
         // go on everything generated for it.
-        let cfgs: Vec<&syn::Attribute> = f
-            .attrs
-            .iter()
-            .filter(|a| a.path().is_ident("cfg"))
-            .collect();
+        let mut cfgs: Vec<TokenStream> = cfgs_of(&f.attrs).iter().map(|a| quote!(#a)).collect();
         let Some(breaker) = breaker else {
             let generated = body::pass_through(&method, &delegate_trait, &d)?;
             methods.push(quote!(#(#cfgs)* #generated));
             continue;
         };
+        // `#[cfg_attr(pred, breaker(...))]`: the breaker where `pred` holds, the delegate's
+        // method as it is where it does not.
+        if let Some(predicate) = condition {
+            let generated = body::pass_through(&method, &delegate_trait, &d)?;
+            methods.push(quote!(#(#cfgs)* #[cfg(not(#predicate))] #generated));
+            cfgs.push(quote!(#[cfg(#predicate)]));
+        }
         // Apart from the marker's name (`__cutout_marker`), whatever the method is called.
         let field = format_ident!("__cutout_breaker_{}", f.sig.ident.unraw());
         let declared_by = default_id(&trait_name, &name, &method.params, method.async_trait);
@@ -238,13 +259,15 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         #item
 
         #[doc = #doc_struct]
-        #vis struct #wrapper<#(#impl_lifetimes,)* #d, #(#impl_others,)*> #where_clause {
+        #vis struct #wrapper<#(#impl_lifetimes,)* #d, #(#impl_others,)*> #struct_where {
             delegate: #d,
             #(#fields,)*
-            __cutout_marker: ::core::marker::PhantomData<fn() -> (#(&#lifetime_names (),)* #(#type_names,)*)>,
+            // Raw pointers, so that a `?Sized` parameter fits in the tuple; behind `fn() ->`,
+            // so that the wrapper is `Send` and `Sync` whatever they are.
+            __cutout_marker: ::core::marker::PhantomData<fn() -> (#(&#lifetime_names (),)* #(*const #type_names,)*)>,
         }
 
-        impl #impl_generics #self_ty #where_clause {
+        impl #impl_generics #self_ty #impl_where {
             #[doc = #doc_new]
             #vis fn new(
                 delegate: #d,
@@ -270,7 +293,10 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             }
         }
 
-        impl #impl_generics #delegate_trait for #self_ty #where_clause {
+        // The delegate's deprecated methods are the user's to be warned of, where they call
+        // them: the wrapper only forwards.
+        #[allow(deprecated)]
+        impl #impl_generics #delegate_trait for #self_ty #trait_where {
             #(#items)*
             #(#methods)*
         }
@@ -286,6 +312,88 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             }
         }
     })
+}
+
+/// The trait's where clause for the wrapper struct (its predicates that name `Self` left
+/// out) and for the impls (`Self` read as the delegate: `Self::X` as `<D as Trait>::X`).
+fn wheres(
+    where_clause: Option<&syn::WhereClause>,
+    d: &syn::Ident,
+    delegate_trait: &TokenStream,
+) -> syn::Result<(syn::WhereClause, syn::WhereClause)> {
+    let mut on_struct: syn::WhereClause = syn::parse_quote!(where);
+    let mut on_impls: syn::WhereClause = syn::parse_quote!(where);
+    for predicate in where_clause.into_iter().flat_map(|w| w.predicates.iter()) {
+        let tokens = quote!(#predicate);
+        if crate::body::names_self_anywhere(tokens.clone()) {
+            let read = as_delegate(tokens, d, delegate_trait);
+            on_impls.predicates.push(syn::parse2(read)?);
+        } else {
+            on_struct.predicates.push(predicate.clone());
+            on_impls.predicates.push(predicate.clone());
+        }
+    }
+    Ok((on_struct, on_impls))
+}
+
+/// `tokens` with `Self::` read as `<D as Trait>::` and any other `Self` as `D`.
+fn as_delegate(tokens: TokenStream, d: &syn::Ident, delegate_trait: &TokenStream) -> TokenStream {
+    let trees: Vec<proc_macro2::TokenTree> = tokens.into_iter().collect();
+    let mut out = TokenStream::new();
+    for (i, tree) in trees.iter().enumerate() {
+        match tree {
+            proc_macro2::TokenTree::Ident(ident) if ident == "Self" => {
+                let path_next = matches!(
+                    trees.get(i + 1),
+                    Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == ':'
+                );
+                if path_next {
+                    out.extend(quote!(<#d as #delegate_trait>));
+                } else {
+                    out.extend(quote!(#d));
+                }
+            }
+            proc_macro2::TokenTree::Group(group) => {
+                let mut inner = proc_macro2::Group::new(
+                    group.delimiter(),
+                    as_delegate(group.stream(), d, delegate_trait),
+                );
+                inner.set_span(group.span());
+                out.extend(std::iter::once(proc_macro2::TokenTree::Group(inner)));
+            }
+            tree => out.extend(std::iter::once(tree.clone())),
+        }
+    }
+    out
+}
+
+/// Whether the wrapper can implement `f` only for a `Sync` delegate: its future must be
+/// `Send` and holds `&self` (a `#[breaker]` with a retry or a fallback, whose future returns
+/// to the wrapper), or `#[async_trait]` asked `Self: Sync` of it (a default body), which of
+/// the wrapper holds only when the delegate is `Sync`. The trait impl then asks `D: Sync`
+/// (a method cannot ask more than the trait does; an impl can).
+fn needs_sync_delegate(f: &syn::TraitItemFn, breaker: Option<&attr::Breaker>) -> bool {
+    let self_sync = f.sig.generics.where_clause.as_ref().is_some_and(|w| {
+        w.predicates.iter().any(|p| {
+            matches!(p, syn::WherePredicate::Type(t)
+                if matches!(&t.bounded_ty, syn::Type::Path(path) if path.path.is_ident("Self"))
+                    && t.bounds.iter().any(|b| quote!(#b).to_string().ends_with("Sync")))
+        })
+    });
+    let holds_self = breaker.is_some_and(|b| b.retry.is_some() || b.fallback.is_some())
+        && f.sig.asyncness.is_none()
+        && match &f.sig.output {
+            syn::ReturnType::Type(_, ty) => quote!(#ty)
+                .into_iter()
+                .any(|t| crate::body::mentions_send(&t)),
+            syn::ReturnType::Default => false,
+        };
+    self_sync || holds_self
+}
+
+/// The `#[cfg]`s of an item: a trait item compiled out is compiled out of the wrapper too.
+fn cfgs_of(attrs: &[syn::Attribute]) -> Vec<&syn::Attribute> {
+    attrs.iter().filter(|a| a.path().is_ident("cfg")).collect()
 }
 
 /// Whether `attr` is `#[async_trait]` (`#[async_trait::async_trait(?Send)]`, …).

@@ -22,6 +22,8 @@ pub(crate) enum Receiver {
     Ref,
     Mut,
     Value,
+    /// An associated function: passed through, never a `#[breaker]` method.
+    None,
 }
 
 /// One trait method, read.
@@ -39,35 +41,33 @@ pub(crate) struct Method<'a> {
 impl<'a> Method<'a> {
     pub(crate) fn read(item: &'a TraitItemFn) -> syn::Result<Method<'a>> {
         let sig = &item.sig;
-        let mut inputs = sig.inputs.iter();
-        let receiver = match inputs.next() {
+        let mut inputs = sig.inputs.iter().peekable();
+        let receiver = match inputs.peek().copied() {
             Some(FnArg::Receiver(r)) if r.colon_token.is_some() => {
                 return Err(syn::Error::new(
                     r.span(),
                     "#[cutout::resilient] delegates `&self`, `&mut self` and `self` receivers, not typed ones",
                 ));
             }
-            Some(FnArg::Receiver(r)) => match (&r.reference, &r.mutability) {
-                (Some(_), None) => Receiver::Ref,
-                (Some(_), Some(_)) => Receiver::Mut,
-                (None, _) => Receiver::Value,
-            },
-            _ => {
-                return Err(syn::Error::new(
-                    sig.ident.span(),
-                    "#[cutout::resilient] needs a receiver on every method: a function without `self` cannot be delegated",
-                ));
+            Some(FnArg::Receiver(r)) => {
+                inputs.next();
+                match (&r.reference, &r.mutability) {
+                    (Some(_), None) => Receiver::Ref,
+                    (Some(_), Some(_)) => Receiver::Mut,
+                    (None, _) => Receiver::Value,
+                }
             }
+            _ => Receiver::None,
         };
         let params = inputs
             .map(|arg| match arg {
-                FnArg::Typed(t) => Ok(&*t.ty),
+                FnArg::Typed(t) => Ok(ungrouped(&t.ty)),
                 FnArg::Receiver(r) => Err(syn::Error::new(r.span(), "a second receiver")),
             })
             .collect::<syn::Result<Vec<_>>>()?;
         let declared = match &sig.output {
             ReturnType::Default => None,
-            ReturnType::Type(_, ty) => Some((**ty).clone()),
+            ReturnType::Type(_, ty) => Some(ungrouped(ty).clone()),
         };
         let (shape, output) = if sig.asyncness.is_some() {
             (Shape::Async, declared)
@@ -94,7 +94,7 @@ impl<'a> Method<'a> {
 
     /// `(T, E)` of a `Result<T, E>` output.
     pub(crate) fn result(&self) -> Option<(Type, Type)> {
-        let Some(Type::Path(path)) = &self.output else {
+        let Some(Type::Path(path)) = self.output.as_ref().map(ungrouped) else {
             return None;
         };
         let last = path.path.segments.last()?;
@@ -115,9 +115,17 @@ impl<'a> Method<'a> {
     }
 }
 
+/// `ty` out of the invisible groups a `macro_rules!` fragment (`$ret:ty`) puts around it.
+pub(crate) fn ungrouped(mut ty: &Type) -> &Type {
+    while let Type::Group(group) = ty {
+        ty = &group.elem;
+    }
+    ty
+}
+
 /// `Output` of `impl Future<Output = X> + ...`.
 fn future_output(ty: &Type) -> Option<Type> {
-    let Type::ImplTrait(imp) = ty else {
+    let Type::ImplTrait(imp) = ungrouped(ty) else {
         return None;
     };
     bounds_output(&imp.bounds)
@@ -127,7 +135,7 @@ fn future_output(ty: &Type) -> Option<Type> {
 /// gives an `async fn`.
 fn boxed_future_output(ty: &Type) -> Option<Type> {
     let inner = |ty: &Type, name: &str| -> Option<Type> {
-        let Type::Path(path) = ty else {
+        let Type::Path(path) = ungrouped(ty) else {
             return None;
         };
         let last = path.path.segments.last()?;
@@ -143,7 +151,8 @@ fn boxed_future_output(ty: &Type) -> Option<Type> {
         }
     };
     let boxed = inner(ty, "Pin")?;
-    let Type::TraitObject(object) = inner(&boxed, "Box")? else {
+    let Some(Type::TraitObject(object)) = inner(&boxed, "Box").map(|t| ungrouped(&t).clone())
+    else {
         return None;
     };
     bounds_output(&object.bounds)

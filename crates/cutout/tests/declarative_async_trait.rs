@@ -321,7 +321,7 @@ async fn seed_001_scenario_through_an_async_trait_wrapper_in_either_order() {
     let registry = Registry::with_clock(clock.clone());
     for gateway in both(&registry) {
         let order = gateway.order();
-        let breaker = registry.get(&format!("{order}#charge(&str, u64)")).unwrap();
+        let breaker = registry.get(format!("{order}#charge(&str, u64)")).unwrap();
         for i in 0..5 {
             assert_eq!(
                 gateway.charge(&format!("ok-{i}")).await.unwrap(),
@@ -369,7 +369,7 @@ async fn a_cancelled_probe_records_nothing_and_frees_its_slot_in_either_order() 
     for gateway in both(&registry) {
         let order = gateway.order();
         let breaker = registry
-            .get(&format!("{order}#with_fallback(&str)"))
+            .get(format!("{order}#with_fallback(&str)"))
             .unwrap();
         // One failure opens it (`consecutive_failures = 1`); the fallback answers.
         gateway.backend().down.store(true, Ordering::Relaxed);
@@ -415,7 +415,7 @@ async fn a_retry_stops_when_the_breaker_opens_in_either_order() {
     let registry = Registry::new();
     for gateway in both(&registry) {
         let order = gateway.order();
-        let breaker = registry.get(&format!("{order}#retried(&str)")).unwrap();
+        let breaker = registry.get(format!("{order}#retried(&str)")).unwrap();
         gateway.backend().down.store(true, Ordering::Relaxed);
         // Attempt 1 fails, attempt 2 fails and opens it (`consecutive_failures = 2`):
         // attempt 3 is refused, never made, and the refusal is the answer.
@@ -439,7 +439,7 @@ async fn a_timeout_is_a_failure_inside_the_breaker_in_either_order() {
     let registry = Registry::new();
     for gateway in both(&registry) {
         let order = gateway.order();
-        let breaker = registry.get(&format!("{order}#timed(&str)")).unwrap();
+        let breaker = registry.get(format!("{order}#timed(&str)")).unwrap();
         gateway.backend().hang.store(true, Ordering::Relaxed);
         let started = tokio::time::Instant::now();
         assert!(

@@ -3,6 +3,14 @@
 //! delegated"), though `<D as Trait>::name()` delegates it as the docs say methods without
 //! `#[breaker]` are: "passed to the delegate as they are".
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

@@ -4,6 +4,14 @@
 //! delegate's method, whose `Self: Sync` (`D: Sync`) the wrapper's impl cannot prove. The
 //! trait stops compiling as soon as `#[cutout::resilient]` is added (in either order).
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use async_trait::async_trait;
 use cutout::{Registry, Rejected};

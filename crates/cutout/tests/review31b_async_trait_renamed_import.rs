@@ -1,8 +1,17 @@
-//! Hostile review (rev31b): `#[async_trait]` imported under another name. The docs: "Put
-//! the two attributes in either order". Above a renamed `#[boxed]`, `#[cutout::resilient]`
-//! does not recognise it (it matches the last path segment `async_trait`), expands first,
-//! and its impl of the `async fn`s does not match the trait async_trait then rewrites.
+//! Hostile review (rev31b): `#[async_trait]` imported under another name. A macro sees names,
+//! not what they resolve to, so above a renamed `#[boxed]` `#[cutout::resilient]` cannot know
+//! it is async_trait (the docs say so: above it, the attribute must be spelled `async_trait`);
+//! below it, any name works, since async_trait has rewritten the trait first. This is that
+//! order, with the renamed import.
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use async_trait::async_trait as boxed;
 use cutout::{Registry, Rejected};
@@ -15,8 +24,8 @@ impl From<Rejected> for E {
     }
 }
 
-#[cutout::resilient]
 #[boxed]
+#[cutout::resilient]
 pub trait Store: Send + Sync {
     #[breaker(consecutive_failures = 3)]
     async fn get(&self, key: &str) -> Result<usize, E>;

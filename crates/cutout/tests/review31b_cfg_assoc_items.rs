@@ -2,6 +2,14 @@
 //! on everything generated for them, but an associated type or const compiled out of the
 //! trait is still defined by the wrapper's impl (E0437/E0438).
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

@@ -4,6 +4,14 @@
 //! (here `#![deny(deprecated)]`) stops compiling as soon as the trait gets the attribute.
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![deny(deprecated)]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

@@ -1,6 +1,8 @@
 //! Hostile review (rev31b): shapes and behaviours that held (kept as regression tests).
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![allow(dead_code, missing_docs, async_fn_in_trait, clippy::new_ret_no_self)]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(clippy::manual_async_fn, clippy::non_minimal_cfg, clippy::wrong_self_convention)]
 
 use std::future::Future;
 use std::sync::Arc;
@@ -92,7 +94,11 @@ struct R(u8);
 #[async_trait]
 impl Repo<String> for R {
     async fn get(&self, k: String) -> Result<u8, E> {
-        if k.is_empty() { Err(E::Down) } else { Ok(self.0) }
+        if k.is_empty() {
+            Err(E::Down)
+        } else {
+            Ok(self.0)
+        }
     }
     async fn generic<T: AsRef<str> + Send + 'static>(&self, t: T) -> Result<usize, E> {
         Ok(t.as_ref().len())
@@ -127,7 +133,11 @@ async fn async_trait_shapes_hold() {
     assert_eq!(w.sync_one("ab"), Ok(2));
     assert_eq!(w.bump().await, 2);
     assert_eq!(w.defaulted().await, 9);
-    let mut ids: Vec<String> = registry.ids().into_iter().map(|n| n.as_str().to_owned()).collect();
+    let mut ids: Vec<String> = registry
+        .ids()
+        .into_iter()
+        .map(|n| n.as_str().to_owned())
+        .collect();
     ids.sort();
     assert_eq!(
         ids,
@@ -149,14 +159,23 @@ async fn async_trait_shapes_hold() {
 #[cutout::resilient]
 #[async_trait]
 pub trait Probe: Send + Sync {
-    #[breaker(consecutive_failures = 1, half_open_probes = 1, probe_successes = 1, jitter = "none")]
+    #[breaker(
+        consecutive_failures = 1,
+        half_open_probes = 1,
+        probe_successes = 1,
+        jitter = "none"
+    )]
     async fn call(&self) -> Result<(), E>;
 }
 struct P(AtomicUsize);
 #[async_trait]
 impl Probe for P {
     async fn call(&self) -> Result<(), E> {
-        if self.0.fetch_add(1, Ordering::Relaxed) == 0 { Err(E::Down) } else { Ok(()) }
+        if self.0.fetch_add(1, Ordering::Relaxed) == 0 {
+            Err(E::Down)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -216,5 +235,8 @@ fn sync_retry_counts_and_backoff_on_the_clock() {
     assert!(t0.elapsed() < Duration::from_millis(500));
     assert_eq!(w.judged(), Err(E::Bad));
     assert_eq!(w.judged(), Err(E::Bad));
-    assert_eq!(registry.get("Sync1#judged()").unwrap().state(), State::Closed);
+    assert_eq!(
+        registry.get("Sync1#judged()").unwrap().state(),
+        State::Closed
+    );
 }

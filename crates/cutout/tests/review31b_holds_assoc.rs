@@ -2,6 +2,13 @@
 //! two methods of one name under exclusive `cfg`s.
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![allow(missing_docs, dead_code)]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

@@ -3,6 +3,13 @@
 //! by key, and the reverse (a valid attribute made invalid by the file) failing at `new`.
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![allow(missing_docs, dead_code)]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::config::Config;
 use cutout::{Registry, Rejected};
@@ -48,7 +55,9 @@ fn the_file_fixes_the_attribute_key_by_key() {
 
 #[test]
 fn without_the_file_new_fails_with_a_code() {
-    let error = ApiResilient::new(Backend, &Registry::new()).err().expect("invalid");
+    let error = ApiResilient::new(Backend, &Registry::new())
+        .err()
+        .expect("invalid");
     assert!(error.to_string().starts_with("CUT-CFG-"), "{error}");
 }
 
@@ -64,6 +73,8 @@ fn the_file_breaks_a_valid_attribute_at_new() {
     )
     .unwrap();
     let registry = Registry::builder().config(config).build();
-    let error = ApiResilient::new(Backend, &registry).err().expect("invalid");
+    let error = ApiResilient::new(Backend, &registry)
+        .err()
+        .expect("invalid");
     assert!(error.to_string().starts_with("CUT-CFG-"), "{error}");
 }

@@ -1,6 +1,14 @@
 //! Hostile review (rev31b), held: a trait written by a `macro_rules!` macro whose error type is a
 //! `$err:ty` fragment given by the caller (the refusal arm is spanned at the error type).
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

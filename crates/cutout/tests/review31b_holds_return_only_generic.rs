@@ -3,6 +3,12 @@
 //! JSON client), in every shape, with a retry, with ignore, and under async_trait.
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![allow(missing_docs, dead_code, async_fn_in_trait)]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use std::future::Future;
 use std::str::FromStr;

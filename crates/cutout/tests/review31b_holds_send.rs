@@ -2,6 +2,13 @@
 //! `Send` with a delegate that is not `Sync`, as the docs say.
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![allow(missing_docs, dead_code)]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use std::cell::Cell;
 use std::future::Future;

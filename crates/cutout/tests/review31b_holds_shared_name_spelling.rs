@@ -1,6 +1,14 @@
 //! Hostile review (rev31b), held: two methods sharing a `name` and asking for the same settings,
 //! spelled differently (`"50%"` and `0.5`, `"30s"` and `"30000ms"`, a default written out).
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

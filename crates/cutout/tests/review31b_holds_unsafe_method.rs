@@ -3,6 +3,14 @@
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![allow(unsafe_code)]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

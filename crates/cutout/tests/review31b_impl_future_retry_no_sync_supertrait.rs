@@ -4,6 +4,14 @@
 //! delegate is `Sync`, yet the trait does not compile: the generated `impl<D: Trait>` cannot
 //! prove `D: Sync` for any delegate.
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use std::future::Future;
 

@@ -3,6 +3,14 @@
 //! it, the generated classifier closure is annotated `&Result<impl Display, E>`, and
 //! `impl Trait` is not allowed in a closure's parameter type (E0562).
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use std::fmt::Display;
 

@@ -3,6 +3,14 @@
 //! (`syn::Type::Group`), which `Method::result` does not look through: the `#[breaker]`
 //! method is refused as "not a Result", though it returns `Result<u8, E>`.
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

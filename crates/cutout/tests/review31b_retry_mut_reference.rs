@@ -3,6 +3,14 @@
 //! are)". A `&mut Vec<u8>` is a reference, but not `Clone`: the trait does not compile
 //! (a sync retry could reborrow it for each attempt).
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

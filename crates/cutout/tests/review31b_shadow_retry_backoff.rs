@@ -3,6 +3,14 @@
 //! reads open ("a refusal is coming"), so in shadow mode every retry after the opening
 //! failure hits the delegate at once, with no backoff, though nothing is refused.
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -23,10 +31,18 @@ impl From<Rejected> for E {
 
 #[cutout::resilient]
 pub trait Api {
-    #[breaker(shadow = true, consecutive_failures = 1, retry(attempts = 3, backoff = "1s"))]
+    #[breaker(
+        shadow = true,
+        consecutive_failures = 1,
+        retry(attempts = 3, backoff = "1s")
+    )]
     fn get(&self) -> Result<u8, E>;
 
-    #[breaker(shadow = true, consecutive_failures = 1, retry(attempts = 3, backoff = "1s"))]
+    #[breaker(
+        shadow = true,
+        consecutive_failures = 1,
+        retry(attempts = 3, backoff = "1s")
+    )]
     async fn get_async(&self) -> Result<u8, E>;
 }
 

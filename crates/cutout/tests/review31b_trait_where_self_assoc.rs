@@ -2,6 +2,14 @@
 //! (`where Self::Error: Debug`). The macro copies the trait's where-clause onto the wrapper
 //! struct and its inherent impl, where `Self` is the wrapper, which has no `Error`.
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

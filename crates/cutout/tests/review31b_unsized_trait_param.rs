@@ -2,6 +2,14 @@
 //! `Codec<str>`). The wrapper's marker is `PhantomData<fn() -> (T,)>`, a tuple of the trait's
 //! type parameters, which needs them `Sized` (with two, the first one must be).
 #![cfg(all(feature = "macros", feature = "tokio"))]
+// A test's items are public only to be used as users would; its shapes are written as users write them.
+#![allow(
+    missing_docs,
+    async_fn_in_trait,
+    clippy::manual_async_fn,
+    clippy::new_ret_no_self,
+    clippy::non_minimal_cfg
+)]
 
 use cutout::{Registry, Rejected};
 

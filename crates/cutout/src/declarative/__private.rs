@@ -65,8 +65,10 @@ pub fn refused<E: RefusalInto>(rejected: Rejected) -> E {
 }
 
 /// Whether the breaker refuses calls now: a retry does not wait its backoff for a refusal.
+/// A breaker in shadow mode refuses nothing whatever its state (it only counts what it would
+/// have refused), so its retries keep their backoff.
 fn refusing(breaker: &Breaker) -> bool {
-    matches!(breaker.state(), State::Open | State::Isolated)
+    matches!(breaker.state(), State::Open | State::Isolated) && !breaker.is_shadow()
 }
 
 /// A sync retry outside the breaker: up to `attempts` calls of `attempt` (each one call

@@ -54,7 +54,9 @@
 //! once it has seen 10, it opens when half or more failed, refuses every call for 30 s, then
 //! lets 2 probes through.
 //!
-//! Methods without `#[breaker]` are passed to the delegate as they are. A `#[breaker]` method
+//! Methods without `#[breaker]` are passed to the delegate as they are (associated functions
+//! without `self` too). `#[cfg_attr(pred, breaker(...))]` puts the breaker on the method
+//! where `pred` holds; elsewhere the method is passed through. A `#[breaker]` method
 //! takes `&self` and returns `Result<T, E>` written out (not an alias): the compiler says so
 //! otherwise, and says when `E` has no `From<cutout::Rejected>` (give `rejected = path` to a
 //! `fn(Rejected) -> E` instead, or a `fallback` that answers refusals). Traits may be generic
@@ -103,7 +105,8 @@
 //! A breaker has state, so sharing matters. Without `name`, each method has its own breaker,
 //! with the id `<Trait>#<method>(<parameter types>)`, the types as written in the trait:
 //! `PaymentGateway#charge(&str)` (spaced as rustfmt writes types: `[u8; 4]`,
-//! `fn(u8) -> u8`). The id holds the trait's name, not its module: two traits of one name in
+//! `fn(u8) -> u8`, `&(dyn Debug + Sync)`, `impl Iterator<Item = u8>`, `for<'a> fn(&'a u8)`;
+//! a reference's `'_` is written as nothing, `&str` for `&'_ str`, the same type). The id holds the trait's name, not its module: two traits of one name in
 //! two modules, wrapped with one registry, would share their methods' breakers (and conflict
 //! if their settings differ), so give one of them `name`s or a registry of its own. With the
 //! same `name` on several methods (or on several
@@ -162,9 +165,11 @@
 //!   recorded. Every `Err` the delegate returns is retried, up to `attempts` calls in all
 //!   (the first included), `backoff` apart. A refusal is never retried: once the breaker
 //!   opens, the next attempt is made at once (no backoff) and refused, and the retry returns
-//!   the refusal. Arguments are
-//!   cloned for each attempt, so a retried method's parameters must be `Clone` (references
-//!   are). A sync retry's backoff waits on the breaker's clock (`Clock::sleep`: a
+//!   the refusal (a breaker in shadow mode refuses nothing, so its retries keep their
+//!   backoff). Arguments are
+//!   cloned for each attempt, so a retried method's parameters must be `Clone` (shared
+//!   references are; a sync method's `&mut` parameter is reborrowed for each attempt instead,
+//!   an async one's cannot be, since each attempt's future holds it). A sync retry's backoff waits on the breaker's clock (`Clock::sleep`: a
 //!   `ManualClock` advances instead of blocking); an async retry needs feature `tokio` (its
 //!   backoff waits on tokio's timer).
 //! - It records the timeout. `timeout = "2s"` on an async method cancels a call that runs
@@ -234,8 +239,8 @@
 //! An `impl Future` method calls the delegate's method when it is called (it returns the
 //! delegate's future, which runs only once the breaker admits the call), so its future holds
 //! the delegate's future and the breaker, and is `Send` when the delegate's is, whether or not
-//! the delegate is `Sync`. With a `retry` or a `fallback` it holds `&self` instead: a
-//! `+ Send` future then needs a `Sync` delegate.
+//! the delegate is `Sync`. With a `retry` or a `fallback` it holds `&self` instead: for a
+//! `+ Send` future the wrapper then implements the trait for `Sync` delegates (`D: Sync`).
 //!
 //! ```
 //! use cutout::{Registry, Rejected};
@@ -268,6 +273,16 @@
 //! future holds no `&self`. Ids are the methods' as written (`Gateway#charge(&str)`, not the
 //! `&'life1 str` the rewrite puts there). `#[async_trait(?Send)]` works the same way. The
 //! wrapper is itself an implementation of the trait, so it goes behind the same `dyn`.
+//! Above `#[async_trait]`, the attribute must be spelled so that its path ends in
+//! `async_trait` (`#[async_trait]`, `#[async_trait::async_trait]`): a macro sees names, not
+//! imports, so a renamed one (`use async_trait::async_trait as boxed`) is not recognised
+//! there; below it any name works.
+//!
+//! When a method's future must be `Send` and holds `&self` (a `+ Send` future with a
+//! `retry` or `fallback`, or a default body under `#[async_trait]`, which asks `Self: Sync`),
+//! the wrapper implements the trait for `Sync` delegates only: it asks `D: Sync`, which a
+//! trait with a `Sync` supertrait (`trait Gateway: Send + Sync`, as `dyn` use wants) gives
+//! every delegate anyway.
 //!
 //! ```
 //! use std::sync::Arc;
