@@ -33,6 +33,7 @@
 //! prefix = "/accounts"             # longest matching prefix wins
 //! cluster = "account-service"
 //! strip-prefix = false             # default false: the upstream sees the full path
+//! # methods = ["GET", "HEAD"]      # default every method but TRACE and TRACK (405 with Allow)
 //!
 //! [clusters.account-service]
 //! upstreams = ["http://127.0.0.1:7001"]   # round-robin over these
@@ -416,6 +417,24 @@ pub struct Route {
     pub cluster: String,
     /// Whether the prefix is removed before forwarding.
     pub strip_prefix: bool,
+    /// `methods`: the methods the route forwards (others are answered 405 with `Allow`);
+    /// `None` (the default): every method but `TRACE` and `TRACK`, which echo a request
+    /// (its cookies and credentials) back to a script, and `CONNECT`, never forwarded.
+    pub methods: Option<Vec<http::Method>>,
+}
+
+/// Methods a route without `methods` refuses (405): they echo the request back (cross-site
+/// tracing), which no service behind a gateway should be asked to do by default.
+pub const REFUSED_BY_DEFAULT: [&str; 2] = ["TRACE", "TRACK"];
+
+impl Route {
+    /// Whether the route forwards `method`.
+    pub fn allows(&self, method: &http::Method) -> bool {
+        match &self.methods {
+            Some(methods) => methods.contains(method),
+            None => !REFUSED_BY_DEFAULT.contains(&method.as_str()),
+        }
+    }
 }
 
 impl Route {
@@ -1072,6 +1091,33 @@ fn parse_health_check(
     })
 }
 
+/// A route's `methods`: a non-empty array of method names, uppercase (`"GET"`, `"PURGE"`),
+/// never `CONNECT` (the gateway tunnels nothing).
+fn route_methods(path: &str, value: &toml::Value) -> Result<Vec<http::Method>, ConfigError> {
+    let allowed = "allowed a non-empty array of uppercase method names such as [\"GET\", \"POST\"], \
+                   without CONNECT";
+    let list = value
+        .as_array()
+        .ok_or_else(|| wrong_type(path, value, "an array of method names"))?;
+    if list.is_empty() {
+        return Err(ConfigError::new("GW-CFG-004", path, &show(value), allowed));
+    }
+    let mut methods = Vec::new();
+    for item in list {
+        let name = item
+            .as_str()
+            .ok_or_else(|| wrong_type(path, item, "an array of method names"))?;
+        let method = http::Method::from_bytes(name.as_bytes())
+            .ok()
+            .filter(|m| m != http::Method::CONNECT && crate::proxy::uppercase_method(m))
+            .ok_or_else(|| ConfigError::new("GW-CFG-004", path, &show(item), allowed))?;
+        if !methods.contains(&method) {
+            methods.push(method);
+        }
+    }
+    Ok(methods)
+}
+
 fn parse_routes(
     value: Option<toml::Value>,
     clusters: &BTreeMap<String, ClusterConfig>,
@@ -1088,6 +1134,7 @@ fn parse_routes(
             return Err(wrong_type(&section, &value, "a table"));
         };
         let (mut prefix, mut cluster, mut strip_prefix) = (None, None, false);
+        let mut methods = None;
         for (key, value) in &entries {
             let path = format!("{section}.{key}");
             match key.as_str() {
@@ -1116,8 +1163,13 @@ fn parse_routes(
                     cluster = Some(c.to_owned());
                 }
                 "strip-prefix" => strip_prefix = boolean(&path, value)?,
+                "methods" => methods = Some(route_methods(&path, value)?),
                 _ => {
-                    return Err(unknown_key(&path, value, "prefix, cluster, strip-prefix"));
+                    return Err(unknown_key(
+                        &path,
+                        value,
+                        "prefix, cluster, strip-prefix, methods",
+                    ));
                 }
             }
         }
@@ -1142,6 +1194,7 @@ fn parse_routes(
             prefix,
             cluster: cluster.ok_or_else(|| missing("cluster"))?,
             strip_prefix,
+            methods,
         });
     }
     routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));

@@ -28,6 +28,8 @@
 //! | no route for the path | 404 Not Found | no |
 //! | bad request target or `Host` (missing, duplicate, invalid; an absolute-form target whose authority is not `Host`; a path escaping the root with `..`) | 400 Bad Request | no |
 //! | `CONNECT` | 405 Method Not Allowed | no |
+//! | a method the route does not forward (`TRACE`, `TRACK` unless its `methods` name them; any outside its `methods`) | 405 Method Not Allowed with `Allow` | no |
+//! | a method name with a lowercase letter (`get`) | 400 Bad Request | no |
 //! | the client's address passed `rate-limit-per-source` | 429 Too Many Requests with `Retry-After` | no |
 //! | the client's body is broken: bad chunked framing, cut short, the client vanished ([`ClientFault::Body`]) | 400 Bad Request (or nothing, when the client is gone) | no |
 //! | the upstream was waiting for the client's body when the attempt timed out ([`ClientFault::Stalled`]) | 408 Request Timeout | no |
@@ -225,6 +227,9 @@ pub enum ProxyError {
     BadRequest(&'static str),
     /// A method the gateway never forwards (`CONNECT`).
     MethodNotAllowed,
+    /// A method the route does not forward (`TRACE` and `TRACK` by default, or one outside its
+    /// `methods`): 405 with this `Allow`.
+    MethodNotAllowedOnRoute(http::HeaderValue),
     /// The client's side of the request failed.
     Client(ClientFault),
     /// The client's address passed `rate-limit-per-source`; a token is back after this long.
@@ -272,6 +277,16 @@ impl ProxyError {
                     http::header::CONNECTION,
                     http::HeaderValue::from_static("close"),
                 );
+                response
+            }
+            ProxyError::MethodNotAllowedOnRoute(allow) => {
+                let mut response = text(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "this route does not forward this method\n",
+                );
+                response
+                    .headers_mut()
+                    .insert(http::header::ALLOW, allow.clone());
                 response
             }
             ProxyError::Client(fault) => client_fault(*fault),

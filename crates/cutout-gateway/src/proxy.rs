@@ -121,6 +121,14 @@ fn refuse(error: ProxyError, access: &mut Access) -> Response {
             note(Refusal::BadRequest, "proxy", "405: CONNECT");
             Outcome::BadRequest
         }
+        ProxyError::MethodNotAllowedOnRoute(_) => {
+            note(
+                Refusal::BadRequest,
+                "proxy",
+                "405: a method the route does not forward",
+            );
+            Outcome::BadRequest
+        }
         ProxyError::NoRoute => Outcome::NoRoute,
         ProxyError::RateLimited(_) => {
             note(
@@ -526,6 +534,22 @@ fn dot_segment(segment: &str) -> Option<usize> {
 
 /// Checks `request`, routes it and prepares its upstream request; returns the call under way
 /// (its `access` and `deadline` filled in by the caller).
+/// Whether `method`'s name has no lowercase letter (`GET`, `PURGE`, `M-SEARCH`).
+pub fn uppercase_method(method: &Method) -> bool {
+    !method.as_str().bytes().any(|b| b.is_ascii_lowercase())
+}
+
+/// The `Allow` header of a route: its methods, or the common ones a route without `methods`
+/// forwards.
+fn allow_header(route: &crate::config::Route) -> http::HeaderValue {
+    let names: Vec<&str> = match &route.methods {
+        Some(methods) => methods.iter().map(Method::as_str).collect(),
+        None => vec!["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+    };
+    http::HeaderValue::from_str(&names.join(", "))
+        .unwrap_or_else(|_| http::HeaderValue::from_static("GET"))
+}
+
 fn prepare(
     gateway: &Gateway,
     request: Request,
@@ -533,6 +557,13 @@ fn prepare(
 ) -> Result<Running, ProxyError> {
     if request.method() == Method::CONNECT {
         return Err(ProxyError::MethodNotAllowed);
+    }
+    // Method names are case-sensitive and every registered one is uppercase: a `get` is not
+    // a GET, and forwarding it would let it past an upstream's method checks.
+    if !uppercase_method(request.method()) {
+        return Err(ProxyError::BadRequest(
+            "a method name is uppercase (GET, not get)",
+        ));
     }
     // Before routing: a client past its rate is answered at once, and no breaker sees it.
     if let (Some(rate), Some(ConnectInfo(peer))) = (
@@ -554,6 +585,9 @@ fn prepare(
         "the path climbs above the root or is not a path",
     ))?;
     let (route, cluster) = gateway.route(&path).ok_or(ProxyError::NoRoute)?;
+    if !route.allows(request.method()) {
+        return Err(ProxyError::MethodNotAllowedOnRoute(allow_header(route)));
+    }
     let limit = gateway.config().limits.max_request_body;
     let declared = request
         .headers()
