@@ -18,6 +18,7 @@
 //! max-detached-body = "1MiB"       # what a detached attempt may drain of its response body
 //! access-log = true                # one `tracing` line per request (target cutout_gateway::access)
 //! rate-limit-per-source = "off"    # or "100/s", "6000/m": a request rate per client address, past it 429
+//! trusted-hops = 0                 # proxies in front trusted in X-Forwarded-For (0: the edge)
 //! # rate-limit-burst = 100         # (with a rate) the most requests at once; default the rate's count
 //! # Limits (see [`Limits`]; every one has a default):
 //! header-read-timeout = "10s"      # a request head must arrive within this
@@ -300,6 +301,10 @@ pub struct GatewayConfig {
     /// which a request is answered 429 ([`crate::rate`]); `None` (the default, `"off"`): no
     /// limit.
     pub rate_limit: Option<RateLimit>,
+    /// `trusted-hops`: how many proxies in front of the gateway are trusted to say who the
+    /// client is in `X-Forwarded-For` (default 0: the gateway is the edge, and a client's own
+    /// `X-Forwarded-For` and `Forwarded` are dropped; see [`crate::forwarded`]).
+    pub trusted_hops: usize,
     /// Routes, longest prefix first.
     pub routes: Vec<Route>,
     /// Clusters by name.
@@ -580,6 +585,7 @@ impl GatewayConfig {
         let mut max_detached_body = DEFAULT_MAX_DETACHED_BODY;
         let mut access_log = true;
         let mut rate_limit: Option<RateLimit> = None;
+        let mut trusted_hops = 0;
         let mut rate_limit_burst: Option<u32> = None;
         let mut panic_threshold = DEFAULT_PANIC_THRESHOLD;
         let mut retry = DEFAULT_RETRY;
@@ -640,6 +646,9 @@ impl GatewayConfig {
                         })?)
                     };
                 }
+                "trusted-hops" => {
+                    trusted_hops = count(&path, value, 0, crate::forwarded::MAX_TRUSTED_HOPS)?;
+                }
                 "rate-limit-burst" => {
                     rate_limit_burst = Some(count(&path, value, 1, MAX_RATE_BURST)? as u32);
                 }
@@ -658,7 +667,8 @@ impl GatewayConfig {
                          request-timeout, max-connections, admin-max-connections, \
                          max-request-body, pool-idle-timeout, shutdown-timeout, \
                          max-ejection-percent, max-detached-attempts, max-detached-body, \
-                         access-log, rate-limit-per-source, rate-limit-burst, panic-threshold, \
+                         access-log, rate-limit-per-source, rate-limit-burst, trusted-hops, \
+                         panic-threshold, \
                          retry, retry-budget-percent, min-concurrent-retries (give-up-floor is \
                          deprecated)",
                     ));
@@ -742,6 +752,7 @@ impl GatewayConfig {
             max_detached_body,
             access_log,
             rate_limit,
+            trusted_hops,
             routes,
             clusters,
             breakers,

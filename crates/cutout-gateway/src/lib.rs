@@ -42,6 +42,7 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod forwarded;
 pub mod gateway;
 pub mod health;
 pub mod hosts;

@@ -566,11 +566,14 @@ fn prepare(
         ));
     }
     // Before routing: a client past its rate is answered at once, and no breaker sees it.
+    // The client as `trusted-hops` says (the peer at the edge).
     if let (Some(rate), Some(ConnectInfo(peer))) = (
         gateway.rate(),
         request.extensions().get::<ConnectInfo<SocketAddr>>(),
     ) {
-        rate.check(Source::of(peer.ip()))
+        let hops = gateway.config().trusted_hops;
+        let client = crate::forwarded::client(request.headers(), peer.ip(), hops);
+        rate.check(Source::of(client))
             .map_err(ProxyError::RateLimited)?;
     }
     let host = single_host(request.headers())?;
@@ -628,7 +631,7 @@ fn prepare(
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::HOST);
     if let Some(addr) = client {
-        append_forwarded_for(&mut parts.headers, addr);
+        crate::forwarded::rewrite(&mut parts.headers, addr.ip(), gateway.config().trusted_hops);
     }
     parts.headers.insert(
         HeaderName::from_static("x-forwarded-proto"),
@@ -782,18 +785,6 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-fn append_forwarded_for(headers: &mut HeaderMap, addr: SocketAddr) {
-    let name = HeaderName::from_static("x-forwarded-for");
-    let ip = addr.ip().to_string();
-    let value = match headers.get(&name).and_then(|v| v.to_str().ok()) {
-        Some(prior) if !prior.trim().is_empty() => format!("{prior}, {ip}"),
-        _ => ip,
-    };
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert(name, value);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -860,15 +851,5 @@ mod tests {
         ] {
             assert_eq!(of(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn forwarded_for_appends() {
-        let mut h = HeaderMap::new();
-        let addr: SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        append_forwarded_for(&mut h, addr);
-        assert_eq!(h["x-forwarded-for"], "127.0.0.1");
-        append_forwarded_for(&mut h, addr);
-        assert_eq!(h["x-forwarded-for"], "127.0.0.1, 127.0.0.1");
     }
 }
