@@ -204,6 +204,8 @@ fn prefix() -> u32 {
 #[derive(Debug)]
 pub struct Access {
     log: bool,
+    /// One line in this many of the refused requests of a cluster (`access-log-refused`).
+    refused_sample: u64,
     id: HeaderValue,
     method: Method,
     path: String,
@@ -224,8 +226,15 @@ fn unrouted() -> &'static ClusterMetrics {
 }
 
 impl Access {
-    /// The record of a request with these parts, started now; `log` says whether to log it.
-    pub fn start(log: bool, method: &Method, path: &str, headers: &HeaderMap) -> Access {
+    /// The record of a request with these parts, started now; `log` says whether to log it,
+    /// and `refused_sample` how many of a cluster's refused requests one line stands for.
+    pub fn start(
+        log: bool,
+        refused_sample: u32,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Access {
         let mut path = path.to_owned();
         if path.len() > 512 {
             let mut cut = 512;
@@ -236,6 +245,7 @@ impl Access {
         }
         Access {
             log,
+            refused_sample: u64::from(refused_sample.max(1)),
             id: request_id(headers),
             method: method.clone(),
             path,
@@ -294,6 +304,7 @@ impl Access {
             (Outcome::GaveUp, Some(GiveUpCount::Deadline)) => Outcome::Deadline,
             _ => outcome,
         };
+        let mut refused_of = None;
         match &self.cluster {
             Some(cluster) => {
                 cluster.metrics.in_flight(false);
@@ -306,6 +317,9 @@ impl Access {
                     None => (outcome, self.status),
                 };
                 let ended = judged.ended();
+                if ended == Ended::Refused {
+                    refused_of = Some(cluster);
+                }
                 let slow = ended != Ended::Refused && duration > cluster.slow.limit();
                 cluster.stats.record(duration, ended, slow);
                 if let Some(host) = host {
@@ -324,6 +338,18 @@ impl Access {
         if !self.log {
             return;
         }
+        // A refusal costs the gateway almost nothing; its line would cost more than it: one
+        // in `refused_sample` of a cluster's is logged, saying how many it stands for.
+        let sampled = match refused_of {
+            Some(cluster) if self.refused_sample > 1 => {
+                let n = cluster.refused_lines.fetch_add(1, Ordering::Relaxed);
+                if n % self.refused_sample != 0 {
+                    return;
+                }
+                Some(self.refused_sample)
+            }
+            _ => None,
+        };
         let cluster = self.cluster.as_ref().map_or("-", |c| c.name.as_str());
         let host = match (&self.cluster, host) {
             (Some(cluster), Some(host)) => {
@@ -364,6 +390,7 @@ impl Access {
             outcome = %outcome.as_str(),
             counted = counted.map(tracing::field::display),
             upstream = upstream.map(tracing::field::display),
+            sampled,
             "request"
         );
     }

@@ -77,6 +77,12 @@ pub struct ClusterShared {
     pub health: Vec<Arc<HostHealth>>,
     /// The retry budget (`None`: no retries: `retry = false`, or a single upstream).
     pub retry: Option<Arc<RetryBudget>>,
+    /// Requests of this cluster refused by a breaker (or every host ejected) so far, for the
+    /// access log's `access-log-refused` sampling.
+    ///
+    /// # Orderings
+    /// A ticket counter: `Relaxed`, it publishes nothing (which of them is logged may vary).
+    pub refused_lines: std::sync::atomic::AtomicU64,
 }
 
 /// How a cluster retries (see [`crate::hosts`]).
@@ -221,6 +227,7 @@ impl Cluster {
             guarded,
             health,
             retry: budget.clone(),
+            refused_lines: std::sync::atomic::AtomicU64::new(0),
         });
         let attempt = attempt_service(client, Arc::clone(&upstreams), attempt_timeout);
         let hosts = hosts.filter(|_| guarded);

@@ -93,6 +93,7 @@ fn log_gateway_413(response: Response) -> Response {
 fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> HandleFuture {
     let mut access = Access::start(
         gateway.config().access_log,
+        gateway.config().access_log_refused,
         request.method(),
         request.uri().path(),
         request.headers(),

@@ -152,3 +152,38 @@ async fn durations_in_messages_read_as_people_write_them() {
     assert_eq!(timed_out.status, 504);
     assert!(timed_out.body.contains("300ms"), "{}", timed_out.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_s_refusals_are_logged_one_in_access_log_refused() {
+    let _ = log();
+    for (extra, lines_expected, sampled) in
+        [("", 3, Some(100)), ("access-log-refused = 1", 250, None)]
+    {
+        let h = start(extra).await;
+        h.gateway.registry().isolate("account-service").unwrap();
+        let path = format!("/accounts/sampled-{}", lines_expected);
+        let mark = common::log_mark();
+        for _ in 0..250 {
+            assert_eq!(get(&format!("http://{}{path}", h.proxy)).await.status, 503);
+        }
+        let lines = common::access_lines(&path, mark, None);
+        assert_eq!(lines.len(), lines_expected, "{extra:?}");
+        assert!(lines.iter().all(|l| l.contains("decision=refused")));
+        match sampled {
+            Some(n) => assert!(lines.iter().all(|l| l.contains(&format!("sampled={n}")))),
+            None => assert!(lines.iter().all(|l| !l.contains("sampled="))),
+        }
+        // The metrics count every one.
+        let metrics = get(&format!("http://{}/metrics", h.admin)).await.body;
+        let refused = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("cutout_gateway_requests_total")
+                    && l.contains("account-service")
+                    && l.contains("refused")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+        assert!(refused >= 250.0, "{refused}: {metrics}");
+    }
+}
