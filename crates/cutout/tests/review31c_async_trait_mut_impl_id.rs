@@ -1,7 +1,7 @@
 //! Hostile review (rev31c): the fix takes out "the parentheses [async_trait] puts around
-//! `&impl Trait`" only when the group directly follows `&`. For `&mut impl Display`
-//! async_trait writes `&'life1 mut (impl 'async_trait + Display)`: a `mut` stands between,
-//! the parentheses stay, and the id is `&mut(impl std::fmt::Write)`, not the `&mut impl Display`
+//! `&impl Trait`" only when the group directly follows `&`. For `&mut impl Write`
+//! async_trait writes `&'life1 mut (impl 'async_trait + Write)`: a `mut` stands between,
+//! the parentheses stay, and the id is `&mut(impl std::fmt::Write)`, not the `&mut impl std::fmt::Write`
 //! the same method has without `#[async_trait]` (the docs: "Ids are the methods' as
 //! written").
 #![cfg(all(feature = "macros", feature = "tokio"))]
