@@ -2,10 +2,11 @@
 //! `&impl Trait`" only when the group directly follows `&`. For `&mut impl Write`
 //! async_trait writes `&'life1 mut (impl 'async_trait + Write)`: a `mut` stands between,
 //! the parentheses stay, and the id is `&mut(impl std::fmt::Write)`, not the `&mut impl std::fmt::Write`
-//! the same method has without `#[async_trait]` (the docs: "Ids are the methods' as
+//! the same method has without `#[async_trait]`; so does a named lifetime (`&'a impl Display`
+//! is `&'a(impl std::fmt::Display)`), (the docs: "Ids are the methods' as
 //! written").
 #![cfg(all(feature = "macros", feature = "tokio"))]
-#![allow(missing_docs, async_fn_in_trait)]
+#![allow(missing_docs, async_fn_in_trait, clippy::needless_lifetimes)]
 
 use async_trait::async_trait;
 use cutout::{Registry, Rejected};
@@ -23,6 +24,8 @@ pub trait Plain {
     #[breaker]
     fn shown(&self, x: &mut impl std::fmt::Write) -> Result<(), E>;
     #[breaker]
+    fn named<'a>(&self, x: &'a impl std::fmt::Display) -> Result<(), E>;
+    #[breaker]
     fn cow(&self, x: std::borrow::Cow<'_, str>, y: &'_ mut Vec<u8>) -> Result<(), E>;
 }
 
@@ -31,6 +34,8 @@ pub trait Plain {
 pub trait Below {
     #[breaker]
     async fn shown(&self, x: &mut impl std::fmt::Write) -> Result<(), E>;
+    #[breaker]
+    async fn named<'a>(&self, x: &'a impl std::fmt::Display) -> Result<(), E>;
     #[breaker]
     async fn cow(&self, x: std::borrow::Cow<'_, str>, y: &'_ mut Vec<u8>) -> Result<(), E>;
 }
@@ -41,6 +46,9 @@ impl Plain for Backend {
     fn shown(&self, _: &mut impl std::fmt::Write) -> Result<(), E> {
         Ok(())
     }
+    fn named<'a>(&self, _: &'a impl std::fmt::Display) -> Result<(), E> {
+        Ok(())
+    }
     fn cow(&self, _: std::borrow::Cow<'_, str>, _: &'_ mut Vec<u8>) -> Result<(), E> {
         Ok(())
     }
@@ -49,6 +57,9 @@ impl Plain for Backend {
 #[async_trait(?Send)]
 impl Below for Backend {
     async fn shown(&self, _: &mut impl std::fmt::Write) -> Result<(), E> {
+        Ok(())
+    }
+    async fn named<'a>(&self, _: &'a impl std::fmt::Display) -> Result<(), E> {
         Ok(())
     }
     async fn cow(&self, _: std::borrow::Cow<'_, str>, _: &'_ mut Vec<u8>) -> Result<(), E> {
@@ -78,6 +89,7 @@ fn a_mut_impl_parameter_has_its_written_id_under_async_trait() {
         plain,
         [
             "cow(std::borrow::Cow<'_, str>, &mut Vec<u8>)",
+            "named(&'a impl std::fmt::Display)",
             "shown(&mut impl std::fmt::Write)",
         ]
     );
