@@ -78,21 +78,43 @@ pub(crate) fn cfg_attr_breaker(
     let Some(predicate) = metas.next() else {
         return Ok(None);
     };
-    let (breakers, others): (Vec<Meta>, Vec<Meta>) =
-        metas.partition(|meta| meta.path().is_ident("breaker"));
-    let mut breakers = breakers.into_iter();
-    let Some(breaker) = breakers.next() else {
+    let mut found: Option<(Meta, Attribute)> = None;
+    let mut others = Vec::new();
+    for meta in metas {
+        // `breaker(...)`, or a nested `cfg_attr(inner, breaker(...), ...)`: the breaker under
+        // both predicates, the nested one's other attributes under its own.
+        let inner = if meta.path().is_ident("breaker") {
+            Some((predicate.clone(), syn::parse_quote!(#[#meta]), None))
+        } else if meta.path().is_ident("cfg_attr") {
+            cfg_attr_breaker(&syn::parse_quote!(#[#meta]))?.map(|(inner, breaker, rest)| {
+                (syn::parse_quote!(all(#predicate, #inner)), breaker, rest)
+            })
+        } else {
+            None
+        };
+        match inner {
+            Some((_, breaker, _)) if found.is_some() => {
+                return Err(error(
+                    breaker.span(),
+                    "one #[breaker] per method: share a breaker between methods with `name`",
+                ));
+            }
+            Some((condition, breaker, rest)) => {
+                found = Some((condition, breaker));
+                if let Some(rest) = rest {
+                    // The nested one's others, under this predicate too.
+                    others.push(rest.meta);
+                }
+            }
+            None => others.push(meta),
+        }
+    }
+    let Some((condition, breaker)) = found else {
         return Ok(None);
     };
-    if let Some(second) = breakers.next() {
-        return Err(error(
-            second.span(),
-            "one #[breaker] per method: share a breaker between methods with `name`",
-        ));
-    }
     let rest =
         (!others.is_empty()).then(|| syn::parse_quote!(#[cfg_attr(#predicate, #(#others),*)]));
-    Ok(Some((predicate, syn::parse_quote!(#[#breaker]), rest)))
+    Ok(Some((condition, breaker, rest)))
 }
 
 fn error(span: Span, message: impl std::fmt::Display) -> syn::Error {

@@ -51,10 +51,12 @@ fn passed(arg: &Ident, ty: &Type) -> syn::Result<TokenStream> {
         |ty: &Type| matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident("Self"));
     match ty {
         ty if is_self(ty) => Ok(quote!(#arg.delegate)),
-        Type::Reference(r) if is_self(&r.elem) => Ok(match r.mutability {
-            Some(_) => quote!(&mut #arg.delegate),
-            None => quote!(&#arg.delegate),
-        }),
+        Type::Reference(r) if is_self(crate::method::ungrouped(&r.elem)) => {
+            Ok(match r.mutability {
+                Some(_) => quote!(&mut #arg.delegate),
+                None => quote!(&#arg.delegate),
+            })
+        }
         Type::Paren(p) => passed(arg, &p.elem),
         ty if names_self(quote!(#ty)) => Err(syn::Error::new(
             ty.span(),
@@ -91,15 +93,6 @@ pub(crate) fn names_self_anywhere(tokens: TokenStream) -> bool {
         TokenTree::Group(group) => names_self_anywhere(group.stream()),
         _ => false,
     })
-}
-
-/// Whether `tree` is or holds the identifier `Send` (a `+ Send` bound, a `Box<dyn .. + Send>`).
-pub(crate) fn mentions_send(tree: &TokenTree) -> bool {
-    match tree {
-        TokenTree::Ident(ident) => ident == "Send",
-        TokenTree::Group(group) => group.stream().into_iter().any(|t| mentions_send(&t)),
-        _ => false,
-    }
 }
 
 /// The delegate's arguments for `sig`'s parameters named `args`, and an error for a return

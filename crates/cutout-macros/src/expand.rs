@@ -129,6 +129,9 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         .push(syn::parse_quote!(#d: ::core::clone::Clone));
     let mut trait_where = impl_where.clone();
     let mut sync_delegate = false;
+    // The predicates of `cfg_attr` breakers that need a `Sync` delegate: the bound is asked in
+    // the builds where one of them holds.
+    let mut sync_conditions: Vec<syn::Meta> = Vec::new();
     let self_ty = quote!(#wrapper<#(#lifetime_names,)* #d, #(#other_names,)*>);
     let impl_generics = quote!(<#(#impl_lifetimes,)* #d: #delegate_trait, #(#impl_others,)*>);
 
@@ -159,7 +162,12 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
                 }
                 let breaker = breakers.first().map(|(_, a)| attr::parse(a)).transpose()?;
                 let condition = breakers.into_iter().next().and_then(|(p, _)| p);
-                sync_delegate |= needs_sync_delegate(f, breaker.as_ref());
+                if needs_sync_delegate(f, breaker.as_ref()) {
+                    match &condition {
+                        None => sync_delegate = true,
+                        Some(predicate) => sync_conditions.push(predicate.clone()),
+                    }
+                }
                 planned.push((f.clone(), breaker, condition));
             }
             TraitItem::Type(t) => {
@@ -188,10 +196,13 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
         }
     }
 
+    let mut sync_where = trait_where.clone();
+    sync_where
+        .predicates
+        .push(syn::parse_quote!(#d: ::core::marker::Sync));
     if sync_delegate {
-        trait_where
-            .predicates
-            .push(syn::parse_quote!(#d: ::core::marker::Sync));
+        trait_where = sync_where.clone();
+        sync_conditions.clear();
     }
 
     let mut fields = Vec::new();
@@ -255,6 +266,27 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
          `instances.<id>`). Fails with the registry's `CUT-REG-001` when a shared name is \
          already taken with other settings, naming both methods, or with the configuration's \
          code when the merged settings are invalid.";
+    let trait_body = quote! {
+        #(#items)*
+        #(#methods)*
+    };
+    // The delegate's deprecated methods are the user's to be warned of, where they call them:
+    // the wrapper only forwards.
+    let trait_impls = if sync_conditions.is_empty() {
+        quote! {
+            #[allow(deprecated)]
+            impl #impl_generics #delegate_trait for #self_ty #trait_where { #trait_body }
+        }
+    } else {
+        quote! {
+            #[cfg(any(#(#sync_conditions),*))]
+            #[allow(deprecated)]
+            impl #impl_generics #delegate_trait for #self_ty #sync_where { #trait_body }
+            #[cfg(not(any(#(#sync_conditions),*)))]
+            #[allow(deprecated)]
+            impl #impl_generics #delegate_trait for #self_ty #trait_where { #trait_body }
+        }
+    };
     Ok(quote! {
         #item
 
@@ -293,13 +325,7 @@ pub(crate) fn resilient(args: TokenStream, mut item: ItemTrait) -> syn::Result<T
             }
         }
 
-        // The delegate's deprecated methods are the user's to be warned of, where they call
-        // them: the wrapper only forwards.
-        #[allow(deprecated)]
-        impl #impl_generics #delegate_trait for #self_ty #trait_where {
-            #(#items)*
-            #(#methods)*
-        }
+        #trait_impls
 
         // A clone shares its breakers (handles to one state) and clones the delegate.
         impl #impl_generics ::core::clone::Clone for #self_ty #clone_where {
@@ -325,6 +351,35 @@ fn wheres(
     let mut on_impls: syn::WhereClause = syn::parse_quote!(where);
     for predicate in where_clause.into_iter().flat_map(|w| w.predicates.iter()) {
         let tokens = quote!(#predicate);
+        // `Self` as the type bounded (`Self: Sized`) or in a path (`Self::X`, `<Self as T>`)
+        // reads as the delegate; as a type elsewhere (`Id: From<&'a Self>`) it would be a
+        // requirement on the wrapper itself, which no delegate can meet for it.
+        let bounded = match predicate {
+            syn::WherePredicate::Type(t) => {
+                let ty = &t.bounded_ty;
+                let bounds = &t.bounds;
+                if matches!(ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("Self"))
+                {
+                    Some(quote!(#bounds))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        let rest = match (&bounded, predicate) {
+            (Some(bounds), _) => bounds.clone(),
+            (None, _) => tokens.clone(),
+        };
+        if self_as_a_type(rest) {
+            return Err(syn::Error::new(
+                predicate.span(),
+                "#[cutout::resilient] reads `Self` in the trait's where clause as the delegate \
+                 where it is the bounded type or starts a path (`Self: Sized`, `Self::X: Debug`); \
+                 here it is a type argument, a requirement on the wrapper itself that no \
+                 delegate can meet for it",
+            ));
+        }
         if crate::body::names_self_anywhere(tokens.clone()) {
             let read = as_delegate(tokens, d, delegate_trait);
             on_impls.predicates.push(syn::parse2(read)?);
@@ -343,10 +398,7 @@ fn as_delegate(tokens: TokenStream, d: &syn::Ident, delegate_trait: &TokenStream
     for (i, tree) in trees.iter().enumerate() {
         match tree {
             proc_macro2::TokenTree::Ident(ident) if ident == "Self" => {
-                let path_next = matches!(
-                    trees.get(i + 1),
-                    Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == ':'
-                );
+                let path_next = path_follows(&trees, i);
                 if path_next {
                     out.extend(quote!(<#d as #delegate_trait>));
                 } else {
@@ -367,6 +419,28 @@ fn as_delegate(tokens: TokenStream, d: &syn::Ident, delegate_trait: &TokenStream
     out
 }
 
+/// Whether `::` follows the token at `i`.
+fn path_follows(trees: &[proc_macro2::TokenTree], i: usize) -> bool {
+    matches!(
+        (trees.get(i + 1), trees.get(i + 2)),
+        (Some(proc_macro2::TokenTree::Punct(a)), Some(proc_macro2::TokenTree::Punct(b)))
+            if a.as_char() == ':' && b.as_char() == ':'
+    )
+}
+
+/// Whether `tokens` use `Self` as a type (not followed by `::` or `as`).
+fn self_as_a_type(tokens: TokenStream) -> bool {
+    let trees: Vec<proc_macro2::TokenTree> = tokens.into_iter().collect();
+    trees.iter().enumerate().any(|(i, tree)| match tree {
+        proc_macro2::TokenTree::Ident(ident) if ident == "Self" => {
+            !path_follows(&trees, i)
+                && !matches!(trees.get(i + 1), Some(proc_macro2::TokenTree::Ident(n)) if n == "as")
+        }
+        proc_macro2::TokenTree::Group(group) => self_as_a_type(group.stream()),
+        _ => false,
+    })
+}
+
 /// Whether the wrapper can implement `f` only for a `Sync` delegate: its future must be
 /// `Send` and holds `&self` (a `#[breaker]` with a retry or a fallback, whose future returns
 /// to the wrapper), or `#[async_trait]` asked `Self: Sync` of it (a default body), which of
@@ -383,9 +457,7 @@ fn needs_sync_delegate(f: &syn::TraitItemFn, breaker: Option<&attr::Breaker>) ->
     let holds_self = breaker.is_some_and(|b| b.retry.is_some() || b.fallback.is_some())
         && f.sig.asyncness.is_none()
         && match &f.sig.output {
-            syn::ReturnType::Type(_, ty) => quote!(#ty)
-                .into_iter()
-                .any(|t| crate::body::mentions_send(&t)),
+            syn::ReturnType::Type(_, ty) => crate::method::future_is_send(ty),
             syn::ReturnType::Default => false,
         };
     self_sync || holds_self

@@ -72,12 +72,15 @@ fn as_written(tokens: TokenStream) -> TokenStream {
             continue;
         }
         match &trees[i] {
-            // `&'life1 (impl 'async_trait + X)`: the parentheses the rewrite needed.
+            // `&'life1 (impl 'async_trait + X)`: parentheses the rewrite puts around an `impl`
+            // under a reference or pointer (`&`, `&mut`, `&'a`, `*const`). Those around more
+            // than one bound are the user's too (`&(impl A + B)` needs them): kept.
             TokenTree::Group(group)
                 if group.delimiter() == proc_macro2::Delimiter::Parenthesis
-                    && matches!(out.last(), Some(TokenTree::Punct(p)) if p.as_char() == '&')
+                    && after_pointer(&out)
                     && matches!(group.stream().into_iter().next(), Some(TokenTree::Ident(i)) if i == "impl")
-                    && group.stream().to_string().contains("async_trait") =>
+                    && group.stream().to_string().contains("async_trait")
+                    && !top_level_plus(&as_written(group.stream())) =>
             {
                 out.extend(as_written(group.stream()));
             }
@@ -92,6 +95,31 @@ fn as_written(tokens: TokenStream) -> TokenStream {
         i += 1;
     }
     out.into_iter().collect()
+}
+
+/// Whether `out` ends in a reference or pointer's prefix: `&`, `&mut`, `&'a`, `*const`.
+fn after_pointer(out: &[TokenTree]) -> bool {
+    match out {
+        [.., TokenTree::Punct(p)] => p.as_char() == '&',
+        [.., TokenTree::Punct(p), TokenTree::Ident(i)] if (i == "mut" || i == "const") => {
+            p.as_char() == '&' || p.as_char() == '*' || p.as_char() == '\''
+        }
+        [
+            ..,
+            TokenTree::Punct(amp),
+            TokenTree::Punct(tick),
+            TokenTree::Ident(_),
+        ] => amp.as_char() == '&' && tick.as_char() == '\'',
+        _ => false,
+    }
+}
+
+/// Whether `tokens` hold a `+` outside any group.
+fn top_level_plus(tokens: &TokenStream) -> bool {
+    tokens
+        .clone()
+        .into_iter()
+        .any(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == '+'))
 }
 
 /// `tokens` with `&'_ T` written `&T`.
@@ -148,9 +176,30 @@ fn compact(tokens: &str) -> String {
             && out.rfind("for<").is_some_and(|at| {
                 !out[at + 4..].contains('<') && !out[..at].chars().last().is_some_and(word)
             });
+        // `&mut [u8]`, `*const [u8]`, `&'a [u8]`, `&'a (dyn A + B)`: a word before a bracket
+        // or parenthesis keeps its space where it is a qualifier or a lifetime, not a name
+        // (`fn(u8)`, `Fn(u8)`).
+        let last_word: String = out
+            .chars()
+            .rev()
+            .take_while(|c| word(*c))
+            .collect::<Vec<char>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let lifetime_before = out
+            .len()
+            .checked_sub(last_word.len() + 1)
+            .is_some_and(|at| out.get(at..).is_some_and(|rest| rest.starts_with('\'')));
+        let qualifier_before = matches!(last_word.as_str(), "mut" | "const" | "dyn" | "impl")
+            || (lifetime_before && !last_word.is_empty());
+        // A binary minus in a length (`[u8; N - 1]`), not an arrow.
+        let minus = (after == '-' && !arrow_next) || (before == '-' && !out.ends_with("->"));
         if before == ','
             || before == ';'
             || arrow_next
+            || minus
+            || (qualifier_before && matches!(after, '[' | '('))
             || out.ends_with("->")
             || binder_end
             || matches!(before, '+' | '=')

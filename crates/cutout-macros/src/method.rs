@@ -131,9 +131,24 @@ fn future_output(ty: &Type) -> Option<Type> {
     bounds_output(&imp.bounds)
 }
 
-/// `Output` of `Pin<Box<dyn Future<Output = X> + ...>>`, the return type `#[async_trait]`
-/// gives an `async fn`.
-fn boxed_future_output(ty: &Type) -> Option<Type> {
+/// Whether a method returning `ty` returns a future that must be `Send`: `impl Future<..> +
+/// Send`, or `Pin<Box<dyn Future<..> + Send>>` (a `Send` in the output's own type, such as
+/// `Box<dyn Error + Send>`, is not the future's).
+pub(crate) fn future_is_send(ty: &Type) -> bool {
+    let send = |bounds: &syn::punctuated::Punctuated<TypeParamBound, syn::Token![+]>| {
+        bounds.iter().any(|bound| {
+            matches!(bound, TypeParamBound::Trait(t)
+                if t.path.segments.last().is_some_and(|s| s.ident == "Send"))
+        })
+    };
+    match ungrouped(ty) {
+        Type::ImplTrait(imp) => bounds_output(&imp.bounds).is_some() && send(&imp.bounds),
+        ty => boxed_future(ty).is_some_and(|object| send(&object.bounds)),
+    }
+}
+
+/// The `dyn Future<..> + ...` of `Pin<Box<dyn Future<..> + ...>>`.
+fn boxed_future(ty: &Type) -> Option<syn::TypeTraitObject> {
     let inner = |ty: &Type, name: &str| -> Option<Type> {
         let Type::Path(path) = ungrouped(ty) else {
             return None;
@@ -151,11 +166,16 @@ fn boxed_future_output(ty: &Type) -> Option<Type> {
         }
     };
     let boxed = inner(ty, "Pin")?;
-    let Some(Type::TraitObject(object)) = inner(&boxed, "Box").map(|t| ungrouped(&t).clone())
-    else {
-        return None;
-    };
-    bounds_output(&object.bounds)
+    match inner(&boxed, "Box").map(|t| ungrouped(&t).clone())? {
+        Type::TraitObject(object) if bounds_output(&object.bounds).is_some() => Some(object),
+        _ => None,
+    }
+}
+
+/// `Output` of `Pin<Box<dyn Future<Output = X> + ...>>`, the return type `#[async_trait]`
+/// gives an `async fn`.
+fn boxed_future_output(ty: &Type) -> Option<Type> {
+    bounds_output(&boxed_future(ty)?.bounds)
 }
 
 /// `Output` of the `Future<Output = X>` among `bounds`.

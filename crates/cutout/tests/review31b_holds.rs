@@ -2,7 +2,11 @@
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![allow(dead_code, missing_docs, async_fn_in_trait, clippy::new_ret_no_self)]
 // A test's items are public only to be used as users would; its shapes are written as users write them.
-#![allow(clippy::manual_async_fn, clippy::non_minimal_cfg, clippy::wrong_self_convention)]
+#![allow(
+    clippy::manual_async_fn,
+    clippy::non_minimal_cfg,
+    clippy::wrong_self_convention
+)]
 
 use std::future::Future;
 use std::sync::Arc;

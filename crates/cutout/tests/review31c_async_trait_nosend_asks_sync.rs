@@ -37,7 +37,11 @@ struct Backend {
 impl Source for Backend {
     async fn get(&self) -> Result<Box<dyn Any + Send>, E> {
         self.calls.set(self.calls.get() + 1);
-        if self.calls.get() < 2 { Err(E) } else { Ok(Box::new(7u8)) }
+        if self.calls.get() < 2 {
+            Err(E)
+        } else {
+            Ok(Box::new(7u8))
+        }
     }
 }
 

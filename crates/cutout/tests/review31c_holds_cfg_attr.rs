@@ -17,9 +17,17 @@ impl From<Rejected> for E {
 #[cutout::resilient]
 pub trait Client {
     #[cfg(all())]
-    #[cfg_attr(all(), breaker(name = "shared", consecutive_failures = 1), must_use = "x")]
+    #[cfg_attr(
+        all(),
+        breaker(name = "shared", consecutive_failures = 1),
+        must_use = "x"
+    )]
     fn get(&self) -> Result<u8, E>;
-    #[cfg_attr(any(), breaker(name = "shared", consecutive_failures = 9), must_use = "y")]
+    #[cfg_attr(
+        any(),
+        breaker(name = "shared", consecutive_failures = 9),
+        must_use = "y"
+    )]
     fn put(&self) -> Result<u8, E>;
     #[cfg(any())]
     #[cfg_attr(all(), breaker(consecutive_failures = 1))]
@@ -46,7 +54,11 @@ fn cfg_attr_breakers_compose() {
     for _ in 0..3 {
         assert_eq!(client.put(), Err(E));
     }
-    let mut ids: Vec<String> = registry.ids().into_iter().map(|n| n.as_str().to_owned()).collect();
+    let mut ids: Vec<String> = registry
+        .ids()
+        .into_iter()
+        .map(|n| n.as_str().to_owned())
+        .collect();
     ids.sort();
     assert_eq!(ids, ["shared"]);
 }

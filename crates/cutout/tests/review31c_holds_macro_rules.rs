@@ -40,7 +40,11 @@ impl Api for Backend {
     }
     fn fill(&self, buf: &mut Vec<u8>) -> Result<u8, E> {
         buf.push(1);
-        if buf.len() < 3 { Err(E) } else { Ok(buf.len() as u8) }
+        if buf.len() < 3 {
+            Err(E)
+        } else {
+            Ok(buf.len() as u8)
+        }
     }
     fn same(&self, _: Self) -> bool {
         true

@@ -4,8 +4,8 @@
 #![cfg(all(feature = "macros", feature = "tokio"))]
 #![allow(missing_docs)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cutout::clock::{Clock, ManualClock};
@@ -55,8 +55,14 @@ fn an_isolated_shadow_breaker_keeps_the_backoff() {
     registry.isolate("Api#get()").unwrap();
     let before = clock.now();
     assert_eq!(api.get(), Err(E::Down));
-    assert_eq!(ApiResilient::delegate(&api).calls.load(Ordering::Relaxed), 3);
-    assert_eq!(Duration::from_nanos(clock.now() - before), Duration::from_secs(2));
+    assert_eq!(
+        ApiResilient::delegate(&api).calls.load(Ordering::Relaxed),
+        3
+    );
+    assert_eq!(
+        Duration::from_nanos(clock.now() - before),
+        Duration::from_secs(2)
+    );
 }
 
 #[test]
@@ -64,9 +70,14 @@ fn enforcing_mid_retry_refuses_at_once() {
     let clock = ManualClock::new();
     let registry = Registry::with_clock(clock.clone());
     let api = ApiResilient::new(Down::default(), &registry).unwrap();
-    let _ = ApiResilient::delegate(&api).enforce_in.set(registry.clone());
+    let _ = ApiResilient::delegate(&api)
+        .enforce_in
+        .set(registry.clone());
     let before = clock.now();
     assert_eq!(api.get(), Err(E::Refused));
-    assert_eq!(ApiResilient::delegate(&api).calls.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        ApiResilient::delegate(&api).calls.load(Ordering::Relaxed),
+        1
+    );
     assert_eq!(clock.now() - before, 0);
 }

@@ -33,7 +33,11 @@ struct Backend {
 impl Source for Backend {
     fn get(&self) -> Result<Box<dyn Any + Send>, E> {
         self.calls.set(self.calls.get() + 1);
-        if self.calls.get() < 2 { Err(E) } else { Ok(Box::new(7u8)) }
+        if self.calls.get() < 2 {
+            Err(E)
+        } else {
+            Ok(Box::new(7u8))
+        }
     }
 }
 

@@ -55,8 +55,12 @@
 //! lets 2 probes through.
 //!
 //! Methods without `#[breaker]` are passed to the delegate as they are (associated functions
-//! without `self` too). `#[cfg_attr(pred, breaker(...))]` puts the breaker on the method
-//! where `pred` holds; elsewhere the method is passed through. A `#[breaker]` method
+//! without `self` too). `#[cfg_attr(pred, breaker(...))]` (nested ones too) puts the breaker
+//! on the method where `pred` holds; elsewhere the method is passed through. A trait's where
+//! clause may name `Self` as the bounded type or in a path (`Self: Sized`, `Self::Reply:
+//! Debug`): on the wrapper it reads as the delegate; `Self` as a type argument there
+//! (`Id: From<&'a Self>`) is a compile error, a requirement on the wrapper no delegate can
+//! meet. A `#[breaker]` method
 //! takes `&self` and returns `Result<T, E>` written out (not an alias): the compiler says so
 //! otherwise, and says when `E` has no `From<cutout::Rejected>` (give `rejected = path` to a
 //! `fn(Rejected) -> E` instead, or a `fallback` that answers refusals). Traits may be generic
@@ -169,7 +173,8 @@
 //!   backoff). Arguments are
 //!   cloned for each attempt, so a retried method's parameters must be `Clone` (shared
 //!   references are; a sync method's `&mut` parameter is reborrowed for each attempt instead,
-//!   an async one's cannot be, since each attempt's future holds it). A sync retry's backoff waits on the breaker's clock (`Clock::sleep`: a
+//!   an async one's cannot be, since each attempt's future holds it; write it `&mut T`, as a
+//!   macro cannot see through a type alias). A sync retry's backoff waits on the breaker's clock (`Clock::sleep`: a
 //!   `ManualClock` advances instead of blocking); an async retry needs feature `tokio` (its
 //!   backoff waits on tokio's timer).
 //! - It records the timeout. `timeout = "2s"` on an async method cancels a call that runs
@@ -282,7 +287,8 @@
 //! `retry` or `fallback`, or a default body under `#[async_trait]`, which asks `Self: Sync`),
 //! the wrapper implements the trait for `Sync` delegates only: it asks `D: Sync`, which a
 //! trait with a `Sync` supertrait (`trait Gateway: Send + Sync`, as `dyn` use wants) gives
-//! every delegate anyway.
+//! every delegate anyway (for a `cfg_attr` breaker, in the builds where it is on). A `Send`
+//! inside the output (`Result<T, Box<dyn Error + Send>>`) or a `?Send` future asks nothing.
 //!
 //! ```
 //! use std::sync::Arc;
