@@ -5,7 +5,8 @@
 //! than its share makes room: [`crate::share`]), serves each with hyper's HTTP/1
 //! server under its `header-read-timeout`, closes a connection on which no byte moved for
 //! `idle-timeout`, and on shutdown stops accepting, lets in-flight requests finish for at most
-//! `shutdown-timeout` (hyper-util's graceful shutdown), then closes what is left.
+//! `shutdown-timeout` (hyper's graceful shutdown of each connection: an idle one closes, a
+//! busy one finishes its request and its response, flushed, first), then closes what is left.
 //!
 //! # Half-closed requests are answered
 //! An HTTP/1 client may shut its write side down once its request is sent and still read the
@@ -32,14 +33,12 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -52,7 +51,7 @@ use crate::config::{GatewayConfig, Limits};
 use crate::error::StartError;
 use crate::gateway::Gateway;
 use crate::refusal::{Refusal, note};
-use crate::share::{Book, Entry, InFlight, Source};
+use crate::share::{Book, Conn, Entry, InFlight, Source};
 
 /// How long a listener waits after `accept` failed (out of file descriptors, say) before it
 /// tries again: long enough not to spin, short enough to recover quickly.
@@ -193,7 +192,8 @@ pub async fn serve_with(
     let local = listener.local_addr()?;
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let book = Arc::new(Book::default());
-    let graceful = GracefulShutdown::new();
+    // Told to every connection when the drain begins: each shuts down gracefully.
+    let (draining, drain) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -224,8 +224,8 @@ pub async fn serve_with(
                     Err(_) => match book.make_room(source) {
                         Some(from) => {
                             note(Refusal::FairShare, what, format_args!(
-                                "{} connections open on {local} ({what} limit); closed an idle \
-                                 one of {from} ({} open) for one from {peer}",
+                                "{} connections open on {local} ({what} limit); asked an idle \
+                                 one of {from} ({} open) to close for one from {peer}",
                                 limits.max_connections,
                                 book.held_by(from)
                             ));
@@ -242,23 +242,30 @@ pub async fn serve_with(
                         }
                     },
                 };
-                let watcher = graceful.watcher();
+                let mut drain = drain.clone();
                 let (http, router, book, slots) =
                     (http.clone(), router.clone(), Arc::clone(&book), Arc::clone(&slots));
                 connections.spawn(async move {
-                    // Made room for: the slot the closed connection frees (the semaphore hands
-                    // it to the first waiter, not to a later `try_acquire`).
                     let slot = match slot {
                         Some(slot) => slot,
-                        None => match tokio::time::timeout(ROOM_WAIT, slots.acquire_owned()).await {
-                            Ok(Ok(slot)) => slot,
-                            _ => return,
+                        None => match room(&slots, &book, source, &mut drain).await {
+                            Some(slot) => slot,
+                            None if *drain.borrow() => return,
+                            None => {
+                                note(Refusal::MaxConnections, what, format_args!(
+                                    "{} connections open on {local} ({what} limit); no idle \
+                                     connection freed a slot within {}: closed the one from \
+                                     {peer}",
+                                    limits.max_connections,
+                                    cutout::HumanDuration(ROOM_WAIT)
+                                ));
+                                return;
+                            }
                         },
                     };
                     let entry = book.enter(source);
                     let _ = stream.set_nodelay(true);
-                    let activity = Arc::new(Activity::new());
-                    let io = TokioIo::new(Watched { stream, activity: Arc::clone(&activity) });
+                    let io = TokioIo::new(Watched { stream, conn: Arc::clone(entry.conn()) });
                     let conn = Arc::clone(entry.conn());
                     let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
                         request.extensions_mut().insert(ConnectInfo(peer));
@@ -274,17 +281,26 @@ pub async fn serve_with(
                             }))
                         }
                     });
-                    let connection = watcher.watch(
-                        http.serve_connection(io, TowerToHyperService::new(service)),
-                    );
-                    drive(what, connection, activity, limits.idle_timeout, slot, entry).await;
+                    let connection = http.serve_connection(io, TowerToHyperService::new(service));
+                    drive(
+                        what,
+                        connection,
+                        |connection| connection.graceful_shutdown(),
+                        limits.idle_timeout,
+                        slot,
+                        entry,
+                        drain,
+                    )
+                    .await;
                 });
             }
         }
     }
     drop(listener);
-    let open = graceful.count();
-    if tokio::time::timeout(limits.shutdown_timeout, graceful.shutdown())
+    let open = connections.len();
+    let _ = draining.send(true);
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(limits.shutdown_timeout, drained)
         .await
         .is_err()
     {
@@ -309,22 +325,35 @@ fn is_connection_error(error: &io::Error) -> bool {
     )
 }
 
-/// Runs one connection until it ends, until no byte has moved on it for `idle`, or until it
-/// is asked to make room for another source's connection while no request is in flight on it
-/// ([`crate::share`]). Holds its listener slot and its place in the book until then.
-async fn drive(
+/// Runs one connection until it ends, or until no byte has moved on it for `idle`. Shuts it
+/// down gracefully (`shut_down`: hyper's, which closes an idle connection and lets a busy one
+/// finish its request and flush its response first) when the drain begins, or when it is
+/// asked to make room for another source's connection while no request is in flight on it
+/// ([`crate::share`]; a request in flight declines). Holds its listener slot and its place in
+/// the book until it ends.
+#[allow(clippy::too_many_arguments)]
+async fn drive<C>(
     what: &'static str,
-    connection: impl Future<Output = Result<(), hyper::Error>>,
-    activity: Arc<Activity>,
+    connection: C,
+    shut_down: impl Fn(Pin<&mut C>),
     idle: Duration,
     _slot: OwnedSemaphorePermit,
     entry: Entry,
-) {
+    mut drain: watch::Receiver<bool>,
+) where
+    C: Future<Output = Result<(), hyper::Error>>,
+{
+    let activity = entry.conn();
     let mut connection = pin!(connection);
+    let mut closing = false;
+    if *drain.borrow_and_update() {
+        shut_down(connection.as_mut());
+        closing = true;
+    }
     // A year stands for "never" when `idle` is too large to add to an instant.
-    let deadline = |activity: &Activity| {
+    let deadline = |activity: &Conn| {
         activity
-            .last()
+            .last_moved()
             .checked_add(idle)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600))
     };
@@ -345,9 +374,16 @@ async fn drive(
             }
             // The service runs inside `connection`, in this task: no request can begin between
             // this check and the close.
-            () = entry.conn().evicted() => {
-                if !entry.conn().busy() {
-                    return;
+            Ok(()) = drain.changed(), if !closing => {
+                shut_down(connection.as_mut());
+                closing = true;
+            }
+            () = entry.conn().evicted(), if !closing => {
+                if entry.conn().busy() {
+                    entry.conn().decline();
+                } else {
+                    shut_down(connection.as_mut());
+                    closing = true;
                 }
             }
             () = tokio::time::sleep_until(deadline(&activity)) => {
@@ -364,8 +400,38 @@ async fn drive(
     }
 }
 
-/// How long a connection for which room was made waits for the slot it frees.
+/// How long a newcomer for which room is being made waits for a slot, asking again every
+/// [`ROOM_STEP`] (the connection asked may have declined: a request began on it).
 const ROOM_WAIT: Duration = Duration::from_secs(1);
+const ROOM_STEP: Duration = Duration::from_millis(50);
+
+/// A slot for a newcomer from `source` at a full listener, once an asked connection has
+/// closed: the semaphore hands a freed slot to the first waiter, not to a later
+/// `try_acquire`. `None` after [`ROOM_WAIT`].
+async fn room(
+    slots: &Arc<Semaphore>,
+    book: &Book,
+    source: Source,
+    drain: &mut watch::Receiver<bool>,
+) -> Option<OwnedSemaphorePermit> {
+    let until = Instant::now() + ROOM_WAIT;
+    let acquire = Arc::clone(slots).acquire_owned();
+    let mut acquire = pin!(acquire);
+    loop {
+        if *drain.borrow() {
+            return None;
+        }
+        let step = (Instant::now() + ROOM_STEP).min(until);
+        match tokio::time::timeout_at(step, acquire.as_mut()).await {
+            Ok(Ok(slot)) => return Some(slot),
+            Ok(Err(_)) => return None,
+            Err(_) if Instant::now() >= until => return None,
+            Err(_) => {
+                book.make_room(source);
+            }
+        }
+    }
+}
 
 /// A response body that keeps its request counted as in flight until it is sent or dropped.
 struct Guarded {
@@ -393,40 +459,10 @@ impl http_body::Body for Guarded {
     }
 }
 
-/// When bytes last moved on a connection.
-///
-/// # Orderings
-/// One word, written by the connection's task and read by the same task's idle check (the
-/// two run in one `select!`), so `Relaxed` is enough: it publishes nothing else.
-#[derive(Debug)]
-struct Activity {
-    start: Instant,
-    /// Nanoseconds from `start` to the last read or write that moved bytes.
-    last: AtomicU64,
-}
-
-impl Activity {
-    fn new() -> Activity {
-        Activity {
-            start: Instant::now(),
-            last: AtomicU64::new(0),
-        }
-    }
-
-    fn touch(&self) {
-        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last.store(nanos, Ordering::Relaxed);
-    }
-
-    fn last(&self) -> Instant {
-        self.start + Duration::from_nanos(self.last.load(Ordering::Relaxed))
-    }
-}
-
-/// A TCP stream that records in [`Activity`] when bytes move.
+/// A TCP stream that records on its [`Conn`] when bytes move.
 struct Watched {
     stream: TcpStream,
-    activity: Arc<Activity>,
+    conn: Arc<Conn>,
 }
 
 impl AsyncRead for Watched {
@@ -438,7 +474,7 @@ impl AsyncRead for Watched {
         let before = buf.filled().len();
         let result = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.touch();
+            self.conn.touch();
         }
         result
     }
@@ -452,7 +488,7 @@ impl AsyncWrite for Watched {
     ) -> Poll<io::Result<usize>> {
         let result = Pin::new(&mut self.stream).poll_write(cx, buf);
         if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
+            self.conn.touch();
         }
         result
     }
@@ -464,7 +500,7 @@ impl AsyncWrite for Watched {
     ) -> Poll<io::Result<usize>> {
         let result = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
         if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
+            self.conn.touch();
         }
         result
     }
