@@ -7,9 +7,9 @@
 //! that, at the price of every deployment whose clients come through one address (a load
 //! balancer, a sidecar, a NAT), which it would hold to a fraction of the listener. So no source
 //! is capped while there is room. When the listener is full, a connection from source *B*
-//! asks an idle connection of the source *A* holding the most to close, if *A* holds at least
-//! two more than *B* would: idle is no request in flight and no byte moved either way for
-//! [`QUIET`], one that never sent a request first, else the one accepted first. The asked one
+//! asks an idle connection (no request in flight) of the source *A* holding the most to close,
+//! if *A* holds at least two more than *B* would: one that never sent a request first, then
+//! one on which no byte moved for [`QUIET`], else the one accepted first. The asked one
 //! shuts down as hyper's graceful shutdown does (a response still in hyper's buffer is
 //! flushed first, so none is cut; its socket then closes as a finished one does). The asked one is
 //! marked, so a burst of newcomers asks as many connections as it has members; one that turns
@@ -78,7 +78,7 @@ impl std::fmt::Display for Source {
 }
 
 /// How long no byte must have moved on a connection (either way) for it to be asked to
-/// close: a response hyper is still writing moves bytes as the client reads them.
+/// close before connections that moved some (a client between requests).
 pub const QUIET: Duration = Duration::from_millis(100);
 
 /// One open connection, as the share sees it.
@@ -130,10 +130,9 @@ impl Conn {
         self.since + Duration::from_nanos(self.last.load(Ordering::Relaxed))
     }
 
-    /// Whether it may be closed for a newcomer: no request in flight, no byte moved for
-    /// [`QUIET`].
-    pub fn idle(&self) -> bool {
-        !self.busy() && self.last_moved().elapsed() >= QUIET
+    /// Whether no byte moved on it for [`QUIET`]: preferred when one is asked to close.
+    pub fn quiet(&self) -> bool {
+        self.last_moved().elapsed() >= QUIET
     }
 
     /// It was asked to close but is not idle (its task found a request begun, or bytes
@@ -220,9 +219,15 @@ impl Book {
         }
         let mut idle: Vec<&Arc<Conn>> = conns
             .iter()
-            .filter(|conn| conn.idle() && !conn.asked.load(Ordering::Relaxed))
+            .filter(|conn| !conn.busy() && !conn.asked.load(Ordering::Relaxed))
             .collect();
-        idle.sort_by_key(|conn| (conn.served.load(Ordering::Relaxed) > 0, conn.since));
+        idle.sort_by_key(|conn| {
+            (
+                conn.served.load(Ordering::Relaxed) > 0,
+                !conn.quiet(),
+                conn.since,
+            )
+        });
         let victim = idle.into_iter().find(|conn| {
             conn.asked
                 .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
@@ -334,20 +339,15 @@ mod tests {
         }
         let asked = a.iter().filter(|e| tokio_test_notified(e.conn())).count();
         assert_eq!(asked, 3, "three newcomers, three connections asked");
-        // Bytes moving: not idle, not asked.
-        a[5].conn().touch();
-        let before: Vec<bool> = a
-            .iter()
-            .map(|e| e.conn().asked.load(Ordering::Relaxed))
-            .collect();
-        assert!(!before[5]);
+        // A request in flight: never asked.
+        let _busy = a[5].conn().request();
         assert_eq!(
             book.make_room(v4(2)),
             Some(v4(1)),
             "the fourth is still idle"
         );
         assert_eq!(book.make_room(v4(2)), Some(v4(1)), "the fifth too");
-        assert_eq!(book.make_room(v4(2)), None, "the sixth moved bytes");
+        assert_eq!(book.make_room(v4(2)), None, "the sixth is busy");
         // One that declines can be asked again.
         let declined = a
             .iter()
