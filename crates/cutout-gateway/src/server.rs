@@ -386,8 +386,8 @@ async fn drive<C>(
                     closing = true;
                 }
             }
-            () = tokio::time::sleep_until(deadline(&activity)) => {
-                if deadline(&activity) <= Instant::now() {
+            () = tokio::time::sleep_until(deadline(activity)) => {
+                if deadline(activity) <= Instant::now() {
                     note(
                         Refusal::IdleTimeout,
                         what,
