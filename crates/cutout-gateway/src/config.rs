@@ -19,6 +19,7 @@
 //! access-log = true                # one `tracing` line per request (target cutout_gateway::access)
 //! rate-limit-per-source = "off"    # or "100/s", "6000/m": a request rate per client address, past it 429
 //! access-log-refused = 100         # one line per 100 requests a breaker refused (1: each)
+//! drain-delay = "0s"               # on SIGTERM, serve on this long with /readyz 503 first
 //! trusted-hops = 0                 # proxies in front trusted in X-Forwarded-For (0: the edge)
 //! # rate-limit-burst = 100         # (with a rate) the most requests at once; default the rate's count
 //! # Limits (see [`Limits`]; every one has a default):
@@ -36,6 +37,8 @@
 //! cluster = "account-service"
 //! strip-prefix = false             # default false: the upstream sees the full path
 //! # methods = ["GET", "HEAD"]      # default every method but TRACE and TRACK (405 with Allow)
+//! # set-request-headers = { "x-env" = "prod" }  # and remove-request-headers = ["x-debug"],
+//! # set-response-headers / remove-response-headers: removals first, then settings
 //!
 //! [clusters.account-service]
 //! upstreams = ["http://127.0.0.1:7001"]   # round-robin over these
@@ -161,6 +164,9 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// refuses thousands a second; a line each made the log the gateway's largest cost (32 MB in
 /// 16 s in a review) and told nothing the first line and the metrics do not.
 pub const DEFAULT_ACCESS_LOG_REFUSED: u32 = 100;
+/// The longest `drain-delay` accepted: a load balancer that needs more to notice is
+/// misconfigured, and a rollout would wait that long per replica.
+pub const MAX_DRAIN_DELAY: Duration = Duration::from_secs(600);
 /// The largest `rate-limit-burst` accepted.
 pub const MAX_RATE_BURST: usize = 1_000_000;
 /// The largest `max-connections` / `admin-max-connections` accepted.
@@ -311,6 +317,11 @@ pub struct GatewayConfig {
     /// client is in `X-Forwarded-For` (default 0: the gateway is the edge, and a client's own
     /// `X-Forwarded-For` and `Forwarded` are dropped; see [`crate::forwarded`]).
     pub trusted_hops: usize,
+    /// `drain-delay`: on SIGTERM, how long the gateway keeps serving with `/readyz` already
+    /// 503 before its proxy listener stops (default 0: it stops at once), so that load
+    /// balancers take it out of rotation first. The admin listener answers until the drain
+    /// is over either way.
+    pub drain_delay: Duration,
     /// `access-log-refused`: one access-log line for this many of a cluster's requests a
     /// breaker refused (or every host ejected), with `sampled = N` on it (default 100; 1 logs
     /// each). The metrics and the status page count every one.
@@ -436,6 +447,9 @@ pub struct Route {
     /// `None` (the default): every method but `TRACE` and `TRACK`, which echo a request
     /// (its cookies and credentials) back to a script, and `CONNECT`, never forwarded.
     pub methods: Option<Vec<http::Method>>,
+    /// `set-request-headers`, `remove-request-headers`, `set-response-headers`,
+    /// `remove-response-headers` ([`crate::header_rules`]).
+    pub headers: std::sync::Arc<crate::header_rules::HeaderRules>,
 }
 
 /// Methods a route without `methods` refuses (405): they echo the request back (cross-site
@@ -596,6 +610,7 @@ impl GatewayConfig {
         let mut access_log = true;
         let mut rate_limit: Option<RateLimit> = None;
         let mut trusted_hops = 0;
+        let mut drain_delay = Duration::ZERO;
         let mut access_log_refused = DEFAULT_ACCESS_LOG_REFUSED;
         let mut rate_limit_burst: Option<u32> = None;
         let mut panic_threshold = DEFAULT_PANIC_THRESHOLD;
@@ -660,6 +675,17 @@ impl GatewayConfig {
                 "access-log-refused" => {
                     access_log_refused = count(&path, value, 1, 1_000_000)? as u32;
                 }
+                "drain-delay" => {
+                    drain_delay = duration_or_zero(&path, value)?;
+                    if drain_delay > MAX_DRAIN_DELAY {
+                        return Err(ConfigError::new(
+                            "GW-CFG-009",
+                            &path,
+                            &show(value),
+                            "out of range; allowed 0s to 10m",
+                        ));
+                    }
+                }
                 "trusted-hops" => {
                     trusted_hops = count(&path, value, 0, crate::forwarded::MAX_TRUSTED_HOPS)?;
                 }
@@ -682,7 +708,7 @@ impl GatewayConfig {
                          max-request-body, pool-idle-timeout, shutdown-timeout, \
                          max-ejection-percent, max-detached-attempts, max-detached-body, \
                          access-log, access-log-refused, rate-limit-per-source, \
-                         rate-limit-burst, trusted-hops, \
+                         rate-limit-burst, trusted-hops, drain-delay, \
                          panic-threshold, \
                          retry, retry-budget-percent, min-concurrent-retries (give-up-floor is \
                          deprecated)",
@@ -768,6 +794,7 @@ impl GatewayConfig {
             access_log,
             rate_limit,
             trusted_hops,
+            drain_delay,
             access_log_refused,
             routes,
             clusters,
@@ -1162,6 +1189,7 @@ fn parse_routes(
         };
         let (mut prefix, mut cluster, mut strip_prefix) = (None, None, false);
         let mut methods = None;
+        let mut headers = crate::header_rules::HeaderRules::default();
         for (key, value) in &entries {
             let path = format!("{section}.{key}");
             match key.as_str() {
@@ -1191,11 +1219,24 @@ fn parse_routes(
                 }
                 "strip-prefix" => strip_prefix = boolean(&path, value)?,
                 "methods" => methods = Some(route_methods(&path, value)?),
+                "set-request-headers" => {
+                    headers.request.set = crate::header_rules::parse_set(&path, value)?;
+                }
+                "remove-request-headers" => {
+                    headers.request.remove = crate::header_rules::parse_remove(&path, value)?;
+                }
+                "set-response-headers" => {
+                    headers.response.set = crate::header_rules::parse_set(&path, value)?;
+                }
+                "remove-response-headers" => {
+                    headers.response.remove = crate::header_rules::parse_remove(&path, value)?;
+                }
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
-                        "prefix, cluster, strip-prefix, methods",
+                        "prefix, cluster, strip-prefix, methods, set-request-headers, \
+                         remove-request-headers, set-response-headers, remove-response-headers",
                     ));
                 }
             }
@@ -1222,6 +1263,7 @@ fn parse_routes(
             cluster: cluster.ok_or_else(|| missing("cluster"))?,
             strip_prefix,
             methods,
+            headers: std::sync::Arc::new(headers),
         });
     }
     routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
@@ -1254,7 +1296,7 @@ fn wrong_type(path: &str, value: &toml::Value, allowed: &str) -> ConfigError {
 }
 
 /// A value as written, for messages (strings quoted, tables and arrays by type).
-fn show(value: &toml::Value) -> String {
+pub(crate) fn show(value: &toml::Value) -> String {
     match value {
         toml::Value::String(s) => format!("{s:?}"),
         toml::Value::Integer(n) => n.to_string(),

@@ -44,6 +44,7 @@ pub mod demo;
 pub mod error;
 pub mod forwarded;
 pub mod gateway;
+pub mod header_rules;
 pub mod health;
 pub mod hosts;
 pub mod metrics;

@@ -177,6 +177,8 @@ struct Running {
     abandon: Option<Abandon>,
     access: Option<Access>,
     cluster: Arc<ClusterShared>,
+    /// The route's header rules (its response rules apply to the upstream's answer).
+    headers: Arc<crate::header_rules::HeaderRules>,
     deadline: Pin<Box<Sleep>>,
 }
 
@@ -383,6 +385,7 @@ impl Running {
         match result {
             Ok(mut response) => {
                 strip_hop_by_hop(response.headers_mut());
+                self.headers.response.apply(response.headers_mut());
                 response.extensions_mut().insert(Relayed);
                 response
                     .headers_mut()
@@ -630,6 +633,8 @@ fn prepare(
 
     let host = parts.headers.get(header::HOST).cloned();
     strip_hop_by_hop(&mut parts.headers);
+    // The route's rules, before the gateway's own headers (which they cannot name).
+    route.headers.request.apply(&mut parts.headers);
     parts.headers.remove(header::HOST);
     if let Some(addr) = client {
         crate::forwarded::rewrite(&mut parts.headers, addr.ip(), gateway.config().trusted_hops);
@@ -659,6 +664,7 @@ fn prepare(
         abandon: Some(abandon),
         access: None,
         cluster: Arc::clone(cluster.shared()),
+        headers: Arc::clone(&route.headers),
         deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
     })
 }

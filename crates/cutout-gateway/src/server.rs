@@ -578,7 +578,10 @@ pub async fn run(
     let (proxy_addr, admin_addr) = (proxy.local_addr()?, admin.local_addr()?);
     gateway.set_listening(proxy_addr, admin_addr);
     ready(proxy_addr, admin_addr);
+    // The proxy stops first; the admin listener answers (`/readyz`: 503) until the proxy's
+    // drain is over, so that a load balancer sees the gateway draining instead of gone.
     let (tx, rx) = watch::channel(false);
+    let (admin_tx, admin_rx) = watch::channel(false);
     let wait = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
@@ -594,7 +597,7 @@ pub async fn run(
         admin,
         crate::admin::app(Arc::clone(&gateway)),
         ListenerLimits::admin(&limits),
-        wait(rx.clone()),
+        wait(admin_rx),
     ));
     let checks = crate::health::start(&gateway, &rx);
     if !checks.is_empty() {
@@ -602,14 +605,26 @@ pub async fn run(
     }
     shutdown.await;
     gateway.set_draining();
+    let delay = config.drain_delay;
+    if !delay.is_zero() {
+        // Still serving, `/readyz` already 503: load balancers take the gateway out of
+        // rotation before its listener closes.
+        tracing::info!(
+            "shutting down: /readyz says draining; serving on for drain-delay ({})",
+            cutout::HumanDuration(delay)
+        );
+        tokio::time::sleep(delay).await;
+    }
     tracing::info!(
         "shutting down: draining open requests for at most {}",
         cutout::HumanDuration(limits.shutdown_timeout)
     );
     let _ = tx.send(true);
-    // The checks stop at the signal; whatever is left is aborted.
+    // The checks stop with the proxy; whatever is left is aborted.
     drop(checks);
-    proxy_task.await??;
+    let proxied = proxy_task.await;
+    let _ = admin_tx.send(true);
+    proxied??;
     admin_task.await??;
     tracing::info!("stopped");
     Ok(())

@@ -591,3 +591,50 @@ async fn limits_do_not_disturb_ordinary_traffic() {
         State::Closed
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_draining_until_the_drain_is_over_and_drain_delay_serves_on() {
+    // drain-delay: for 400 ms after the signal the proxy still serves while /readyz is 503.
+    let mut h =
+        start("attempt-timeout = \"5s\"\nshutdown-timeout = \"5s\"\ndrain-delay = \"400ms\"").await;
+    h.transfer.set_mode(Mode::Slow);
+    let url = format!("http://{}/transfers/1", h.proxy);
+    let slow = tokio::spawn(async move { get(&url).await });
+    assert!(eventually(Duration::from_secs(3), || h.transfer.started() == 1).await);
+    let run = h.shut_down();
+    assert!(
+        eventually(Duration::from_secs(1), || h.gateway.readiness()
+            == cutout_gateway::gateway::Readiness::Draining)
+        .await
+    );
+    let ready = get(&format!("http://{}/readyz", h.admin)).await;
+    assert_eq!(ready.status, 503, "draining is visible: {}", ready.body);
+    h.account.set_mode(Mode::Ok);
+    let during = get(&format!("http://{}/accounts/1", h.proxy)).await;
+    assert_eq!(during.status, 200, "still serving within drain-delay");
+    // Past the delay the proxy stops accepting, but the admin listener still says draining
+    // while the slow request finishes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        TcpStream::connect(h.proxy).await.is_err(),
+        "the proxy listener is closed"
+    );
+    let ready = get(&format!("http://{}/readyz", h.admin)).await;
+    assert_eq!(ready.status, 503);
+    assert_eq!(
+        slow.await.unwrap().status,
+        200,
+        "the in-flight request was drained"
+    );
+    tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("run returns after the drain")
+        .unwrap()
+        .unwrap();
+    assert!(
+        TcpStream::connect(h.admin).await.is_err(),
+        "then the admin listener closes"
+    );
+    assert_eq!(error_of("drain-delay = \"11m\"").code(), "GW-CFG-009");
+    assert_eq!(error_of("drain-delay = \"soon\"").code(), "GW-CFG-004");
+}
