@@ -51,9 +51,11 @@ pub const MAX_EJECTED: &str = "cutout_gateway_max_ejected_hosts";
 pub const RETRIES: &str = "cutout_gateway_retries_total";
 /// Active health checks by cluster, host and result.
 pub const HEALTH_CHECKS: &str = "cutout_gateway_health_checks_total";
+/// Refusals by a limit, by limit and listener (every one, where the log line is throttled).
+pub const REFUSALS: &str = "cutout_gateway_refusals_total";
 
 /// The gateway's series, as (name, type, HELP text).
-pub const ALL: [(&str, &str, &str); 10] = [
+pub const ALL: [(&str, &str, &str); 11] = [
     (
         REQUESTS,
         "counter",
@@ -100,6 +102,12 @@ pub const ALL: [(&str, &str, &str); 10] = [
         HEALTH_CHECKS,
         "counter",
         "Active health checks of the cluster's hosts, by result.",
+    ),
+    (
+        REFUSALS,
+        "counter",
+        "Connections and requests refused by a limit (max_connections, fair_share, rate_limit, \
+         header_read_timeout, ...), by limit and listener.",
     ),
 ];
 

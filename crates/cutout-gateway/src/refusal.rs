@@ -155,14 +155,22 @@ fn epoch() -> Instant {
 static THROTTLES: [[Throttle; Refusal::ALL.len()]; 3] =
     [const { [const { Throttle::new() }; Refusal::ALL.len()] }; 3];
 
-/// Logs that `refusal` refused on `listener` (`"proxy"`, `"admin"`, …), at most once a
-/// second per pair; `detail` says what happened.
+/// Counts that `refusal` refused on `listener` (`"proxy"`, `"admin"`, …) in
+/// `cutout_gateway_refusals_total`, and logs it at most once a second per pair; `detail` says
+/// what happened.
 pub fn note(refusal: Refusal, listener: &str, detail: impl fmt::Display) {
     let row = match listener {
         "proxy" => 0,
         "admin" => 1,
         _ => 2,
     };
+    // Every one is counted; only the log line is throttled.
+    metrics::counter!(
+        crate::metrics::REFUSALS,
+        "limit" => refusal.as_str(),
+        "listener" => ["proxy", "admin", "other"][row]
+    )
+    .increment(1);
     let now = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX);
     if let Some(held_back) = THROTTLES[row][refusal.index()].allow_at(now) {
         tracing::warn!(

@@ -62,6 +62,16 @@ async fn a_client_past_its_rate_gets_429_with_retry_after_and_the_breaker_stays_
     // Another client has its own bucket.
     let other = ask([127, 0, 0, 2], h.proxy, 3).await;
     assert!(other.iter().all(|a| status(a) == "200"), "{other:?}");
+    // Every 429 is counted, though its log line is throttled.
+    let metrics = common::get(&format!("http://{}/metrics", h.admin))
+        .await
+        .body;
+    let counted = common::metric_value(
+        &metrics,
+        "cutout_gateway_refusals_total{limit=\"rate_limit\",listener=\"proxy\"}",
+    )
+    .unwrap_or_default();
+    assert!(counted >= 17.0, "{counted}: {metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
