@@ -69,21 +69,26 @@ fn passed(arg: &Ident, ty: &Type) -> syn::Result<TokenStream> {
 
 /// Whether `tokens` name `Self` itself (not an associated item, `Self::Item` or
 /// `<Self as Trait>::Item`, which the wrapper forwards).
-fn names_self(tokens: TokenStream) -> bool {
+pub(crate) fn names_self(tokens: TokenStream) -> bool {
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
     tokens.iter().enumerate().any(|(i, token)| match token {
         TokenTree::Ident(ident) => {
             ident == "Self"
-                && !matches!(
-                    (tokens.get(i + 1), tokens.get(i + 2)),
-                    (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
-                        if a.as_char() == ':' && b.as_char() == ':'
-                )
+                && !path_follows(&tokens, i)
                 && !matches!(tokens.get(i + 1), Some(TokenTree::Ident(next)) if next == "as")
         }
         TokenTree::Group(group) => names_self(group.stream()),
         _ => false,
     })
+}
+
+/// Whether `::` follows the token at `i` of `tokens`.
+pub(crate) fn path_follows(tokens: &[TokenTree], i: usize) -> bool {
+    matches!(
+        (tokens.get(i + 1), tokens.get(i + 2)),
+        (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+            if a.as_char() == ':' && b.as_char() == ':'
+    )
 }
 
 /// Whether `tokens` name `Self` at all (`Self`, `Self::X`, `<Self as T>::X`).

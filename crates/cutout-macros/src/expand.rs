@@ -354,24 +354,18 @@ fn wheres(
         // `Self` as the type bounded (`Self: Sized`) or in a path (`Self::X`, `<Self as T>`)
         // reads as the delegate; as a type elsewhere (`Id: From<&'a Self>`) it would be a
         // requirement on the wrapper itself, which no delegate can meet for it.
-        let bounded = match predicate {
-            syn::WherePredicate::Type(t) => {
-                let ty = &t.bounded_ty;
+        // What must not use `Self` as a type: the bounds of `Self: ...`, else the whole.
+        let rest = match predicate {
+            syn::WherePredicate::Type(t)
+                if matches!(&t.bounded_ty, syn::Type::Path(p)
+                    if p.qself.is_none() && p.path.is_ident("Self")) =>
+            {
                 let bounds = &t.bounds;
-                if matches!(ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("Self"))
-                {
-                    Some(quote!(#bounds))
-                } else {
-                    None
-                }
+                quote!(#bounds)
             }
-            _ => None,
+            _ => tokens.clone(),
         };
-        let rest = match (&bounded, predicate) {
-            (Some(bounds), _) => bounds.clone(),
-            (None, _) => tokens.clone(),
-        };
-        if self_as_a_type(rest) {
+        if crate::body::names_self(rest) {
             return Err(syn::Error::new(
                 predicate.span(),
                 "#[cutout::resilient] reads `Self` in the trait's where clause as the delegate \
@@ -398,7 +392,7 @@ fn as_delegate(tokens: TokenStream, d: &syn::Ident, delegate_trait: &TokenStream
     for (i, tree) in trees.iter().enumerate() {
         match tree {
             proc_macro2::TokenTree::Ident(ident) if ident == "Self" => {
-                let path_next = path_follows(&trees, i);
+                let path_next = crate::body::path_follows(&trees, i);
                 if path_next {
                     out.extend(quote!(<#d as #delegate_trait>));
                 } else {
@@ -419,28 +413,6 @@ fn as_delegate(tokens: TokenStream, d: &syn::Ident, delegate_trait: &TokenStream
     out
 }
 
-/// Whether `::` follows the token at `i`.
-fn path_follows(trees: &[proc_macro2::TokenTree], i: usize) -> bool {
-    matches!(
-        (trees.get(i + 1), trees.get(i + 2)),
-        (Some(proc_macro2::TokenTree::Punct(a)), Some(proc_macro2::TokenTree::Punct(b)))
-            if a.as_char() == ':' && b.as_char() == ':'
-    )
-}
-
-/// Whether `tokens` use `Self` as a type (not followed by `::` or `as`).
-fn self_as_a_type(tokens: TokenStream) -> bool {
-    let trees: Vec<proc_macro2::TokenTree> = tokens.into_iter().collect();
-    trees.iter().enumerate().any(|(i, tree)| match tree {
-        proc_macro2::TokenTree::Ident(ident) if ident == "Self" => {
-            !path_follows(&trees, i)
-                && !matches!(trees.get(i + 1), Some(proc_macro2::TokenTree::Ident(n)) if n == "as")
-        }
-        proc_macro2::TokenTree::Group(group) => self_as_a_type(group.stream()),
-        _ => false,
-    })
-}
-
 /// Whether the wrapper can implement `f` only for a `Sync` delegate: its future must be
 /// `Send` and holds `&self` (a `#[breaker]` with a retry or a fallback, whose future returns
 /// to the wrapper), or `#[async_trait]` asked `Self: Sync` of it (a default body), which of
@@ -451,7 +423,8 @@ fn needs_sync_delegate(f: &syn::TraitItemFn, breaker: Option<&attr::Breaker>) ->
         w.predicates.iter().any(|p| {
             matches!(p, syn::WherePredicate::Type(t)
                 if matches!(&t.bounded_ty, syn::Type::Path(path) if path.path.is_ident("Self"))
-                    && t.bounds.iter().any(|b| quote!(#b).to_string().ends_with("Sync")))
+                    && t.bounds.iter().any(|b| matches!(b, syn::TypeParamBound::Trait(bound)
+                        if bound.path.segments.last().is_some_and(|s| s.ident == "Sync"))))
         })
     });
     let holds_self = breaker.is_some_and(|b| b.retry.is_some() || b.fallback.is_some())
