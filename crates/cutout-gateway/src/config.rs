@@ -662,12 +662,7 @@ impl GatewayConfig {
                     rate_limit = if text == "off" {
                         None
                     } else {
-                        Some(RateLimit::parse(text).map_err(|why| {
-                            let code = if why.starts_with("more than") {
-                                "GW-CFG-009"
-                            } else {
-                                "GW-CFG-004"
-                            };
+                        Some(RateLimit::parse(text).map_err(|(code, why)| {
                             ConfigError::new(code, &path, &show(value), &why)
                         })?)
                     };

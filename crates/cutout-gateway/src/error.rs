@@ -270,7 +270,7 @@ impl ProxyError {
                 );
                 response.headers_mut().insert(
                     http::header::ALLOW,
-                    http::HeaderValue::from_static("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),
+                    http::HeaderValue::from_static(ALLOWED_BY_DEFAULT),
                 );
                 // A client that asked for a tunnel has nothing else to say on this connection.
                 response.headers_mut().insert(
@@ -353,6 +353,10 @@ impl ProxyError {
         }
     }
 }
+
+/// The `Allow` of a refusal by a route without `methods` (or of `CONNECT`): the common methods
+/// such a route forwards.
+pub const ALLOWED_BY_DEFAULT: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 
 /// A 503 saying `what`, with `Retry-After` (whole seconds, rounded up) when the end is known.
 fn refused(what: &str, retry_after: Option<std::time::Duration>) -> http::Response<String> {

@@ -12,16 +12,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::error::ConfigError;
 
-/// Headers no rule may name.
-const RESERVED: [&str; 14] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+/// Headers no rule may name, besides the hop-by-hop ones ([`crate::proxy::HOP_BY_HOP`]).
+const RESERVED: [&str; 6] = [
     "host",
     "content-length",
     "x-forwarded-for",
@@ -74,7 +66,7 @@ fn name(path: &str, text: &str) -> Result<HeaderName, ConfigError> {
             "allowed a header name (letters, digits and -)",
         )
     })?;
-    if RESERVED.contains(&name.as_str()) {
+    if RESERVED.contains(&name.as_str()) || crate::proxy::HOP_BY_HOP.contains(&name.as_str()) {
         return Err(ConfigError::new(
             "GW-CFG-004",
             path,

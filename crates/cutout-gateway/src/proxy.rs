@@ -536,24 +536,26 @@ fn dot_segment(segment: &str) -> Option<usize> {
     (dots > 0).then_some(dots)
 }
 
-/// Checks `request`, routes it and prepares its upstream request; returns the call under way
-/// (its `access` and `deadline` filled in by the caller).
 /// Whether `method`'s name has no lowercase letter (`GET`, `PURGE`, `M-SEARCH`).
 pub fn uppercase_method(method: &Method) -> bool {
     !method.as_str().bytes().any(|b| b.is_ascii_lowercase())
 }
 
 /// The `Allow` header of a route: its methods, or the common ones a route without `methods`
-/// forwards.
+/// forwards ([`crate::error::ALLOWED_BY_DEFAULT`]).
 fn allow_header(route: &crate::config::Route) -> http::HeaderValue {
-    let names: Vec<&str> = match &route.methods {
-        Some(methods) => methods.iter().map(Method::as_str).collect(),
-        None => vec!["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-    };
-    http::HeaderValue::from_str(&names.join(", "))
-        .unwrap_or_else(|_| http::HeaderValue::from_static("GET"))
+    match &route.methods {
+        Some(methods) => {
+            let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
+            http::HeaderValue::from_str(&names.join(", "))
+                .unwrap_or_else(|_| http::HeaderValue::from_static("GET"))
+        }
+        None => http::HeaderValue::from_static(crate::error::ALLOWED_BY_DEFAULT),
+    }
 }
 
+/// Checks `request`, routes it and prepares its upstream request; returns the call under way
+/// (its `access` and `deadline` filled in by the caller).
 fn prepare(
     gateway: &Gateway,
     request: Request,
@@ -764,7 +766,7 @@ impl Drop for Guarded {
 }
 
 /// Headers that apply to one connection only and are never forwarded.
-const HOP_BY_HOP: [&str; 8] = [
+pub(crate) const HOP_BY_HOP: [&str; 8] = [
     "connection",
     "keep-alive",
     "proxy-authenticate",

@@ -36,29 +36,33 @@ pub struct RateLimit {
 impl RateLimit {
     /// Reads `"100/s"`, `"6000/m"`, `"10000/h"` (requests per second, minute, hour). The burst
     /// defaults to the rate's count: a full bucket holds `requests`, so `"3/m"` allows three
-    /// requests at once, then one every 20 s. What is wrong, in words.
-    pub fn parse(text: &str) -> Result<RateLimit, String> {
-        let allowed = "allowed \"<requests>/s\", \"/m\" or \"/h\", such as \"100/s\"";
-        let (count, unit) = text
-            .trim()
-            .split_once('/')
-            .ok_or_else(|| allowed.to_owned())?;
+    /// requests at once, then one every 20 s. What is wrong: the config's code (`GW-CFG-004`
+    /// unreadable, `GW-CFG-009` out of range) and its words.
+    pub fn parse(text: &str) -> Result<RateLimit, (&'static str, String)> {
+        let unreadable = || {
+            (
+                "GW-CFG-004",
+                "allowed \"<requests>/s\", \"/m\" or \"/h\", such as \"100/s\"".to_owned(),
+            )
+        };
+        let (count, unit) = text.trim().split_once('/').ok_or_else(unreadable)?;
         let per = match unit.trim() {
             "s" | "sec" | "second" => Duration::from_secs(1),
             "m" | "min" | "minute" => Duration::from_secs(60),
             "h" | "hour" => Duration::from_secs(3600),
-            _ => return Err(allowed.to_owned()),
+            _ => return Err(unreadable()),
         };
         let requests: u32 = count
             .trim()
             .parse()
             .ok()
             .filter(|n| *n > 0)
-            .ok_or_else(|| allowed.to_owned())?;
+            .ok_or_else(unreadable)?;
         let per_second = f64::from(requests) / per.as_secs_f64();
         if per_second > MAX_PER_SECOND as f64 {
-            return Err(format!(
-                "more than {MAX_PER_SECOND} requests a second; allowed at most that"
+            return Err((
+                "GW-CFG-009",
+                format!("more than {MAX_PER_SECOND} requests a second; allowed at most that"),
             ));
         }
         Ok(RateLimit {
@@ -77,7 +81,6 @@ impl RateLimit {
 /// The limiter of one gateway: a bucket per source.
 #[derive(Debug)]
 pub struct SourceRate {
-    limit: RateLimit,
     limiter: DefaultKeyedRateLimiter<Source>,
     /// Checks made, for the pruning.
     ///
@@ -94,15 +97,9 @@ impl SourceRate {
             .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
             .allow_burst(burst);
         SourceRate {
-            limit,
             limiter: DefaultKeyedRateLimiter::keyed(quota),
             checks: AtomicU64::new(0),
         }
-    }
-
-    /// The configured rate.
-    pub fn limit(&self) -> RateLimit {
-        self.limit
     }
 
     /// Takes a token of `source`'s bucket: `Err` with how long until one is back when the

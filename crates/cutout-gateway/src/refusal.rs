@@ -151,6 +151,10 @@ fn epoch() -> Instant {
     *EPOCH.get_or_init(Instant::now)
 }
 
+/// One refusal counter per (listener, refusal), registered on first use.
+static COUNTERS: [[OnceLock<metrics::Counter>; Refusal::ALL.len()]; 3] =
+    [const { [const { OnceLock::new() }; Refusal::ALL.len()] }; 3];
+
 /// One throttle per (listener, refusal): the proxy's, the admin's, and any other listener's.
 static THROTTLES: [[Throttle; Refusal::ALL.len()]; 3] =
     [const { [const { Throttle::new() }; Refusal::ALL.len()] }; 3];
@@ -164,13 +168,18 @@ pub fn note(refusal: Refusal, listener: &str, detail: impl fmt::Display) {
         "admin" => 1,
         _ => 2,
     };
-    // Every one is counted; only the log line is throttled.
-    metrics::counter!(
-        crate::metrics::REFUSALS,
-        "limit" => refusal.as_str(),
-        "listener" => ["proxy", "admin", "other"][row]
-    )
-    .increment(1);
+    // Every one is counted; only the log line is throttled. The handle is registered once per
+    // pair, not looked up per refusal (a 429 flood notes tens of thousands a second). The
+    // gateway installs its recorder when it is built, before any of its listeners serves.
+    COUNTERS[row][refusal.index()]
+        .get_or_init(|| {
+            metrics::counter!(
+                crate::metrics::REFUSALS,
+                "limit" => refusal.as_str(),
+                "listener" => ["proxy", "admin", "other"][row]
+            )
+        })
+        .increment(1);
     let now = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX);
     if let Some(held_back) = THROTTLES[row][refusal.index()].allow_at(now) {
         tracing::warn!(

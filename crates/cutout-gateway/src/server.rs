@@ -277,7 +277,7 @@ pub async fn serve_with(
                         async move {
                             let response = answer.await?;
                             Ok::<_, std::convert::Infallible>(response.map(|body| {
-                                axum::body::Body::new(Guarded { body, _in_flight: in_flight })
+                                axum::body::Body::new(CountedBody { body, _in_flight: in_flight })
                             }))
                         }
                     });
@@ -372,12 +372,12 @@ async fn drive<C>(
                 }
                 return;
             }
-            // The service runs inside `connection`, in this task: no request can begin between
-            // this check and the close.
             Ok(()) = drain.changed(), if !closing => {
                 shut_down(connection.as_mut());
                 closing = true;
             }
+            // The service runs inside `connection`, in this task: no request can begin between
+            // this check and the shutdown's start.
             () = entry.conn().evicted(), if !closing => {
                 if entry.conn().busy() {
                     entry.conn().decline();
@@ -434,12 +434,12 @@ async fn room(
 }
 
 /// A response body that keeps its request counted as in flight until it is sent or dropped.
-struct Guarded {
+struct CountedBody {
     body: axum::body::Body,
     _in_flight: InFlight,
 }
 
-impl http_body::Body for Guarded {
+impl http_body::Body for CountedBody {
     type Data = bytes::Bytes;
     type Error = axum::Error;
 
