@@ -25,6 +25,57 @@ fn bit(code: u8, flag: u8) -> u64 {
     u64::from(code & flag != 0)
 }
 
+/// `flag` of `code` as a one in lane `index` of a [`Lanes`] word.
+const fn lane(code: u8, flag: u8, index: u32) -> u64 {
+    ((code & flag != 0) as u64) << (16 * index)
+}
+
+/// The four flags of replaced calls, summed in one word: a 16-bit lane per flag, added from
+/// a table of the 16 codes, so that a run written over the ring costs a load and an add per
+/// call instead of four tests and adds.
+#[derive(Default)]
+struct Lanes {
+    sums: [u64; 4],
+}
+
+impl Lanes {
+    /// The most calls one pass may add before a lane could carry into the next.
+    const MOST: usize = u16::MAX as usize;
+
+    /// Each code's flags, one per lane (failure, slow, timed, slow and drawn).
+    const SPREAD: [u64; 16] = {
+        let mut spread = [0u64; 16];
+        let mut code = 0;
+        while code < 16 {
+            let code8 = code as u8;
+            spread[code] = lane(code8, FAILURE, 0)
+                | lane(code8, SLOW, 1)
+                | lane(code8, TIMED, 2)
+                | lane(code8, SLOW_DRAWN, 3);
+            code += 1;
+        }
+        spread
+    };
+
+    /// Writes `code` over every call of `chunk` (at most [`Lanes::MOST`] of them), adding the
+    /// replaced calls' flags.
+    fn add_replaced(&mut self, chunk: &mut [u8], code: u8) {
+        let mut lanes = 0u64;
+        for slot in chunk {
+            lanes += Self::SPREAD[usize::from(*slot & 0x0f)];
+            *slot = code;
+        }
+        for (lane, sum) in self.sums.iter_mut().enumerate() {
+            *sum += (lanes >> (16 * lane)) & 0xffff;
+        }
+    }
+
+    /// The replaced calls that had `flag`.
+    fn total(&self, flag: u8) -> u64 {
+        self.sums[flag.trailing_zeros() as usize]
+    }
+}
+
 /// The last `size` counted calls. Memory: one byte per call, allocated up front so that no
 /// call ever allocates.
 #[derive(Debug, Clone)]
@@ -103,23 +154,19 @@ impl CountWindow {
         let free = (self.size - self.ring.len()).min(n);
         self.ring.resize(self.ring.len() + free, code);
         let mut left = n - free;
-        let mut gone = [0u64; 4];
+        let mut gone = Lanes::default();
         while left > 0 {
             let end = (self.head + left).min(self.size);
-            for slot in &mut self.ring[self.head..end] {
-                let old = std::mem::replace(slot, code);
-                gone[0] += bit(old, FAILURE);
-                gone[1] += bit(old, SLOW);
-                gone[2] += bit(old, TIMED);
-                gone[3] += bit(old, SLOW_DRAWN);
+            for chunk in self.ring[self.head..end].chunks_mut(Lanes::MOST) {
+                gone.add_replaced(chunk, code);
             }
             left -= end - self.head;
             self.head = if end == self.size { 0 } else { end };
         }
-        self.failures -= gone[0];
-        self.slow -= gone[1];
-        self.timed = self.timed - gone[2] + bit(code, TIMED) * n as u64;
-        self.slow_drawn -= gone[3];
+        self.failures -= gone.total(FAILURE);
+        self.slow -= gone.total(SLOW);
+        self.timed = self.timed - gone.total(TIMED) + bit(code, TIMED) * n as u64;
+        self.slow_drawn -= gone.total(SLOW_DRAWN);
     }
 
     /// The totals as if `n` more successes, `timed` of them timed, had been recorded, changing
@@ -252,6 +299,28 @@ mod tests {
         assert_eq!(bulk.totals(), totals(4, 0, 1, 2));
         bulk.record_successes(10, 0);
         assert!(bulk.is_full_and_clean());
+    }
+
+    #[test]
+    fn a_run_longer_than_a_lane_holds_counts_every_replaced_call() {
+        // More replaced failures than a 16-bit lane counts in one pass.
+        let size = 3 * Lanes::MOST as u32;
+        let mut window = CountWindow::new(size);
+        for i in 0..size {
+            window.record(if i % 2 == 0 { FAIL } else { SLOW_OK });
+        }
+        let failures = window.totals().failures;
+        assert_eq!(failures, u64::from(size).div_ceil(2));
+        // Replaces the oldest 2.5 lanes' worth of calls: half failures, half slow.
+        let run = 5 * Lanes::MOST as u64 / 2;
+        window.record_successes(run, 0);
+        let replaced_failures = run.div_ceil(2);
+        assert_eq!(window.totals().failures, failures - replaced_failures);
+        assert_eq!(
+            window.totals().slow,
+            u64::from(size) / 2 - (run - replaced_failures)
+        );
+        assert_eq!(window.totals().calls, u64::from(size));
     }
 
     proptest::proptest! {
