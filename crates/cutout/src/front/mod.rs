@@ -421,13 +421,21 @@ impl Breaker {
         {
             Added::Counted => true,
             Added::FoldDue => {
-                // Counted; its line holds a period's worth, which the fold takes now.
-                let now = end.unwrap_or_else(|| s.hot.clock.recent());
-                self.operate(now, None, |_| ((), None));
+                self.fold_due(end);
                 true
             }
             Added::Refused => false,
         }
+    }
+
+    /// A success was counted on a line that now holds a period's worth, which the fold takes
+    /// now (at the call's end, if timed). Out of line, so that the common success pays no
+    /// part of a locked operation's frame.
+    #[cold]
+    #[inline(never)]
+    fn fold_due(&self, end: Option<u64>) {
+        let now = end.unwrap_or_else(|| self.shared.hot.clock.recent());
+        self.operate(now, None, |_| ((), None));
     }
 
     /// Whether an untimed success may be counted off the lock under a fast word whose flag
