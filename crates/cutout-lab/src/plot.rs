@@ -1,8 +1,8 @@
 //! The SVG timeline: one column per run (setting), one row per kind of panel, second by
 //! second, with failing incidents shaded.
 //!
-//! The rows, top to bottom: the dependency's health (the share of finished calls that
-//! succeeded); the load (offered and admitted attempts, goodput and the dependency's
+//! The rows, top to bottom: the requests that succeeded (the share of the requests that ended
+//! each second, as the report's "requests that succeeded" counts them over the run); the load (offered and admitted attempts, goodput and the dependency's
 //! capacity, per second; in every column but the oracle's, the oracle's admitted attempts
 //! too, so that how far a setting's admitted rate stays below the ceiling's reads by eye); the caller-side latency (p50 and p99, log scale); the probes per
 //! second, on an axis of their own; and the fleet's breakers per state. Every panel of a row
@@ -93,7 +93,7 @@ const ROWS: [Row; 5] = [
 impl Row {
     fn label(self) -> &'static str {
         match self {
-            Row::Health => "calls that succeeded",
+            Row::Health => "requests that succeeded",
             Row::Load => "load (per second)",
             Row::Latency => "caller latency (log)",
             Row::Probes => "probes per second",
@@ -113,9 +113,9 @@ impl Row {
 }
 
 /// One bucket of the timeline (one or more seconds): the mean per second of each count over
-/// it, the share of finished calls that succeeded, the caller latencies (ms, weighted by the
+/// it, the share of ended requests that succeeded, the caller latencies (ms, weighted by the
 /// requests that ended in each second) and the peak probes of a second. `NaN`: no data (no
-/// call finished, no request ended).
+/// request ended).
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     offered: f64,
@@ -148,17 +148,15 @@ fn bucket(chunk: &[Second]) -> Bucket {
             .sum();
         weighted / ended / 1000.0
     };
-    let succeeded = sum(|s| s.succeeded);
-    let finished = succeeded + sum(|s| s.failed);
     Bucket {
         offered: mean(|s| s.offered),
         admitted: mean(|s| s.admitted),
         goodput: mean(|s| s.goodput),
         capacity: mean(|s| s.capacity),
-        health: if finished == 0.0 {
+        health: if ended == 0.0 {
             f64::NAN
         } else {
-            succeeded / finished
+            sum(|s| s.goodput) / ended
         },
         p50: latency(|s| s.latency_p50_us),
         p99: latency(|s| s.latency_p99_us),
@@ -176,9 +174,12 @@ struct Totals {
     offered: u64,
     admitted: u64,
     goodput: u64,
-    succeeded: u64,
-    finished: u64,
     ended: u64,
+    /// The run's requests and those that succeeded, over the whole run as the report counts
+    /// them (the requests that end after the last plotted second included), so that the
+    /// legend and the report's "requests that succeeded" read the same figure.
+    requests: u64,
+    requests_ok: u64,
     probes: u64,
     probe_peak: u32,
     /// The least and most capacity of a second; `None` when the run recorded none.
@@ -194,12 +195,12 @@ struct Totals {
 fn totals(run: &Run, timeline: &[Second]) -> Totals {
     let mut t = Totals::default();
     let mut capacity = (u32::MAX, 0);
+    t.requests = run.counts.requests;
+    t.requests_ok = run.counts.requests_ok;
     for s in timeline {
         t.offered += u64::from(s.offered);
         t.admitted += u64::from(s.admitted);
         t.goodput += u64::from(s.goodput);
-        t.succeeded += u64::from(s.succeeded);
-        t.finished += u64::from(s.succeeded) + u64::from(s.failed);
         t.ended += u64::from(s.ended);
         t.probes += u64::from(s.probes);
         t.probe_peak = t.probe_peak.max(s.probes);
@@ -361,15 +362,15 @@ fn panels(
 ) -> Vec<Panel> {
     let health = Panel {
         lines: vec![line(CLOSED, buckets, |b| b.health)],
-        legend: vec![if t.finished == 0 {
-            note("no call finished")
+        legend: vec![if t.requests == 0 {
+            note("no request ended")
         } else {
             key(
                 CLOSED,
                 format!(
-                    "succeeded: {:.2}% of {} finished",
-                    100.0 * t.succeeded as f64 / t.finished as f64,
-                    grouped(t.finished)
+                    "requests that succeeded: {:.2}% of {}",
+                    100.0 * t.requests_ok as f64 / t.requests as f64,
+                    grouped(t.requests)
                 ),
             )
         }],
@@ -1109,6 +1110,8 @@ mod tests {
     fn legends_carry_the_totals() {
         let s = scenario("5m");
         let mut r = run("counted", 300, 0);
+        // The report's figure, drain included: not the plotted seconds' sums.
+        (r.counts.requests, r.counts.requests_ok) = (4598, 2713);
         let opened = |from| crate::fleet::PodTransition {
             pod: 0,
             replica: None,
@@ -1136,6 +1139,7 @@ mod tests {
             "re-opens: 1".to_owned(),
             "capacity (0-1,000/s)".to_owned(),
             format!("of {} requests ended", grouped(t.ended)),
+            "requests that succeeded: 59.00% of 4,598".to_owned(),
         ] {
             assert!(svg.contains(&expected), "{expected}");
         }

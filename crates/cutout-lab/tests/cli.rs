@@ -108,6 +108,58 @@ fn the_binary_is_deterministic_and_writes_the_svg() {
     assert!(!missing.status.success());
 }
 
+/// The plot and the table count the same thing by the same name: each column's "requests that
+/// succeeded" in the SVG's legend is the report's row of that name, cell for cell.
+#[test]
+fn the_plot_and_the_table_count_the_same_requests() {
+    let dir = Dir::new("same-count");
+    let table = report(&dir, "a.svg", &[]);
+    let row = table
+        .lines()
+        .find(|line| line.starts_with("requests that succeeded "))
+        .unwrap_or_else(|| panic!("no row in {table}"));
+    let cells: Vec<&str> = row["requests that succeeded".len()..]
+        .split_whitespace()
+        .collect();
+    let requests = table
+        .lines()
+        .find_map(
+            |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                ["requests", first, ..] => first.parse::<u64>().ok(),
+                _ => None,
+            },
+        )
+        .unwrap_or_else(|| panic!("no requests row in {table}"));
+    let svg = std::fs::read_to_string(dir.join("a.svg")).unwrap();
+    let legends: Vec<&str> = svg
+        .match_indices("requests that succeeded: ")
+        .map(|(at, key)| {
+            let rest = &svg[at + key.len()..];
+            &rest[..rest.find(' ').unwrap()]
+        })
+        .collect();
+    // The no-breaker column, the two settings and the oracle.
+    assert_eq!(cells.len(), 4, "{row}");
+    assert_eq!(legends, cells, "the SVG's legends against the report's row");
+    // Of every request the report counts, not of the attempts that finished.
+    let of = format!("% of {}", {
+        let digits = requests.to_string();
+        let mut grouped = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(c);
+        }
+        grouped
+    });
+    assert_eq!(svg.matches(&of).count(), 4, "{of}");
+    assert!(
+        !svg.contains("finished"),
+        "attempts are not what the health row counts"
+    );
+}
+
 #[test]
 fn seed_overrides_the_scenarios_seed() {
     let dir = Dir::new("seed");
