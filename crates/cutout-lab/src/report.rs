@@ -596,6 +596,26 @@ fn recovery_to_full(run: &Run, recovery: Duration, duration: Duration) -> Option
     }
 }
 
+/// The header line on what the dependency can serve when healthy: the configured capacity,
+/// the model's own (each replica has a whole number of workers, so the two differ by the
+/// rounding), and the offered load (first attempts, before retries) as a share of it.
+fn effective_capacity(scenario: &Scenario) -> String {
+    let d = &scenario.dependency;
+    let mean = d.mean_service().as_secs_f64();
+    let effective = f64::from(d.replicas()) * f64::from(d.workers()) / mean;
+    let offered = f64::from(scenario.traffic.pods) * scenario.traffic.rate;
+    format!(
+        "dependency capacity {} calls/s as configured, {effective:.1} calls/s effective ({} \
+         worker{} a replica over a mean service of {:.1} ms); the offered first attempts are \
+         {:.0}% of it",
+        d.capacity(),
+        d.workers(),
+        if d.workers() == 1 { "" } else { "s" },
+        mean * 1e3,
+        100.0 * offered / effective
+    )
+}
+
 /// The report of a scenario's settings as a table: one row per metric, one column per
 /// setting.
 pub fn table(scenario: &Scenario, metrics: &[Metrics]) -> String {
@@ -628,6 +648,7 @@ pub fn table(scenario: &Scenario, metrics: &[Metrics]) -> String {
     if !scenario.description.is_empty() {
         let _ = writeln!(out, "  {}", scenario.description);
     }
+    let _ = writeln!(out, "  {}", effective_capacity(scenario));
     for i in scenario.script.incidents() {
         let _ = writeln!(
             out,
@@ -751,5 +772,34 @@ mod tests {
         assert_eq!(max_in_window(&[], s), 0);
         assert_eq!(max_in_window(&[0, s - 1, s, 2 * s + 5], s), 2);
         assert_eq!(max_in_window(&[10, 20, 30, s + 9], s), 4);
+    }
+
+    #[test]
+    fn the_header_names_the_capacity_the_model_serves() {
+        // Median 20 ms and p99 80 ms: a mean service of 23.89 ms, so 100 calls/s round to two
+        // workers, which serve 83.7 calls/s.
+        let scenario = Scenario::from_toml(
+            r#"
+            seed = 1
+            duration = "1m"
+            [dependency]
+            latency-median = "20ms"
+            latency-p99 = "80ms"
+            error-rate = 0.0
+            capacity = 100
+            [fleet]
+            pods = 5
+            rate = 10
+            timeout = "1s"
+            [breakers.instances.plain]
+            "#,
+            "header",
+        )
+        .unwrap();
+        assert_eq!(
+            effective_capacity(&scenario),
+            "dependency capacity 100 calls/s as configured, 83.7 calls/s effective (2 workers \
+             a replica over a mean service of 23.9 ms); the offered first attempts are 60% of it"
+        );
     }
 }

@@ -303,7 +303,9 @@ fn matches_golden(lab: &Lab<'_>, name: &str) {
     }
     let golden = golden(name);
     let (old_header, old_rows, old_reasons) = parse(&golden);
-    let (header, rows, reasons) = parse(&lab.table());
+    let (mut header, rows, reasons) = parse(&lab.table());
+    // The effective capacity's line came after the goldens were taken.
+    header.retain(|l| old_header.contains(l) || !l.starts_with("  dependency capacity "));
     assert_eq!(header, old_header);
     let mut compared = 0;
     for (label, old) in &old_rows {
