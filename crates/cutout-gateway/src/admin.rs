@@ -479,10 +479,13 @@ async fn reload(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Resp
     if let Some(denied) = authorize(&gateway, &headers) {
         return denied;
     }
-    let record = tokio::task::spawn_blocking(move || crate::reload::reload(&gateway, "POST /reload"))
-        .await;
+    let record =
+        tokio::task::spawn_blocking(move || crate::reload::reload(&gateway, "POST /reload")).await;
     let Ok(record) = record else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "the reload did not finish");
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the reload did not finish",
+        );
     };
     let status = match record.error.as_ref().map(|e| e.code.as_str()) {
         None => StatusCode::OK,

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-
 use cutout_gateway::{Gateway, demo, reload, server, upstream};
 
 const USAGE: &str = "\

@@ -55,9 +55,9 @@ use crate::client_body::{Abandon, WatchedBody};
 use crate::cluster::{BoxFuture, ClusterShared};
 use crate::error::{ClientFault, ProxyError};
 use crate::gateway::Gateway;
-use crate::routing::Routing;
 use crate::hosts::AllEjected;
 use crate::refusal::{Refusal, note};
+use crate::routing::Routing;
 use crate::share::Source;
 
 /// Marks a response that came from an upstream (as opposed to one the gateway made), so that

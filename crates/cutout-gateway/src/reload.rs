@@ -177,7 +177,9 @@ pub fn reload(gateway: &Gateway, trigger: &'static str) -> ReloadRecord {
                     record.restart_required = keep_restart_only(&old, &mut config);
                     let sections = sections(&text);
                     record.changed = changed_gateway_keys(&last_sections(gateway), &sections);
-                    record.rebuilt.extend(changed_sections(&last_sections(gateway), &sections));
+                    record
+                        .rebuilt
+                        .extend(changed_sections(&last_sections(gateway), &sections));
                     gateway.set_sections(sections);
                     let installed = gateway.install(config);
                     record.rebuilt.splice(0..0, installed.rebuilt);
@@ -218,7 +220,10 @@ fn keep_restart_only(old: &GatewayConfig, new: &mut GatewayConfig) -> Vec<String
     keep!("gateway.listen", listen);
     keep!("gateway.admin", admin);
     keep!("gateway.max-connections", limits.max_connections);
-    keep!("gateway.admin-max-connections", limits.admin_max_connections);
+    keep!(
+        "gateway.admin-max-connections",
+        limits.admin_max_connections
+    );
     keep!("gateway.header-read-timeout", limits.header_read_timeout);
     keep!("gateway.idle-timeout", limits.idle_timeout);
     keep!("gateway.request-timeout", limits.request_timeout);
@@ -309,10 +314,7 @@ mod tests {
     fn restart_only_keys_keep_their_running_value_and_are_named() {
         let old = GatewayConfig::from_toml(BASE).unwrap();
         let text = BASE.replace("listen = \"127.0.0.1:0\"", "listen = \"127.0.0.1:7999\"");
-        let mut new = GatewayConfig::from_toml(&format!(
-            "{text}\n",
-        ))
-        .unwrap();
+        let mut new = GatewayConfig::from_toml(&format!("{text}\n",)).unwrap();
         assert_eq!(keep_restart_only(&old, &mut new), ["gateway.listen"]);
         assert_eq!(new.listen, old.listen);
         let mut same = GatewayConfig::from_toml(BASE).unwrap();

@@ -221,7 +221,12 @@ fn build_cluster(
         (_, None) => None,
         (_, Some(hosts_plan)) => {
             if before.is_some() {
-                rebuilt.extend(hosts_plan.settings.iter().map(|(id, _)| format!("host {id}")));
+                rebuilt.extend(
+                    hosts_plan
+                        .settings
+                        .iter()
+                        .map(|(id, _)| format!("host {id}")),
+                );
             }
             let per_host: HashMap<String, Settings> = hosts_plan.settings.iter().cloned().collect();
             let fallback = plan.breaker.clone();
@@ -230,7 +235,12 @@ fn build_cluster(
                 &cluster.upstreams,
                 hosts_plan.max_ejected,
                 hosts_plan.panic_threshold,
-                move |id| per_host.get(id).cloned().unwrap_or_else(|| fallback.clone()),
+                move |id| {
+                    per_host
+                        .get(id)
+                        .cloned()
+                        .unwrap_or_else(|| fallback.clone())
+                },
                 parts.clock.clone(),
             );
             hosts.breakers().iter().for_each(parts.listen);

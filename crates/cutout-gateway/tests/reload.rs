@@ -77,8 +77,10 @@ struct Dir(PathBuf);
 
 impl Dir {
     fn new(test: &str) -> Dir {
-        let dir =
-            std::env::temp_dir().join(format!("cutout-gateway-reload-{test}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "cutout-gateway-reload-{test}-{}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         Dir(dir)
     }
@@ -237,7 +239,11 @@ fn cluster<'a>(breakers: &'a Value, name: &str) -> &'a Value {
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -267,10 +273,7 @@ async fn ten_reloads_under_wrk_load_fail_no_request_and_keep_an_unchanged_open_b
     }
     let up = upstreams().await;
     let dir = Dir::new("load");
-    let files = [
-        config(&up, "2s", ""),
-        config(&up, "3s", ""),
-    ];
+    let files = [config(&up, "2s", ""), config(&up, "3s", "")];
     let file = dir.file("gw.toml", &files[0]);
     let gw = Binary::start(&file);
     assert_eq!(get(&gw.url("/moving/1")).await.status, StatusCode::OK);
@@ -350,10 +353,18 @@ async fn a_bad_file_changes_nothing_and_says_why_with_the_code_check_gives() {
     let file = dir.file("gw.toml", &good);
     let gw = Binary::start(&file);
     let cases = [
-        ("syntax", good.replace("[clusters.steady]", "[clusters.steady"), "GW-CFG-001", ""),
+        (
+            "syntax",
+            good.replace("[clusters.steady]", "[clusters.steady"),
+            "GW-CFG-001",
+            "",
+        ),
         (
             "value",
-            config(&up, "3s", "").replace("jitter = \"none\"", "jitter = \"none\"\nfailure-ratio = 7.0"),
+            config(&up, "3s", "").replace(
+                "jitter = \"none\"",
+                "jitter = \"none\"\nfailure-ratio = 7.0",
+            ),
             "CUT-CFG",
             "",
         ),
@@ -369,25 +380,49 @@ async fn a_bad_file_changes_nothing_and_says_why_with_the_code_check_gives() {
         let (status, answer) = gw.reload(&[]).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{what}: {answer}");
         let got = answer["code"].as_str().unwrap_or_default();
-        assert!(got.starts_with(code), "{what}: code {got}, wanted {code}: {answer}");
+        assert!(
+            got.starts_with(code),
+            "{what}: code {got}, wanted {code}: {answer}"
+        );
         if !key.is_empty() {
             assert_eq!(answer["key"], key, "{what}: {answer}");
         }
         let error = answer["error"].as_str().unwrap_or_default().to_owned();
-        assert!(error.contains(got), "{what}: the message names its code: {error}");
+        assert!(
+            error.contains(got),
+            "{what}: the message names its code: {error}"
+        );
         // `--check` of the same file: the same verdict, the same code.
         let (passed, said) = check(&file);
         assert!(!passed, "{what}: --check passed a file the reload refused");
-        assert!(said.contains(got), "{what}: --check said {said}, the reload {got}");
+        assert!(
+            said.contains(got),
+            "{what}: --check said {said}, the reload {got}"
+        );
         // Nothing changed: the old timeout in force, requests routed as before.
         let breakers = gw.breakers(&[]).await;
-        assert_eq!(cluster(&breakers, "moving")["attempt_timeout_ms"], 2000.0, "{what}");
+        assert_eq!(
+            cluster(&breakers, "moving")["attempt_timeout_ms"],
+            2000.0,
+            "{what}"
+        );
         assert_eq!(breakers["reload"]["ok"], false, "{what}");
-        assert_eq!(get(&gw.url("/moving/1")).await.status, StatusCode::OK, "{what}");
-        assert_eq!(get(&gw.url("/steady/1")).await.status, StatusCode::OK, "{what}");
+        assert_eq!(
+            get(&gw.url("/moving/1")).await.status,
+            StatusCode::OK,
+            "{what}"
+        );
+        assert_eq!(
+            get(&gw.url("/steady/1")).await.status,
+            StatusCode::OK,
+            "{what}"
+        );
         assert!(
             gw.wait_logged(
-                &format!("refused, nothing changed: {}", error.lines().next().unwrap_or("")),
+                &format!(
+                    "refused, nothing changed: {}",
+                    error.lines().next().unwrap_or("")
+                ),
                 1
             )
             .await,
@@ -421,7 +456,11 @@ async fn sighup_reloads_the_running_binary() {
         "{}",
         gw.log()
     );
-    assert!(gw.logged("(SIGHUP): rebuilt: [cluster moving]") == 1, "{}", gw.log());
+    assert!(
+        gw.logged("(SIGHUP): rebuilt: [cluster moving]") == 1,
+        "{}",
+        gw.log()
+    );
     let breakers = gw.breakers(&[]).await;
     assert_eq!(cluster(&breakers, "moving")["attempt_timeout_ms"], 3000.0);
     assert_eq!(breakers["reload"]["trigger"], "SIGHUP");
@@ -472,9 +511,14 @@ async fn a_restart_only_key_is_named_and_kept_while_the_rest_applies() {
         ["gateway.max-connections"],
         "{answer}"
     );
-    assert_eq!(strings(&answer["changed"]), ["gateway.trusted-hops"], "{answer}");
+    assert_eq!(
+        strings(&answer["changed"]),
+        ["gateway.trusted-hops"],
+        "{answer}"
+    );
     assert!(
-        gw.wait_logged("GW-WARN-004: gateway.max-connections", 1).await,
+        gw.wait_logged("GW-WARN-004: gateway.max-connections", 1)
+            .await,
         "{}",
         gw.log()
     );
@@ -515,11 +559,22 @@ async fn a_changed_breaker_is_rebuilt_and_an_added_cluster_routed() {
     );
     assert_eq!(strings(&answer["added"]), ["cluster third"], "{answer}");
     let breakers = gw.breakers(&[]).await;
-    assert_eq!(cluster(&breakers, "steady")["state"], "closed", "a new breaker");
-    assert_eq!(cluster(&breakers, "moving")["state"], "open", "the same breaker");
+    assert_eq!(
+        cluster(&breakers, "steady")["state"],
+        "closed",
+        "a new breaker"
+    );
+    assert_eq!(
+        cluster(&breakers, "moving")["state"],
+        "open",
+        "the same breaker"
+    );
     assert_eq!(get(&gw.url("/steady/1")).await.status, StatusCode::OK);
     assert_eq!(get(&gw.url("/third/1")).await.status, StatusCode::OK);
     // The status page shows the line.
     let page = get(&gw.admin_url("/")).await.body;
-    assert!(page.contains("id=\"reload\"") && page.contains("rebuilt: "), "the page shows reloads");
+    assert!(
+        page.contains("id=\"reload\"") && page.contains("rebuilt: "),
+        "the page shows reloads"
+    );
 }
