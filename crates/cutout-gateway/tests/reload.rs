@@ -578,3 +578,138 @@ async fn a_changed_breaker_is_rebuilt_and_an_added_cluster_routed() {
         "the page shows reloads"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_cluster_is_the_same_object_and_breakers_keep_their_exact_break() {
+    use cutout::clock::ManualClock;
+    use cutout_gateway::{Gateway, GatewayConfig, reload};
+    let up = upstreams().await;
+    let dir = Dir::new("same");
+    let file = dir.file("gw.toml", &config(&up, "2s", ""));
+    let clock = ManualClock::new();
+    let gateway = Gateway::with_clock(
+        GatewayConfig::from_toml(&config(&up, "2s", "")).unwrap(),
+        clock.clone(),
+    );
+    gateway.set_source(&file);
+    for id in ["steady", "moving"] {
+        assert!(
+            gateway
+                .registry()
+                .get(id)
+                .unwrap()
+                .open_for(Duration::from_secs(60))
+        );
+    }
+    clock.advance(Duration::from_secs(7));
+    let before = gateway.clusters();
+    let remaining = |id: &str| gateway.registry().get(id).unwrap().break_remaining();
+    let (steady_left, moving_left) = (remaining("steady"), remaining("moving"));
+    assert_eq!(steady_left, Some(Duration::from_secs(53)));
+
+    std::fs::write(&file, config(&up, "3s", "")).unwrap();
+    let record = reload::reload(&gateway, "test");
+    assert!(record.error.is_none(), "{record:?}");
+    assert_eq!(record.rebuilt, ["cluster moving"]);
+    let after = gateway.clusters();
+    assert!(
+        Arc::ptr_eq(&before["steady"], &after["steady"]),
+        "steady is the same cluster"
+    );
+    assert!(
+        !Arc::ptr_eq(&before["moving"], &after["moving"]),
+        "moving has a new stack"
+    );
+    assert_eq!(after["moving"].attempt_timeout(), Duration::from_secs(3));
+    // Both breakers are the ones opened: the same break left, to the nanosecond.
+    assert_eq!(remaining("steady"), steady_left);
+    assert_eq!(remaining("moving"), moving_left);
+    assert_eq!(
+        after["moving"].breaker().break_remaining(),
+        moving_left,
+        "the new stack runs on the old breaker"
+    );
+    // The old stack's breaker handle and the registry's are one breaker.
+    before["moving"].breaker().reset();
+    assert_eq!(remaining("moving"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_finishes_on_the_routing_it_started_on() {
+    use cutout_gateway::upstream::Mode;
+    let (stop, _) = watch::channel(false);
+    let slow = Upstream::new("moving");
+    slow.set_mode(Mode::Slow);
+    let moving = serve_upstream(&slow, &stop).await;
+    let steady = serve_upstream(&Upstream::new("steady"), &stop).await;
+    let up = Upstreams {
+        moving,
+        steady,
+        _stop: stop,
+    };
+    let dir = Dir::new("inflight");
+    let file = dir.file("gw.toml", &config(&up, "3s", ""));
+    let gw = Binary::start(&file);
+    let url = gw.url("/moving/1");
+    let in_flight = tokio::spawn(async move { get(&url).await.status });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // moving now points at a port nobody listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let moved = config(&up, "3s", "").replace(
+        &format!("http://127.0.0.1:{}", up.moving.port()),
+        &format!("http://127.0.0.1:{dead}"),
+    );
+    std::fs::write(&file, moved).unwrap();
+    let (status, answer) = gw.reload(&[]).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(!in_flight.is_finished(), "the request was still in flight");
+    assert_eq!(
+        in_flight.await.unwrap(),
+        StatusCode::OK,
+        "served by the old upstream"
+    );
+    assert_eq!(
+        get(&gw.url("/moving/1")).await.status,
+        StatusCode::BAD_GATEWAY,
+        "a new request goes to the new upstream"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_cluster_s_health_checks_start_again() {
+    let up = upstreams().await;
+    let dir = Dir::new("checks");
+    let checked = |timeout: &str| {
+        format!(
+            "{}\n[clusters.moving.health-check]\npath = \"/\"\ninterval = \"100ms\"\ntimeout = \"50ms\"\njitter = \"0ms\"\n",
+            config(&up, timeout, "")
+        )
+    };
+    let file = dir.file("gw.toml", &checked("2s"));
+    let gw = Binary::start(&file);
+    std::fs::write(&file, checked("3s")).unwrap();
+    let (status, answer) = gw.reload(&[]).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(strings(&answer["rebuilt"]), ["cluster moving"], "{answer}");
+    let reloaded_at = answer["at_unix_ms"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let breakers = gw.breakers(&[]).await;
+        let check = &cluster(&breakers, "moving")["hosts"][0]["health_check"];
+        if check["at_unix_ms"]
+            .as_u64()
+            .is_some_and(|at| at >= reloaded_at)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no check on the rebuilt cluster since the reload: {check}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
