@@ -173,6 +173,10 @@ pub fn reload(gateway: &Gateway, trigger: &'static str) -> ReloadRecord {
             }) {
                 Err(error) => record.error = Some(ReloadError::of(&error)),
                 Ok((mut config, text)) => {
+                    // The warnings `--check` prints and the start-up logs, for the new file.
+                    for warning in config.warnings() {
+                        tracing::warn!("{warning}");
+                    }
                     let old = gateway.config();
                     record.restart_required = keep_restart_only(&old, &mut config);
                     let (before, sections) = (gateway.sections(), sections(&text));
@@ -307,7 +311,7 @@ mod tests {
     fn restart_only_keys_keep_their_running_value_and_are_named() {
         let old = GatewayConfig::from_toml(BASE).unwrap();
         let text = BASE.replace("listen = \"127.0.0.1:0\"", "listen = \"127.0.0.1:7999\"");
-        let mut new = GatewayConfig::from_toml(&format!("{text}\n",)).unwrap();
+        let mut new = GatewayConfig::from_toml(&text).unwrap();
         assert_eq!(keep_restart_only(&old, &mut new), ["gateway.listen"]);
         assert_eq!(new.listen, old.listen);
         let mut same = GatewayConfig::from_toml(BASE).unwrap();
