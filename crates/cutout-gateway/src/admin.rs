@@ -8,6 +8,7 @@
 //! | `GET /healthz` | per-cluster health as JSON, always 200: `status` is `ok`, or `degraded` while a cluster is not closed. With `healthz-strict = true`, 503 while a cluster is open or isolated (`status` `unhealthy`); half-open / recovering stay 200. No token (load balancers probe it) |
 //! | `GET /metrics` | Prometheus text exposition (503 if another metrics recorder owns the process); every breaker's gauges are first brought to what `/breakers` says (`Breaker::refresh_metrics`) |
 //! | `GET /breakers` | JSON: every cluster's breaker, its hosts' breakers and statistics, the recent transitions and manual actions (see [`breakers_json`]) |
+//! | `POST /reload` | reloads the configuration file ([`crate::reload`]): 200 with what was rebuilt (`rebuilt`, `added`, `removed`, `changed`, `restart_required`); a file that does not pass changes nothing and is answered 422 with its `code`, `key` and `error`; 409 (`GW-RUN-003`) when the gateway was not started from a file. Token-guarded like the controls. The outcome is also `reload` in `/breakers` |
 //! | `POST /breakers/{id}/isolate`, `/reset`, `/open-for?duration=30s` | 200 with the new snapshot; `id` is a cluster, or a host as `<cluster>/<host>:<port>` (write the `/` as `%2F`); unknown id → 404 (with a suggestion), unknown action → 404, a bad duration → 400, open-for on an isolated breaker → 409; other methods → 405. Each is remembered as a manual action (shown on the page) and logged |
 //!
 //! Every request passes [`guard`] first (403 otherwise):
@@ -59,6 +60,7 @@ pub fn app(gateway: Arc<Gateway>) -> Router {
         .route("/metrics", get(metrics))
         .route("/breakers", get(breakers))
         .route("/breakers/{id}/{action}", post(control))
+        .route("/reload", post(reload))
         .layer(
             ServiceBuilder::new()
                 .layer(from_fn_with_state(Arc::clone(&gateway), guard))
@@ -187,7 +189,8 @@ fn bearer_token(value: &str) -> Option<&str> {
 fn authorize(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
     // No token configured: everything is open (the listener is loopback by default, and the
     // guard holds off other origins).
-    let token = gateway.config().admin_token.as_deref()?;
+    let config = gateway.config();
+    let token = config.admin_token.as_deref()?;
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -246,7 +249,7 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> Response {
     let mut clusters = serde_json::Map::new();
     let mut unhealthy = false;
     let mut degraded = false;
-    for (name, cluster) in gateway.clusters() {
+    for (name, cluster) in gateway.clusters().iter() {
         let breaker = cluster.breaker();
         let health = breaker.health();
         unhealthy |= health == Health::Unhealthy;
@@ -415,10 +418,11 @@ pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
 
 /// What `GET /breakers` answers: `breakers` (every cluster, see [`cluster_json`]),
 /// `transitions` (newest first, clusters' and hosts'), `actions` (manual actions, newest
-/// first), `token` (whether the admin API needs one) and `now_unix_ms`.
+/// first), `reload` (the last reload's record, [`ReloadRecord::json`](crate::reload::ReloadRecord::json),
+/// or `null`), `token` (whether the admin API needs one) and `now_unix_ms`.
 pub fn breakers_json(gateway: &Gateway) -> Value {
-    let breakers: Vec<Value> = gateway
-        .clusters()
+    let clusters = gateway.clusters();
+    let breakers: Vec<Value> = clusters
         .values()
         .map(|c| cluster_json(gateway, c))
         .collect();
@@ -457,6 +461,7 @@ pub fn breakers_json(gateway: &Gateway) -> Value {
         "breakers": breakers,
         "transitions": transitions,
         "actions": actions,
+        "reload": gateway.last_reload().map(|r| r.json()),
         "token": gateway.config().admin_token.is_some(),
         "now_unix_ms": now_unix_ms,
     })
@@ -467,6 +472,27 @@ async fn breakers(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Re
         return denied;
     }
     json_response(StatusCode::OK, &breakers_json(&gateway))
+}
+
+/// `POST /reload` (see the module docs).
+async fn reload(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    if let Some(denied) = authorize(&gateway, &headers) {
+        return denied;
+    }
+    let record =
+        tokio::task::spawn_blocking(move || crate::reload::reload(&gateway, "POST /reload")).await;
+    let Ok(record) = record else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the reload did not finish",
+        );
+    };
+    let status = match record.error.as_ref().map(|e| e.code.as_str()) {
+        None => StatusCode::OK,
+        Some("GW-RUN-003") => StatusCode::CONFLICT,
+        Some(_) => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    json_response(status, &record.json())
 }
 
 /// The longest `open-for` accepted.
@@ -572,7 +598,7 @@ async fn control(
     };
     gateway.record_action(&id, name, detail, by);
     if id == cluster.name() {
-        json_response(StatusCode::OK, &cluster_json(&gateway, cluster))
+        json_response(StatusCode::OK, &cluster_json(&gateway, &cluster))
     } else {
         let mut body = breaker_json(&breaker, &[]);
         body["reason"] = json!(reason(&gateway, &breaker));

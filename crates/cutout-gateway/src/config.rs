@@ -480,7 +480,7 @@ impl Route {
 }
 
 /// One cluster: its upstreams, timeout and how its responses are classified.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
     /// Base URLs (`http://host:port`), tried round-robin.
     pub upstreams: Vec<Uri>,

@@ -16,9 +16,11 @@
 //! | `CUT-CFG-…` | cutout's breaker settings codes, inside `[breakers]` (see `cutout::config`) |
 //! | `GW-RUN-001` | the configuration file cannot be read |
 //! | `GW-RUN-002` | a listener cannot bind its address (in use, not permitted) |
+//! | `GW-RUN-003` | a reload was asked of a gateway started without a configuration file |
 //! | `GW-WARN-001` | (a warning) the admin listener is off loopback and has no `admin-token` |
 //! | `GW-WARN-002` | (a warning) the connection limits (and the detached attempts) can need more file descriptors than `ulimit -n` allows |
 //! | `GW-WARN-003` | (a warning) the file sets `give-up-floor`, which is deprecated and ignored (a client's give-up no longer counts against the upstream) |
+//! | `GW-WARN-004` | (a warning) a reload changed a key that takes effect only at a restart (named); the running value stays, the rest of the file is applied |
 //!
 //! Proxy responses for errors ([`ProxyError::into_response`]). None of them names an upstream
 //! address: a refusal names the cluster.

@@ -2,18 +2,21 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cutout::clock::{Clock, SharedClock, SystemClock};
 use cutout::{Breaker, Event, Registry, Transition};
 use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
-use crate::cluster::{Cluster, ClusterParts, RetrySettings, http_client};
-use crate::config::{GatewayConfig, Route};
-use crate::hosts::Hosts;
-use crate::rate::SourceRate;
+use crate::cluster::Cluster;
+use crate::config::GatewayConfig;
+use crate::reload::ReloadRecord;
+use crate::routing::{Parts, Routing};
 
 /// How many transitions the gateway remembers for the status page.
 pub const TRANSITIONS_KEPT: usize = 50;
@@ -35,7 +38,8 @@ pub struct ActionRecord {
     pub by: String,
 }
 
-fn now_unix_ms() -> u64 {
+/// Now, in milliseconds since the Unix epoch.
+pub(crate) fn now_unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
@@ -58,14 +62,16 @@ pub struct TransitionRecord {
     pub reason: Option<&'static str>,
 }
 
-/// The gateway: routes, clusters (each with a breaker in one [`Registry`], and its hosts'
-/// breakers), the log of recent transitions and of manual actions. Shared by the proxy and
-/// admin listeners behind an `Arc`.
+/// The gateway: the routing table ([`Routing`]: configuration, clusters, each with a breaker
+/// in one [`Registry`], and its hosts' breakers), the log of recent transitions and of manual
+/// actions, and the last reload. Shared by the proxy and admin listeners behind an `Arc`; the
+/// routing table is swapped whole on a reload ([`crate::reload`]), and each request holds the
+/// table it was routed on.
 #[derive(Debug)]
 pub struct Gateway {
-    config: GatewayConfig,
+    routing: RwLock<Arc<Routing>>,
     registry: Registry,
-    clusters: BTreeMap<String, Cluster>,
+    clock: SharedClock,
     transitions: Arc<Mutex<VecDeque<TransitionRecord>>>,
     /// The reason each breaker last opened for, by id.
     reasons: Arc<Mutex<HashMap<String, &'static str>>>,
@@ -73,8 +79,23 @@ pub struct Gateway {
     metrics: Option<PrometheusHandle>,
     readiness: AtomicU8,
     listening: OnceLock<(SocketAddr, SocketAddr)>,
-    /// Each source's request rate, when `rate-limit-per-source` is set.
-    rate: Option<SourceRate>,
+    /// The configuration file, when the gateway was started from one (what a reload reads).
+    source: OnceLock<PathBuf>,
+    /// The last reload's outcome; its lock also keeps two reloads from running at once.
+    reloads: Mutex<Option<ReloadRecord>>,
+    /// The running health checks, by cluster.
+    checks: Mutex<Checks>,
+    /// The top-level sections of the file in force, as written (what a reload compares the
+    /// sections it does not know part by part with).
+    sections: Mutex<BTreeMap<String, toml::Value>>,
+}
+
+/// The health checks of a served gateway: the signal that stops them, and each cluster's
+/// tasks (aborted when its cluster is rebuilt or removed).
+#[derive(Debug, Default)]
+struct Checks {
+    stop: Option<watch::Receiver<bool>>,
+    tasks: HashMap<String, JoinSet<()>>,
 }
 
 /// Where a gateway is in its life, as `/readyz` tells it.
@@ -118,83 +139,145 @@ impl Gateway {
         let metrics = crate::metrics::install();
         let transitions = Arc::new(Mutex::new(VecDeque::with_capacity(TRANSITIONS_KEPT)));
         let reasons = Arc::new(Mutex::new(HashMap::new()));
-        let listen = |breaker: &Breaker| {
-            let log = Arc::clone(&transitions);
-            let reasons = Arc::clone(&reasons);
-            breaker.subscribe(move |event| record(&log, &reasons, event));
+        let routing = {
+            let listen = listener(&transitions, &reasons);
+            let parts = Parts {
+                registry: &registry,
+                clock: &clock,
+                listen: &listen,
+            };
+            Routing::build(config, None, &parts, &mut Vec::new(), &mut Vec::new())
         };
-        let mut clusters = BTreeMap::new();
-        for (name, cluster) in &config.clusters {
-            let settings = config.cluster_settings(name);
-            let breaker = registry
-                .breaker(name, settings.clone())
-                .expect("cluster names are unique, so no settings conflict");
-            listen(&breaker);
-            let max_ejected = cluster.max_ejected();
-            let hosts = (config.breakers_enabled && max_ejected > 0).then(|| {
-                // Every host's settings, worked out once (`GatewayConfig::host_settings`).
-                let per_host: HashMap<String, cutout::Settings> = cluster
-                    .upstreams
-                    .iter()
-                    .filter_map(|u| u.authority())
-                    .map(|a| {
-                        let id = crate::hosts::host_id(name, a.as_str());
-                        let own = config.host_settings(name, &id);
-                        (id, own)
-                    })
-                    .collect();
-                let hosts = Hosts::new(
-                    name,
-                    &cluster.upstreams,
-                    max_ejected,
-                    cluster.panic_threshold,
-                    move |id| {
-                        per_host
-                            .get(id)
-                            .cloned()
-                            .unwrap_or_else(|| settings.clone())
-                    },
-                    clock.clone(),
-                );
-                hosts.breakers().iter().for_each(listen);
-                Arc::new(hosts)
-            });
-            let client = http_client(cluster.attempt_timeout, config.limits.pool_idle_timeout);
-            clusters.insert(
-                name.clone(),
-                Cluster::new(ClusterParts {
-                    name: name.clone(),
-                    upstreams: cluster.upstreams.clone(),
-                    breaker,
-                    hosts,
-                    attempt_timeout: cluster.attempt_timeout,
-                    max_detached_attempts: cluster.max_detached_attempts,
-                    max_detached_body: config.max_detached_body,
-                    client,
-                    classifier: cluster.classifier(),
-                    guarded: config.breakers_enabled,
-                    retry: RetrySettings {
-                        enabled: cluster.retry,
-                        budget_percent: cluster.retry_budget_percent,
-                        min_concurrent: cluster.min_concurrent_retries,
-                    },
-                    health_check: cluster.health_check.clone(),
-                }),
-            );
-        }
-        let rate = config.rate_limit.map(SourceRate::new);
         Arc::new(Gateway {
-            config,
-            rate,
+            routing: RwLock::new(Arc::new(routing)),
             registry,
-            clusters,
+            clock,
             transitions,
             reasons,
             actions: Mutex::new(VecDeque::with_capacity(ACTIONS_KEPT)),
             metrics,
             readiness: AtomicU8::new(0),
             listening: OnceLock::new(),
+            source: OnceLock::new(),
+            reloads: Mutex::new(None),
+            checks: Mutex::new(Checks::default()),
+            sections: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// The routing table in force: what a request is routed on, held to its end.
+    pub fn routing(&self) -> Arc<Routing> {
+        Arc::clone(&read(&self.routing))
+    }
+
+    /// Builds a routing table for `config` from the one in force (reusing what equal settings
+    /// built, see [`crate::routing`]), installs it, and restarts the health checks of the
+    /// clusters it rebuilt or added. Returns the parts rebuilt and the clusters added and
+    /// removed. Callers serialise through [`Gateway::reload_lock`].
+    pub(crate) fn install(&self, config: GatewayConfig) -> Installed {
+        let old = self.routing();
+        let mut installed = Installed::default();
+        let listen = listener(&self.transitions, &self.reasons);
+        let parts = Parts {
+            registry: &self.registry,
+            clock: &self.clock,
+            listen: &listen,
+        };
+        let routing = Arc::new(Routing::build(
+            config,
+            Some(&old),
+            &parts,
+            &mut installed.rebuilt,
+            &mut installed.added,
+        ));
+        for name in old.clusters().keys() {
+            if !routing.clusters().contains_key(name) {
+                installed.removed.push(format!("cluster {name}"));
+                let _ = self.registry.remove(name);
+            }
+        }
+        *write(&self.routing) = Arc::clone(&routing);
+        let mut checks = lock(&self.checks);
+        if let Some(stop) = checks.stop.clone() {
+            for (name, cluster) in old.clusters() {
+                let kept = routing
+                    .clusters()
+                    .get(name)
+                    .is_some_and(|c| Arc::ptr_eq(c, cluster));
+                if !kept {
+                    checks.tasks.remove(name);
+                }
+            }
+            for (name, cluster) in routing.clusters() {
+                if !checks.tasks.contains_key(name) {
+                    let tasks = crate::health::start_cluster(name, cluster, &stop);
+                    if !tasks.is_empty() {
+                        checks.tasks.insert(name.clone(), tasks);
+                    }
+                }
+            }
+        }
+        installed
+    }
+
+    /// The lock a reload holds from reading the file to installing it, and the last reload's
+    /// record under it.
+    pub(crate) fn reload_lock(&self) -> MutexGuard<'_, Option<ReloadRecord>> {
+        lock(&self.reloads)
+    }
+
+    /// The last reload's outcome (`None` before the first).
+    pub fn last_reload(&self) -> Option<ReloadRecord> {
+        lock(&self.reloads).clone()
+    }
+
+    /// Starts the health checks of every cluster, each stopping when `stop` says `true` (or
+    /// its sender is gone), and those of clusters a reload rebuilds or adds from then on;
+    /// returns how many hosts are checked. [`Gateway::stop_checks`] aborts them.
+    pub(crate) fn start_checks(&self, stop: &watch::Receiver<bool>) -> usize {
+        let routing = self.routing();
+        let mut checks = lock(&self.checks);
+        checks.stop = Some(stop.clone());
+        checks.tasks.clear();
+        for (name, cluster) in routing.clusters() {
+            let tasks = crate::health::start_cluster(name, cluster, stop);
+            if !tasks.is_empty() {
+                checks.tasks.insert(name.clone(), tasks);
+            }
+        }
+        checks.tasks.values().map(JoinSet::len).sum()
+    }
+
+    /// Aborts every health check, and starts none on later reloads.
+    pub(crate) fn stop_checks(&self) {
+        let mut checks = lock(&self.checks);
+        checks.stop = None;
+        checks.tasks.clear();
+    }
+
+    /// The configuration file a reload reads, when the gateway was started from one.
+    pub fn source(&self) -> Option<&Path> {
+        self.source.get().map(PathBuf::as_path)
+    }
+
+    /// Names the configuration file the gateway was started from (once; later calls are
+    /// ignored), so that SIGHUP and `POST /reload` can read it again.
+    pub fn set_source(&self, path: impl Into<PathBuf>) {
+        let path = path.into();
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            self.set_sections(crate::reload::sections(&text));
+        }
+        let _ = self.source.set(path);
+    }
+
+    /// The top-level sections of the file in force, as written.
+    pub(crate) fn sections(&self) -> BTreeMap<String, toml::Value> {
+        lock(&self.sections).clone()
+    }
+
+    /// Remembers the top-level sections of the file now in force.
+    pub(crate) fn set_sections(&self, sections: BTreeMap<String, toml::Value>) {
+        *lock(&self.sections) = sections;
     }
 
     /// Where the gateway is in its life (see [`Readiness`]).
@@ -225,14 +308,14 @@ impl Gateway {
         self.readiness.store(2, Ordering::Relaxed);
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &GatewayConfig {
-        &self.config
+    /// The configuration in force (the routing table's).
+    pub fn config(&self) -> Arc<GatewayConfig> {
+        Arc::clone(read(&self.routing).config())
     }
 
-    /// Each source's request rate (`rate-limit-per-source`), if one is set.
-    pub fn rate(&self) -> Option<&SourceRate> {
-        self.rate.as_ref()
+    /// Each source's request rate (`rate-limit-per-source`) in force, if one is set.
+    pub fn rate(&self) -> Option<Arc<crate::rate::SourceRate>> {
+        read(&self.routing).rate_handle()
     }
 
     /// The breaker registry (one breaker per cluster, id = cluster name).
@@ -240,15 +323,9 @@ impl Gateway {
         &self.registry
     }
 
-    /// The clusters by name.
-    pub fn clusters(&self) -> &BTreeMap<String, Cluster> {
-        &self.clusters
-    }
-
-    /// The route for `path` and its cluster.
-    pub fn route(&self, path: &str) -> Option<(&Route, &Cluster)> {
-        let route = self.config.route(path)?;
-        Some((route, self.clusters.get(&route.cluster)?))
+    /// The clusters in force by name (the routing table's; see [`Gateway::routing`]).
+    pub fn clusters(&self) -> Clusters {
+        Clusters(self.routing())
     }
 
     /// The most recent transitions, oldest first.
@@ -285,19 +362,21 @@ impl Gateway {
 
     /// The breaker named `id`: a cluster's, or a host's (`<cluster>/<host>:<port>`), with the
     /// cluster it belongs to.
-    pub fn find_breaker(&self, id: &str) -> Option<(&Cluster, Breaker)> {
-        if let Some(cluster) = self.clusters.get(id) {
-            return Some((cluster, cluster.breaker().clone()));
+    pub fn find_breaker(&self, id: &str) -> Option<(Arc<Cluster>, Breaker)> {
+        let routing = self.routing();
+        if let Some(cluster) = routing.clusters().get(id) {
+            return Some((Arc::clone(cluster), cluster.breaker().clone()));
         }
         let (name, _) = id.split_once('/')?;
-        let cluster = self.clusters.get(name)?;
+        let cluster = routing.clusters().get(name)?;
         let (_, breaker) = cluster.hosts()?.find(id)?;
-        Some((cluster, breaker.clone()))
+        Some((Arc::clone(cluster), breaker.clone()))
     }
 
     /// Every breaker: each cluster's, then its hosts'.
     pub fn breakers(&self) -> Vec<Breaker> {
-        self.clusters
+        self.routing()
+            .clusters()
             .values()
             .flat_map(|c| {
                 std::iter::once(c.breaker().clone()).chain(
@@ -315,8 +394,50 @@ impl Gateway {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// The clusters of one routing table, by name (derefs to the map).
+#[derive(Debug, Clone)]
+pub struct Clusters(Arc<Routing>);
+
+impl std::ops::Deref for Clusters {
+    type Target = BTreeMap<String, Arc<Cluster>>;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.clusters()
+    }
+}
+
+/// What [`Gateway::install`] did: the parts rebuilt, the clusters added and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Installed {
+    pub(crate) rebuilt: Vec<String>,
+    pub(crate) added: Vec<String>,
+    pub(crate) removed: Vec<String>,
+}
+
+/// A subscription for new breakers: each transition goes to the log (and an opening's
+/// reason to `reasons`).
+fn listener(
+    log: &Arc<Mutex<VecDeque<TransitionRecord>>>,
+    reasons: &Arc<Mutex<HashMap<String, &'static str>>>,
+) -> impl Fn(&Breaker) + use<> {
+    let (log, reasons) = (Arc::clone(log), Arc::clone(reasons));
+    move |breaker: &Breaker| {
+        let log = Arc::clone(&log);
+        let reasons = Arc::clone(&reasons);
+        breaker.subscribe(move |event| record(&log, &reasons, event));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn record(

@@ -88,6 +88,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::cluster::Cluster;
 use crate::gateway::Gateway;
 
 /// The default `interval`.
@@ -208,60 +209,79 @@ pub struct CheckTarget {
     pub trips: Option<Breaker>,
 }
 
-/// The running checks of a gateway, aborted when dropped.
+/// The running checks of a gateway (those of clusters a reload rebuilds or adds included),
+/// aborted when dropped.
 #[derive(Debug)]
-pub struct HealthChecks(JoinSet<()>);
+pub struct HealthChecks {
+    gateway: Arc<Gateway>,
+    hosts: usize,
+}
 
 impl HealthChecks {
-    /// How many hosts are checked.
+    /// How many hosts were checked at the start.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.hosts
     }
 
-    /// Whether no host is checked.
+    /// Whether no host was checked at the start.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.hosts == 0
+    }
+}
+
+impl Drop for HealthChecks {
+    fn drop(&mut self) {
+        self.gateway.stop_checks();
     }
 }
 
 /// Starts one check task per upstream host of every cluster with a `health-check` table,
-/// each stopping when `stop` says `true` (or its sender is gone). Call it inside the runtime.
+/// each stopping when `stop` says `true` (or its sender is gone); a reload that rebuilds or
+/// adds a cluster restarts its checks on the same signal. Call it inside the runtime.
 pub fn start(gateway: &Arc<Gateway>, stop: &watch::Receiver<bool>) -> HealthChecks {
+    let hosts = gateway.start_checks(stop);
+    HealthChecks {
+        gateway: Arc::clone(gateway),
+        hosts,
+    }
+}
+
+/// The check tasks of one cluster (none without a `health-check` table), each stopping when
+/// `stop` says `true`. Call it inside the runtime.
+pub fn start_cluster(name: &str, cluster: &Cluster, stop: &watch::Receiver<bool>) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
-    for (name, cluster) in gateway.clusters() {
-        let Some(config) = cluster.health_check() else {
+    let Some(config) = cluster.health_check() else {
+        return tasks;
+    };
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(config.timeout));
+    // A connection of its own for each check: it tests that the host accepts new ones.
+    let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build(connector);
+    let shared = cluster.shared();
+    for (n, upstream) in cluster.upstreams().iter().enumerate() {
+        let Some(health) = shared.health.get(n) else {
             continue;
         };
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(config.timeout));
-        // A connection of its own for each check: it tests that the host accepts new ones.
-        let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(0)
-            .build(connector);
-        let shared = cluster.shared();
-        for (n, upstream) in cluster.upstreams().iter().enumerate() {
-            let Some(health) = shared.health.get(n) else {
-                continue;
-            };
-            let mut parts = upstream.clone().into_parts();
-            parts.path_and_query = Some(config.path.clone());
-            let Ok(uri) = Uri::from_parts(parts) else {
-                continue;
-            };
-            let checker = Checker {
-                cluster: name.clone(),
-                host: shared.authorities.get(n).cloned().unwrap_or_default(),
-                uri,
-                config: config.clone(),
-                client: client.clone(),
-                health: Arc::clone(health),
-                target: cluster.check_target(n),
-            };
-            tasks.spawn(checker.run(stop.clone()));
-        }
+        let mut parts = upstream.clone().into_parts();
+        parts.path_and_query = Some(config.path.clone());
+        let Ok(uri) = Uri::from_parts(parts) else {
+            continue;
+        };
+        let checker = Checker {
+            cluster: name.to_owned(),
+            host: shared.authorities.get(n).cloned().unwrap_or_default(),
+            uri,
+            config: config.clone(),
+            client: client.clone(),
+            health: Arc::clone(health),
+            target: cluster.check_target(n),
+        };
+        tasks.spawn(checker.run(stop.clone()));
     }
-    HealthChecks(tasks)
+    tasks
 }
 
 /// One host's checks.

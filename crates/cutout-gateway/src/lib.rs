@@ -24,8 +24,11 @@
 //! - [`demo`]: the embedded demo with two chaos-switchable [`upstream`]s.
 //! - [`server`]: binding with clear errors, the listeners' limits (connections, header-read and
 //!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
-//!   a drain deadline, SIGHUP ignored; [`share`]: a full listener's fair share between
+//!   a drain deadline, SIGHUP reloading; [`share`]: a full listener's fair share between
 //!   sources.
+//! - [`reload`]: the configuration reloaded without a restart (SIGHUP, `POST /reload`), only
+//!   what changed rebuilt; [`routing`]: the routing table a request holds, and what each
+//!   cluster is built from.
 //! - [`client_body`]: the client's body watched on its way, so a client's fault (400, 408,
 //!   413) is never counted against a cluster; [`refusal`]: rate-limited log lines when a limit
 //!   refuses.
@@ -52,7 +55,9 @@ pub mod order;
 pub mod proxy;
 pub mod rate;
 pub mod refusal;
+pub mod reload;
 pub mod retry;
+pub mod routing;
 pub mod server;
 pub mod share;
 pub mod slots;

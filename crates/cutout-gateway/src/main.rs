@@ -3,10 +3,11 @@
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use cutout_gateway::{Gateway, GatewayConfig, StartError, demo, server, upstream};
+use cutout_gateway::{Gateway, demo, reload, server, upstream};
 
 const USAGE: &str = "\
 usage:
@@ -66,11 +67,8 @@ async fn run(args: Vec<String>) -> Result<()> {
 }
 
 async fn run_config(path: &str, check: bool) -> Result<()> {
-    let text = std::fs::read_to_string(path).map_err(|source| StartError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let config = GatewayConfig::from_toml(&text).map_err(StartError::from)?;
+    // The validation every reload runs too: `--check` gives a reload's verdict.
+    let config = reload::load(Path::new(path))?;
     if check {
         for warning in config
             .warnings()
@@ -87,6 +85,8 @@ async fn run_config(path: &str, check: bool) -> Result<()> {
         return Ok(());
     }
     let gateway = Gateway::new(config);
+    gateway.set_source(path);
+    server::reload_on_hangup(Some(Arc::clone(&gateway)));
     server::run(gateway, server::shutdown_signal(), |proxy, admin| {
         tracing::info!(%proxy, %admin, "cutout-gateway listening");
     })
@@ -98,6 +98,7 @@ async fn run_demo() -> Result<()> {
     let demo = demo::start_upstreams(demo::DEMO_PORTS, rx).await?;
     let (account, transfer) = (demo.account.1, demo.transfer.1);
     let gateway: Arc<Gateway> = demo.gateway;
+    server::reload_on_hangup(Some(Arc::clone(&gateway)));
     let result = server::run(gateway, server::shutdown_signal(), |proxy, admin| {
         println!("{}", demo::instructions(proxy, admin, account, transfer));
     })
@@ -110,6 +111,7 @@ async fn serve_one(what: &'static str, addr: &str, router: axum::Router) -> Resu
     let addr: SocketAddr = addr
         .parse()
         .map_err(|_| format!("not an address: {addr:?}"))?;
+    server::reload_on_hangup(None);
     let listener = server::bind(what, addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "{what} listening");
     server::serve(listener, router, server::shutdown_signal()).await?;

@@ -57,6 +57,7 @@ use crate::error::{ClientFault, ProxyError};
 use crate::gateway::Gateway;
 use crate::hosts::AllEjected;
 use crate::refusal::{Refusal, note};
+use crate::routing::Routing;
 use crate::share::Source;
 
 /// Marks a response that came from an upstream (as opposed to one the gateway made), so that
@@ -91,17 +92,19 @@ fn log_gateway_413(response: Response) -> Response {
 }
 
 fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> HandleFuture {
+    let routing = gateway.routing();
+    let config = Arc::clone(routing.config());
     let mut access = Access::start(
-        gateway.config().access_log,
-        gateway.config().access_log_refused,
+        config.access_log,
+        config.access_log_refused,
         request.method(),
         request.uri().path(),
         request.headers(),
     );
-    match prepare(&gateway, request, &mut access) {
+    match prepare(routing, request, &mut access) {
         Ok(running) => HandleFuture(Some(Phase::Running(Box::new(Running {
             access: Some(access),
-            deadline: Box::pin(tokio::time::sleep(gateway.config().limits.request_timeout)),
+            deadline: Box::pin(tokio::time::sleep(config.limits.request_timeout)),
             ..running
         })))),
         Err(error) => {
@@ -180,6 +183,9 @@ struct Running {
     /// The route's header rules (its response rules apply to the upstream's answer).
     headers: Arc<crate::header_rules::HeaderRules>,
     deadline: Pin<Box<Sleep>>,
+    /// The routing table the request was routed on, held to its end: a reload meanwhile
+    /// changes nothing under it.
+    _routing: Arc<Routing>,
 }
 
 impl Future for HandleFuture {
@@ -557,7 +563,7 @@ fn allow_header(route: &crate::config::Route) -> http::HeaderValue {
 /// Checks `request`, routes it and prepares its upstream request; returns the call under way
 /// (its `access` and `deadline` filled in by the caller).
 fn prepare(
-    gateway: &Gateway,
+    routing: Arc<Routing>,
     request: Request,
     access: &mut Access,
 ) -> Result<Running, ProxyError> {
@@ -574,10 +580,10 @@ fn prepare(
     // Before routing: a client past its rate is answered at once, and no breaker sees it.
     // The client as `trusted-hops` says (the peer at the edge).
     if let (Some(rate), Some(ConnectInfo(peer))) = (
-        gateway.rate(),
+        routing.rate(),
         request.extensions().get::<ConnectInfo<SocketAddr>>(),
     ) {
-        let hops = gateway.config().trusted_hops;
+        let hops = routing.config().trusted_hops;
         let client = crate::forwarded::client(request.headers(), peer.ip(), hops);
         rate.check(Source::of(client))
             .map_err(ProxyError::RateLimited)?;
@@ -593,11 +599,11 @@ fn prepare(
     let path = normalise_path(request.uri().path()).ok_or(ProxyError::BadRequest(
         "the path climbs above the root or is not a path",
     ))?;
-    let (route, cluster) = gateway.route(&path).ok_or(ProxyError::NoRoute)?;
+    let (route, cluster) = routing.route(&path).ok_or(ProxyError::NoRoute)?;
     if !route.allows(request.method()) {
         return Err(ProxyError::MethodNotAllowedOnRoute(allow_header(route)));
     }
-    let limit = gateway.config().limits.max_request_body;
+    let limit = routing.config().limits.max_request_body;
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -639,7 +645,7 @@ fn prepare(
     route.headers.request.apply(&mut parts.headers);
     parts.headers.remove(header::HOST);
     if let Some(addr) = client {
-        crate::forwarded::rewrite(&mut parts.headers, addr.ip(), gateway.config().trusted_hops);
+        crate::forwarded::rewrite(&mut parts.headers, addr.ip(), routing.config().trusted_hops);
     }
     parts.headers.insert(
         HeaderName::from_static("x-forwarded-proto"),
@@ -668,6 +674,7 @@ fn prepare(
         cluster: Arc::clone(cluster.shared()),
         headers: Arc::clone(&route.headers),
         deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
+        _routing: Arc::clone(&routing),
     })
 }
 

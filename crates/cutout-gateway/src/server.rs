@@ -25,8 +25,8 @@
 //! [`serve`], the way the demo upstreams are served, does not: there a caller's end of stream
 //! cancels its request, as most services do.
 //!
-//! Signals ([`shutdown_signal`]): SIGTERM and Ctrl-C (SIGINT) shut down; SIGHUP is logged and
-//! ignored (the configuration is not reloaded: restart to apply a new one).
+//! Signals: SIGTERM and Ctrl-C (SIGINT) shut down ([`shutdown_signal`]); SIGHUP reloads the
+//! configuration file ([`reload_on_hangup`], [`crate::reload`]).
 
 use std::future::Future;
 use std::io;
@@ -114,17 +114,14 @@ pub async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, S
         .map_err(|source| StartError::Bind { what, addr, source })
 }
 
-/// Resolves on SIGTERM or Ctrl-C (SIGINT). SIGHUP is logged and ignored, from the moment this
-/// function returns (the handlers are installed at once, not when the future is first
-/// polled, so a SIGHUP during start-up does not kill the process either). Call it inside the
-/// runtime.
+/// Resolves on SIGTERM or Ctrl-C (SIGINT). SIGHUP is not its business: [`reload_on_hangup`]
+/// handles it (call it as well, before the first SIGHUP may come). Call it inside the runtime.
 pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let terminate = signal(SignalKind::terminate());
         let interrupt = signal(SignalKind::interrupt());
-        let hangup = signal(SignalKind::hangup());
         async move {
             let wait = |s: io::Result<tokio::signal::unix::Signal>| async move {
                 match s {
@@ -134,21 +131,9 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
                     Err(_) => std::future::pending::<()>().await,
                 }
             };
-            let ignore_hangups = async move {
-                if let Ok(mut hangup) = hangup {
-                    while hangup.recv().await.is_some() {
-                        tracing::warn!(
-                            "SIGHUP received and ignored: the configuration is not reloaded; \
-                             restart the gateway to apply a new one"
-                        );
-                    }
-                }
-                std::future::pending::<()>().await;
-            };
             tokio::select! {
                 () = wait(terminate) => tracing::info!("SIGTERM received"),
                 () = wait(interrupt) => tracing::info!("SIGINT received"),
-                () = ignore_hangups => {}
             }
         }
     }
@@ -158,6 +143,38 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// Reloads `gateway`'s configuration file on each SIGHUP ([`crate::reload`]); without a
+/// gateway (the helper modes), a SIGHUP is logged and ignored. The handler is installed at
+/// once, not when a task first runs, so a SIGHUP during start-up does not kill the process.
+/// Call it inside the runtime; the task it spawns runs until the runtime ends.
+pub fn reload_on_hangup(gateway: Option<Arc<Gateway>>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: reload with POST /reload instead");
+            return;
+        };
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                match &gateway {
+                    Some(gateway) => {
+                        tracing::info!("SIGHUP received: reloading the configuration");
+                        let gateway = Arc::clone(gateway);
+                        let _ = tokio::task::spawn_blocking(move || {
+                            crate::reload::reload(&gateway, "SIGHUP")
+                        })
+                        .await;
+                    }
+                    None => tracing::warn!("SIGHUP received and ignored: nothing to reload"),
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = gateway;
 }
 
 /// Serves `router` on `listener` with the default limits until `shutdown` resolves, then
@@ -568,7 +585,7 @@ pub async fn run(
     for warning in config
         .warnings()
         .into_iter()
-        .chain(descriptor_warning(config))
+        .chain(descriptor_warning(&config))
     {
         tracing::warn!("{warning}");
     }
@@ -605,7 +622,8 @@ pub async fn run(
     }
     shutdown.await;
     gateway.set_draining();
-    let delay = config.drain_delay;
+    // Read now: a reload may have changed it since the start.
+    let delay = gateway.config().drain_delay;
     if !delay.is_zero() {
         // Still serving, `/readyz` already 503: load balancers take the gateway out of
         // rotation before its listener closes.

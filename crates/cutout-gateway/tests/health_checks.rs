@@ -376,7 +376,7 @@ async fn checks_are_not_traffic_show_on_the_admin_api_and_metrics_and_stop_with_
         .await,
         "both hosts are checked"
     );
-    let cluster = gw.gateway.clusters().get("watched").unwrap();
+    let cluster = std::sync::Arc::clone(&gw.gateway.clusters()["watched"]);
     for breaker in gw.gateway.breakers() {
         assert_eq!(
             breaker.snapshot().calls,
