@@ -230,7 +230,35 @@ impl FleetBuilder {
     /// code saying what is wrong: no scheme, another scheme, TLS (not compiled in), the
     /// port, the rest), a setting out of range ([`FleetError::is_invalid`]), no runtime
     /// ([`FleetError::is_no_runtime`]).
-    pub fn build(self) -> Result<Fleet, FleetError> {
+    pub fn build(mut self) -> Result<Fleet, FleetError> {
+        let runtime = self.runtime.take();
+        let (config, target) = self.prepare()?;
+        let runtime = match runtime {
+            Some(handle) => handle,
+            None => tokio::runtime::Handle::try_current().map_err(|_| {
+                FleetError::new(
+                    Kind::NoRuntime,
+                    "Fleet::build needs a tokio runtime: call it inside one, or pass \
+                     FleetBuilder::runtime(handle)",
+                )
+            })?,
+        };
+        let shared = Arc::new(Shared::new(config));
+        let task = runtime.spawn(crate::task::run(Arc::clone(&shared), target));
+        Ok(Fleet::new(shared, task))
+    }
+
+    /// Checks what [`build`](Self::build) checks (the URL, the settings, the CA file), and
+    /// starts nothing: for a configuration validated before it is applied (a reload, a
+    /// `--check`). Needs no runtime.
+    pub fn validate(&self) -> Result<(), FleetError> {
+        let mut checked = self.clone();
+        checked.runtime = None;
+        checked.prepare().map(drop)
+    }
+
+    /// The validated settings and where to connect.
+    fn prepare(self) -> Result<(Config, Target), FleetError> {
         let (target, addr) = target(&self.url, self.tls_ca_file.as_deref())?;
         let pod = match self.pod {
             Some(pod) => {
@@ -271,16 +299,6 @@ impl FleetBuilder {
                 ),
             ));
         }
-        let runtime = match self.runtime {
-            Some(handle) => handle,
-            None => tokio::runtime::Handle::try_current().map_err(|_| {
-                FleetError::new(
-                    Kind::NoRuntime,
-                    "Fleet::build needs a tokio runtime: call it inside one, or pass \
-                     FleetBuilder::runtime(handle)",
-                )
-            })?,
-        };
         let config = Config {
             pod,
             prefix: self.prefix,
@@ -293,9 +311,7 @@ impl FleetBuilder {
             recovery_budget: self.recovery.then_some(self.recovery_budget),
             addr,
         };
-        let shared = Arc::new(Shared::new(config));
-        let task = runtime.spawn(crate::task::run(Arc::clone(&shared), target));
-        Ok(Fleet::new(shared, task))
+        Ok((config, target))
     }
 }
 

@@ -12,6 +12,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::cluster::{Cluster, ClusterParts, RetrySettings, http_client};
 use crate::config::{GatewayConfig, Route};
+use crate::error::ConfigError;
+use crate::fleet::GatewayFleet;
 use crate::hosts::Hosts;
 use crate::rate::SourceRate;
 
@@ -75,6 +77,8 @@ pub struct Gateway {
     listening: OnceLock<(SocketAddr, SocketAddr)>,
     /// Each source's request rate, when `rate-limit-per-source` is set.
     rate: Option<SourceRate>,
+    /// `[fleet]`: the fleet watching the cluster breakers, or why it could not start.
+    fleet: Option<Result<GatewayFleet, ConfigError>>,
 }
 
 /// Where a gateway is in its life, as `/readyz` tells it.
@@ -183,9 +187,17 @@ impl Gateway {
             );
         }
         let rate = config.rate_limit.map(SourceRate::new);
+        let fleet = config.fleet.as_ref().map(|fleet| {
+            let started = GatewayFleet::start(fleet, clusters.values().map(Cluster::breaker));
+            if let Err(error) = &started {
+                tracing::error!(%error, "fleet signals off: the breakers judge their own calls");
+            }
+            started
+        });
         Arc::new(Gateway {
             config,
             rate,
+            fleet,
             registry,
             clusters,
             transitions,
@@ -194,6 +206,25 @@ impl Gateway {
             metrics,
             readiness: AtomicU8::new(0),
             listening: OnceLock::new(),
+        })
+    }
+
+    /// `[fleet]`'s running fleet (`None` without the section, or when it could not start:
+    /// see [`Gateway::fleet_json`]).
+    pub fn fleet(&self) -> Option<&GatewayFleet> {
+        self.fleet.as_ref().and_then(|fleet| fleet.as_ref().ok())
+    }
+
+    /// The fleet's health for `/healthz` and the status page ([`GatewayFleet::health_json`]),
+    /// `status` `off` with the error when it could not start; `None` without `[fleet]`.
+    pub fn fleet_json(&self) -> Option<serde_json::Value> {
+        self.fleet.as_ref().map(|fleet| match fleet {
+            Ok(fleet) => fleet.health_json(),
+            Err(error) => serde_json::json!({
+                "status": "off",
+                "connected": false,
+                "error": { "code": error.code(), "message": error.to_string() },
+            }),
         })
     }
 

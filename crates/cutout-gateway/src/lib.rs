@@ -26,6 +26,8 @@
 //!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
 //!   a drain deadline, SIGHUP ignored; [`share`]: a full listener's fair share between
 //!   sources.
+//! - [`fleet`]: `[fleet]`, the replicas sharing their cluster breakers' signals through Redis
+//!   (cutout-fleet), with the fleet's health on `/healthz` and the status page.
 //! - [`client_body`]: the client's body watched on its way, so a client's fault (400, 408,
 //!   413) is never counted against a cluster; [`refusal`]: rate-limited log lines when a limit
 //!   refuses.
@@ -42,6 +44,7 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod fleet;
 pub mod forwarded;
 pub mod gateway;
 pub mod header_rules;
