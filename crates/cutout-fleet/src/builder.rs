@@ -355,7 +355,7 @@ fn target(url: &str, ca_file: Option<&std::path::Path>) -> Result<(Target, Strin
         ));
     }
     let addr = client.get_connection_info().addr().to_string();
-    Ok((Target::Direct(client), addr))
+    Ok((Target::Direct(Box::new(client)), addr))
 }
 
 /// The Redis client for `url`, over TLS with the system's roots or those of `ca_file`.

@@ -342,7 +342,7 @@ fn timed_out(what: &str, limit: Duration) -> FleetError {
 /// connect.
 pub(crate) enum Target {
     /// The URL's address, resolved again on every connect.
-    Direct(redis::Client),
+    Direct(Box<redis::Client>),
     /// `redis+sentinel://`: the sentinels are asked for the primary of a name on every
     /// connect (the client asks them in turn and checks that the node it names says it is a
     /// primary), so a reconnect after a failover goes to the new one.

@@ -509,3 +509,24 @@ async fn a_server_that_is_not_redis_is_named_as_such() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+/// `validate` checks what `build` checks and starts nothing: it needs no runtime, so that a
+/// configuration can be checked before it is applied.
+#[test]
+fn validate_checks_without_a_runtime_and_starts_nothing() {
+    assert!(Fleet::builder("redis://127.0.0.1:6379").validate().is_ok());
+    let error = Fleet::builder("redis://127.0.0.1:99999")
+        .validate()
+        .unwrap_err();
+    assert_eq!(error.code(), "FLEET-URL-004", "{error}");
+    let error = Fleet::builder("redis://127.0.0.1:6379")
+        .pod("a b")
+        .validate()
+        .unwrap_err();
+    assert_eq!(error.code(), "FLEET-CFG-002", "{error}");
+    // build, by contrast, needs the runtime it would start the task on.
+    let error = Fleet::builder("redis://127.0.0.1:6379")
+        .build()
+        .unwrap_err();
+    assert!(error.is_no_runtime(), "{error}");
+}

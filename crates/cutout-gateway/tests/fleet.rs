@@ -6,7 +6,7 @@
 //! log holds one warning, not one a round.
 
 mod common;
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 #[path = "../../cutout-fleet/tests/common/mod.rs"]
 mod redis_common;
 
@@ -313,6 +313,21 @@ async fn with_redis_stopped_the_replicas_serve_and_judge_locally_and_only_the_fl
         let reply = get(&format!("http://127.0.0.1:{}/breakers", gateway.admin)).await;
         let breakers: Value = serde_json::from_str(&reply.body).unwrap();
         assert_eq!(breakers["fleet"]["status"], "degraded");
+        // And /metrics.
+        let exposition = get(&format!("http://127.0.0.1:{}/metrics", gateway.admin))
+            .await
+            .body;
+        let series = format!("cutout_fleet_connected{{pod=\"{}\"}}", gateway.pod);
+        assert_eq!(
+            common::metric_value(&exposition, &series),
+            Some(0.0),
+            "{series}"
+        );
+        // And the page shows the flag from that data.
+        let page = get(&format!("http://127.0.0.1:{}/", gateway.admin))
+            .await
+            .body;
+        assert!(page.contains("id=\"fleet\"") && page.contains("data.fleet.status"));
     }
 
     // Judging locally: an outage on one gateway's own calls opens it on its own rules.
