@@ -283,6 +283,8 @@ mod tests {
         .unwrap();
         assert_eq!(config.pod.as_deref(), Some("gw-1"));
         assert_eq!(config.interval, Duration::from_millis(100));
+        // TLS, with the system's roots.
+        assert!(parse("redis = \"rediss://u:p@127.0.0.1:6380\"").is_ok());
     }
 
     #[test]
@@ -316,6 +318,11 @@ mod tests {
                 "redis = \"redis://127.0.0.1:6379\"\ncolor = 1",
                 "GW-CFG-002",
                 "fleet.color",
+            ),
+            (
+                "redis = \"rediss://127.0.0.1:6380\"\ntls-ca-file = \"/nonexistent/ca.pem\"",
+                "FLEET-CFG-005",
+                "fleet.tls-ca-file",
             ),
         ] {
             let error = parse(text).unwrap_err();

@@ -394,3 +394,40 @@ async fn with_redis_stopped_the_replicas_serve_and_judge_locally_and_only_the_fl
     }
     let _ = stop.send(true);
 }
+
+#[test]
+fn a_bad_fleet_url_is_a_coded_config_error_naming_the_key() {
+    let dir =
+        std::env::temp_dir().join(format!("cutout-gateway-fleet-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (url, code) in [
+        ("redis://:s3cret@127.0.0.1:99999", "FLEET-URL-004"),
+        ("127.0.0.1:6379", "FLEET-URL-001"),
+        ("http://127.0.0.1:6379", "FLEET-URL-002"),
+    ] {
+        let config = dir.join("gateway.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[clusters.api]\nupstreams = [\"http://127.0.0.1:1\"]\n[[routes]]\nprefix = \"/\"\n\
+                 cluster = \"api\"\n[fleet]\nredis = \"{url}\"\n"
+            ),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_cutout-gateway"))
+            .arg("--check")
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!("{url}: {}", stderr.trim());
+        assert!(!out.status.success(), "{url}: accepted");
+        assert!(
+            stderr.contains(code) && stderr.contains("fleet.redis"),
+            "{url}: {stderr}"
+        );
+        assert!(!stderr.contains("s3cret"), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
