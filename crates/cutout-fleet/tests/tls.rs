@@ -8,58 +8,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+
 use std::time::Duration;
 
+use common::certs::Certificates;
 use common::{RedisServer, eventually, free_port};
 use cutout::{Breaker, Settings};
 use cutout_fleet::Fleet;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-
-/// The test's CA and the server's certificate and key, as PEM files in a directory of their
-/// own.
-struct Certificates {
-    dir: PathBuf,
-}
-
-impl Certificates {
-    fn generate(name: &str) -> Certificates {
-        let dir = std::env::temp_dir().join(format!(
-            "cutout-fleet-tls-{name}-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "cutout-fleet test CA");
-        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-        let server_key = KeyPair::generate().unwrap();
-        let server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .unwrap()
-            .signed_by(&server_key, &ca)
-            .unwrap();
-        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-        std::fs::write(dir.join("server.pem"), server.pem()).unwrap();
-        std::fs::write(dir.join("server.key"), server_key.serialize_pem()).unwrap();
-        Certificates { dir }
-    }
-
-    fn path(&self, file: &str) -> String {
-        self.dir.join(file).display().to_string()
-    }
-
-    fn ca(&self) -> PathBuf {
-        self.dir.join("ca.pem")
-    }
-}
-
-impl Drop for Certificates {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// A server with its plain port (the helper's, which it pings) and a TLS port, and an ACL
 /// user `fleet` (password `fleet-pw`) allowed only the fleet's keys.
@@ -73,18 +28,7 @@ struct TlsRedis {
 fn start(name: &str) -> Option<TlsRedis> {
     let certificates = Certificates::generate(name);
     let tls_port = free_port();
-    let args = [
-        "--tls-port".to_owned(),
-        tls_port.to_string(),
-        "--tls-cert-file".to_owned(),
-        certificates.path("server.pem"),
-        "--tls-key-file".to_owned(),
-        certificates.path("server.key"),
-        "--tls-ca-cert-file".to_owned(),
-        certificates.path("ca.pem"),
-        "--tls-auth-clients".to_owned(),
-        "no".to_owned(),
-    ];
+    let args = certificates.redis_args(tls_port);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = RedisServer::start_with(&args)?;
     let mut conn = server.client();

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use common::{Proc, get, serve_router};
+use redis_common::certs::Certificates;
 use redis_common::{RedisServer, free_port};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -53,6 +54,15 @@ struct GatewayProcess {
 
 impl GatewayProcess {
     fn start(pod: &'static str, upstream: u16, redis: u16) -> GatewayProcess {
+        GatewayProcess::start_with(
+            pod,
+            upstream,
+            &format!("redis = \"redis://127.0.0.1:{redis}\""),
+        )
+    }
+
+    /// A gateway whose `[fleet]` table is `fleet` (its `pod` and `interval` added).
+    fn start_with(pod: &'static str, upstream: u16, fleet: &str) -> GatewayProcess {
         let (proxy, admin) = (free_port(), free_port());
         let dir = std::env::temp_dir().join(format!(
             "cutout-gateway-fleet-{}-{pod}-{proxy}",
@@ -78,7 +88,7 @@ minimum-calls = {MINIMUM_CALLS}
 failure-ratio = 0.5
 consecutive-failures = "off"
 [fleet]
-redis = "redis://127.0.0.1:{redis}"
+{fleet}
 pod = "{pod}"
 interval = "{}ms"
 "#,
@@ -430,4 +440,63 @@ fn a_bad_fleet_url_is_a_coded_config_error_naming_the_key() {
         assert!(!stderr.contains("s3cret"), "{stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A managed Redis's way: `rediss://` with an ACL user, the server's certificate signed by a
+/// CA of the test's own given as `tls-ca-file`; and the same user with a wrong password says
+/// so on `/healthz`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_reaches_redis_over_tls_as_an_acl_user() {
+    let certificates = Certificates::generate("gateway");
+    let tls_port = free_port();
+    let args = certificates.redis_args(tls_port);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let Some(redis) = RedisServer::start_with(&args) else {
+        return;
+    };
+    let mut conn = redis.client();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "gateway",
+            "on",
+            ">gw-pw",
+            "~{cutout%3Afleet:*",
+            "+@all",
+        ])
+        .query(&mut conn)
+        .expect("ACL SETUSER");
+    let (stop, _) = watch::channel(false);
+    let upstream = upstream(Arc::new(AtomicBool::new(false)), &stop).await;
+    let ca = certificates.ca();
+    let good = GatewayProcess::start_with(
+        "gw-tls",
+        upstream,
+        &format!(
+            "redis = \"rediss://gateway:gw-pw@127.0.0.1:{tls_port}\"\ntls-ca-file = {:?}",
+            ca.display().to_string()
+        ),
+    );
+    let body = good.wait_fleet("connected", Duration::from_secs(5)).await;
+    assert_eq!(body["fleet"]["status"], "connected", "{body}");
+    // Its cluster's ring is in Redis, under the ACL's keys.
+    let key = "{cutout%3Afleet:api}";
+    let exists: i64 = redis::cmd("EXISTS").arg(key).query(&mut conn).unwrap();
+    assert_eq!(exists, 1, "no ring at {key}");
+    let wrong = GatewayProcess::start_with(
+        "gw-tls-wrong",
+        upstream,
+        &format!(
+            "redis = \"rediss://gateway:not-it@127.0.0.1:{tls_port}\"\ntls-ca-file = {:?}",
+            ca.display().to_string()
+        ),
+    );
+    let body = wrong.wait_fleet("degraded", Duration::from_secs(5)).await;
+    println!("wrong password: {}", body["fleet"]["error"]);
+    assert_eq!(body["fleet"]["error"]["code"], "FLEET-RUN-002", "{body}");
+    let message = body["fleet"]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("authentication failed"), "{message}");
+    assert!(!message.contains("not-it"), "{message}");
+    assert_eq!(wrong.request().await, StatusCode::OK);
+    let _ = stop.send(true);
 }
