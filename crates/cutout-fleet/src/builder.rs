@@ -59,6 +59,8 @@ pub struct FleetBuilder {
     recovery: bool,
     recovery_budget: u32,
     runtime: Option<tokio::runtime::Handle>,
+    /// The CA file of `rediss://` connects, instead of the system's roots.
+    tls_ca_file: Option<std::path::PathBuf>,
 }
 
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
@@ -88,6 +90,7 @@ impl FleetBuilder {
             recovery: true,
             recovery_budget: RECOVERY_BUDGET,
             runtime: None,
+            tls_ca_file: None,
         }
     }
 
@@ -199,10 +202,25 @@ impl FleetBuilder {
         self
     }
 
-    /// Validates the URL and the settings and starts the task. Does no I/O.
+    /// The CA certificate (PEM, one or more) that a `rediss://` server's certificate must be
+    /// signed by, instead of the system's roots (feature `tls`): a private CA, a test CA, a
+    /// managed service's own. Read once at [`build`](Self::build): a file that cannot be
+    /// read or holds no PEM certificate is `FLEET-CFG-005`, and so is a CA file for a URL
+    /// that is not `rediss://`.
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
+        self
+    }
+
+    /// Validates the URL and the settings and starts the task. Does no I/O (but for reading
+    /// the [CA file](Self::tls_ca_file), if one is given).
     ///
-    /// The URL is `redis://[user:password@]host[:port][/db]`, `redis+unix:///path` (or
-    /// `unix:///path`), or with the feature `sentinel`
+    /// The URL is `redis://[user:password@]host[:port][/db]` (the user an ACL user, or none
+    /// for the `default` user), with the feature `tls` also
+    /// `rediss://[user:password@]host[:port][/db]` (TLS, the server's certificate checked
+    /// against the system's roots or the [CA file](Self::tls_ca_file), and its name against
+    /// the host), `redis+unix:///path` (or `unix:///path`), or with the feature `sentinel`
     /// `redis+sentinel://[user:password@]host[:port][,host[:port]...]/name[/db]`: the
     /// sentinels (port 26379 by default) are asked for the primary of `name` on every
     /// connect, and the credentials and database are the primary's (the sentinels are asked
@@ -212,8 +230,36 @@ impl FleetBuilder {
     /// code saying what is wrong: no scheme, another scheme, TLS (not compiled in), the
     /// port, the rest), a setting out of range ([`FleetError::is_invalid`]), no runtime
     /// ([`FleetError::is_no_runtime`]).
-    pub fn build(self) -> Result<Fleet, FleetError> {
-        let (target, addr) = target(&self.url)?;
+    pub fn build(mut self) -> Result<Fleet, FleetError> {
+        let runtime = self.runtime.take();
+        let (config, target) = self.prepare()?;
+        let runtime = match runtime {
+            Some(handle) => handle,
+            None => tokio::runtime::Handle::try_current().map_err(|_| {
+                FleetError::new(
+                    Kind::NoRuntime,
+                    "Fleet::build needs a tokio runtime: call it inside one, or pass \
+                     FleetBuilder::runtime(handle)",
+                )
+            })?,
+        };
+        let shared = Arc::new(Shared::new(config));
+        let task = runtime.spawn(crate::task::run(Arc::clone(&shared), target));
+        Ok(Fleet::new(shared, task))
+    }
+
+    /// Checks what [`build`](Self::build) checks (the URL, the settings, the CA file), and
+    /// starts nothing: for a configuration validated before it is applied (a reload, a
+    /// `--check`). Needs no runtime.
+    pub fn validate(&self) -> Result<(), FleetError> {
+        let mut checked = self.clone();
+        checked.runtime = None;
+        checked.prepare().map(drop)
+    }
+
+    /// The validated settings and where to connect.
+    fn prepare(self) -> Result<(Config, Target), FleetError> {
+        let (target, addr) = target(&self.url, self.tls_ca_file.as_deref())?;
         let pod = match self.pod {
             Some(pod) => {
                 check_name("pod", &pod)?;
@@ -253,16 +299,6 @@ impl FleetBuilder {
                 ),
             ));
         }
-        let runtime = match self.runtime {
-            Some(handle) => handle,
-            None => tokio::runtime::Handle::try_current().map_err(|_| {
-                FleetError::new(
-                    Kind::NoRuntime,
-                    "Fleet::build needs a tokio runtime: call it inside one, or pass \
-                     FleetBuilder::runtime(handle)",
-                )
-            })?,
-        };
         let config = Config {
             pod,
             prefix: self.prefix,
@@ -275,9 +311,7 @@ impl FleetBuilder {
             recovery_budget: self.recovery.then_some(self.recovery_budget),
             addr,
         };
-        let shared = Arc::new(Shared::new(config));
-        let task = runtime.spawn(crate::task::run(Arc::clone(&shared), target));
-        Ok(Fleet::new(shared, task))
+        Ok((config, target))
     }
 }
 
@@ -295,7 +329,7 @@ fn redact(url: &str) -> String {
 
 /// What the task connects to for `url`, and where that is for the logs (`host:port`, a
 /// socket path, or the sentinels and the name; never the password).
-fn target(url: &str) -> Result<(Target, String), FleetError> {
+fn target(url: &str, ca_file: Option<&std::path::Path>) -> Result<(Target, String), FleetError> {
     #[cfg(feature = "sentinel")]
     {
         let trimmed = url.trim();
@@ -304,10 +338,13 @@ fn target(url: &str) -> Result<(Target, String), FleetError> {
             && trimmed.is_char_boundary(scheme.len())
             && trimmed[..scheme.len()].eq_ignore_ascii_case(scheme)
         {
+            if let Some(path) = ca_file {
+                return Err(ca_without_tls(path));
+            }
             return sentinel(url, &trimmed[scheme.len()..]);
         }
     }
-    let client = redis::Client::open(url).map_err(|error| url_error(url, &error))?;
+    let client = open(url, ca_file)?;
     if let redis::ConnectionAddr::Tcp(_, 0) = client.get_connection_info().addr() {
         return Err(FleetError::with_code(
             Code::UrlPort,
@@ -318,7 +355,50 @@ fn target(url: &str) -> Result<(Target, String), FleetError> {
         ));
     }
     let addr = client.get_connection_info().addr().to_string();
-    Ok((Target::Direct(client), addr))
+    Ok((Target::Direct(Box::new(client)), addr))
+}
+
+/// The Redis client for `url`, over TLS with the system's roots or those of `ca_file`.
+fn open(url: &str, ca_file: Option<&std::path::Path>) -> Result<redis::Client, FleetError> {
+    use redis::IntoConnectionInfo;
+    let info = url
+        .into_connection_info()
+        .map_err(|error| url_error(url, &error))?;
+    #[cfg(feature = "tls")]
+    let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    #[cfg(not(feature = "tls"))]
+    let tls = false;
+    #[cfg(feature = "tls")]
+    if tls {
+        crate::tls::install_provider();
+    }
+    let opened = match ca_file {
+        None => redis::Client::open(info),
+        Some(path) if !tls => return Err(ca_without_tls(path)),
+        #[cfg(feature = "tls")]
+        Some(path) => redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(crate::tls::read_ca(path)?),
+            },
+        ),
+        #[cfg(not(feature = "tls"))]
+        Some(path) => return Err(ca_without_tls(path)),
+    };
+    opened.map_err(|error| url_error(url, &error))
+}
+
+/// A CA file given for a URL that is not `rediss://`.
+fn ca_without_tls(path: &std::path::Path) -> FleetError {
+    FleetError::with_code(
+        Code::CaFile,
+        format!(
+            "tls_ca_file = {}: the URL is not rediss://, and only a TLS connection has a \
+             certificate to check",
+            path.display()
+        ),
+    )
 }
 
 /// The form of a Sentinel URL, for messages.
@@ -435,7 +515,12 @@ fn decode(text: &str) -> Option<String> {
 }
 
 /// The URL forms this build accepts, for messages.
+#[cfg(not(feature = "tls"))]
 const FORMS: &str = "redis://[user:password@]host[:port][/db] or redis+unix:///path";
+/// The URL forms this build accepts, for messages.
+#[cfg(feature = "tls")]
+const FORMS: &str = "redis://[user:password@]host[:port][/db], \
+                     rediss://[user:password@]host[:port][/db] or redis+unix:///path";
 
 /// Says precisely why the Redis client refused `url`: no scheme, a scheme that is not
 /// Redis's, TLS, the port, or (from the client's own detail) the rest. Never the password.
@@ -459,7 +544,7 @@ fn url_error(url: &str, error: &redis::RedisError) -> FleetError {
     };
     let scheme = trimmed[..colon_slashes].to_ascii_lowercase();
     match scheme.as_str() {
-        "rediss" | "valkeys" => {
+        "rediss" | "valkeys" if cfg!(not(feature = "tls")) => {
             return bad(
                 Code::UrlTls,
                 format!(
@@ -468,7 +553,7 @@ fn url_error(url: &str, error: &redis::RedisError) -> FleetError {
                 ),
             );
         }
-        "redis" | "valkey" => {}
+        "redis" | "valkey" | "rediss" | "valkeys" => {}
         "redis+unix" | "valkey+unix" | "unix" => return bad(Code::UrlMalformed, detail(error)),
         "redis+sentinel" => {
             return bad(

@@ -13,13 +13,14 @@
 //! |---|---|---|
 //! | `FLEET-URL-001` | [`is_url`](FleetError::is_url) | the URL is empty or has no scheme (`127.0.0.1:6379` for `redis://127.0.0.1:6379`) |
 //! | `FLEET-URL-002` | [`is_url`](FleetError::is_url) | the scheme is not one of Redis's (`http://`), or `redis+sentinel://` without the feature `sentinel` |
-//! | `FLEET-URL-003` | [`is_url`](FleetError::is_url) | `rediss://`: TLS is not compiled into this crate |
+//! | `FLEET-URL-003` | [`is_url`](FleetError::is_url) | `rediss://` without the feature `tls` |
 //! | `FLEET-URL-004` | [`is_url`](FleetError::is_url) | the port is not a number from 1 to 65535 |
 //! | `FLEET-URL-005` | [`is_url`](FleetError::is_url) | otherwise malformed: no host, a wildcard host, a database that is not a number, not a URL; for `redis+sentinel://`, no name, a sentinel without a host, a query |
 //! | `FLEET-CFG-001` | [`is_invalid`](FleetError::is_invalid) | a setting out of its range (the message names it, with the value and the range) |
 //! | `FLEET-CFG-002` | [`is_invalid`](FleetError::is_invalid) | the pod's id or the prefix is empty, too long, or has whitespace or control characters |
 //! | `FLEET-CFG-003` | [`is_no_runtime`](FleetError::is_no_runtime) | built outside a tokio runtime, without a runtime handle |
 //! | `FLEET-CFG-004` | [`is_already_watched`](FleetError::is_already_watched) | a breaker of this id is already watched by this fleet |
+//! | `FLEET-CFG-005` | [`is_invalid`](FleetError::is_invalid) | (feature `tls`) the TLS CA file cannot be read or holds no PEM certificate, or is given for a URL that is not `rediss://` |
 //! | `FLEET-RUN-001` | [`is_unreachable`](FleetError::is_unreachable) | Redis cannot be reached: refused, reset, closed, name not resolved, any I/O error |
 //! | `FLEET-RUN-002` | [`is_auth`](FleetError::is_auth) | Redis refused the credentials, or asked for some |
 //! | `FLEET-RUN-003` | [`is_timeout`](FleetError::is_timeout) | a connect or a round took longer than its timeout |
@@ -28,6 +29,7 @@
 //! | `FLEET-RUN-006` | [`is_protocol`](FleetError::is_protocol) | not a Redis server: its answer to the connect is not the Redis protocol (an HTTP server, a TLS port, another service) |
 //! | `FLEET-RUN-007` | [`is_protocol`](FleetError::is_protocol) | Redis answered a round with something this crate does not understand |
 //! | `FLEET-RUN-008` | [`is_unreachable`](FleetError::is_unreachable) | (`redis+sentinel://`) no sentinel named a primary for the name that says it is one |
+//! | `FLEET-RUN-009` | [`is_tls`](FleetError::is_tls) | (`rediss://`) the TLS handshake failed: a certificate no trusted root signs or that does not name the host, or a server that does not speak TLS on that port |
 
 use std::fmt;
 
@@ -71,6 +73,7 @@ pub(crate) enum Kind {
     Timeout,
     Server,
     Protocol,
+    Tls,
 }
 
 /// The precise error: its stable code, and through it its kind.
@@ -96,6 +99,12 @@ pub(crate) enum Code {
     /// build so that codes never depend on features.
     #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
     NoPrimary,
+    /// Only a `rediss://` URL (feature `tls`) meets these two; their codes are kept in every
+    /// build so that codes never depend on features.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    CaFile,
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    Tls,
 }
 
 impl Code {
@@ -111,6 +120,7 @@ impl Code {
             Kind::Timeout => Code::Timeout,
             Kind::Server => Code::Server,
             Kind::Protocol => Code::Protocol,
+            Kind::Tls => Code::Tls,
         }
     }
 
@@ -121,7 +131,7 @@ impl Code {
             | Code::UrlTls
             | Code::UrlPort
             | Code::UrlMalformed => Kind::Url,
-            Code::Setting | Code::Name => Kind::Invalid,
+            Code::Setting | Code::Name | Code::CaFile => Kind::Invalid,
             Code::NoRuntime => Kind::NoRuntime,
             Code::AlreadyWatched => Kind::AlreadyWatched,
             Code::Unreachable | Code::NoPrimary => Kind::Unreachable,
@@ -129,6 +139,7 @@ impl Code {
             Code::Timeout => Kind::Timeout,
             Code::NotWritable | Code::Server => Kind::Server,
             Code::NotRedis | Code::Protocol => Kind::Protocol,
+            Code::Tls => Kind::Tls,
         }
     }
 
@@ -151,6 +162,8 @@ impl Code {
             Code::NotRedis => "FLEET-RUN-006",
             Code::Protocol => "FLEET-RUN-007",
             Code::NoPrimary => "FLEET-RUN-008",
+            Code::CaFile => "FLEET-CFG-005",
+            Code::Tls => "FLEET-RUN-009",
         }
     }
 }
@@ -230,6 +243,14 @@ impl FleetError {
         self.kind() == Kind::Protocol
     }
 
+    /// The TLS handshake of a `rediss://` connect failed (`FLEET-RUN-009`): the server's
+    /// certificate is signed by no trusted root (a private CA: give it with
+    /// [`FleetBuilder::tls_ca_file`](crate::FleetBuilder)), does not name the URL's host, or
+    /// the server does not speak TLS on that port.
+    pub fn is_tls(&self) -> bool {
+        self.kind() == Kind::Tls
+    }
+
     /// Whether this error means the connection should be replaced, rather than the round
     /// simply tried again on the next tick: it may be dead or desynchronised (unreachable,
     /// timed out, an answer not understood), refused (authentication), or lead to a server
@@ -245,6 +266,7 @@ impl FleetError {
                 | Code::NotWritable
                 | Code::NotRedis
                 | Code::Protocol
+                | Code::Tls
         )
     }
 
@@ -304,17 +326,18 @@ impl fmt::Display for FleetError {
             | Code::UrlTls
             | Code::UrlPort
             | Code::UrlMalformed => "invalid Redis URL",
-            Code::Setting | Code::Name => "invalid fleet setting",
+            Code::Setting | Code::Name | Code::CaFile => "invalid fleet setting",
             Code::NoRuntime => "no tokio runtime",
             Code::AlreadyWatched => "breaker already watched",
             Code::Unreachable => "Redis unreachable",
-            Code::Auth => "Redis refused authentication",
+            Code::Auth => "Redis authentication failed",
             Code::Timeout => "Redis timed out",
             Code::NotWritable => "Redis takes no writes here now",
             Code::Server => "Redis error",
             Code::NotRedis => "not a Redis server",
             Code::Protocol => "unexpected reply from Redis",
             Code::NoPrimary => "no primary from the sentinels",
+            Code::Tls => "TLS handshake failed",
         };
         write!(f, "{}: {what}: {}", self.code.as_str(), self.message)
     }

@@ -71,6 +71,8 @@
 //!
 //! # Features
 //! - `metrics`: the series listed in [`metrics`], through the `metrics` facade.
+//! - `tls`: `rediss://` URLs (TLS through rustls, the server's certificate checked against
+//!   the system's roots or a CA file of the fleet's own, [`FleetBuilder::tls_ca_file`]).
 //! - `sentinel`: `redis+sentinel://` URLs, the primary asked of Redis Sentinel on every
 //!   connect ([`FleetBuilder::build`]).
 
@@ -88,6 +90,8 @@ mod report;
 mod rule;
 mod store;
 mod task;
+#[cfg(feature = "tls")]
+mod tls;
 mod view;
 
 pub use builder::FleetBuilder;

@@ -342,7 +342,7 @@ fn timed_out(what: &str, limit: Duration) -> FleetError {
 /// connect.
 pub(crate) enum Target {
     /// The URL's address, resolved again on every connect.
-    Direct(redis::Client),
+    Direct(Box<redis::Client>),
     /// `redis+sentinel://`: the sentinels are asked for the primary of a name on every
     /// connect (the client asks them in turn and checks that the node it names says it is a
     /// primary), so a reconnect after a failover goes to the new one.
@@ -396,12 +396,31 @@ async fn connect_to(client: &redis::Client, config: &Config) -> Result<Link, Fle
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(None);
     let connecting = client.get_multiplexed_async_connection_with_config(&options);
-    let connected = tokio::time::timeout(config.connect_timeout, connecting)
-        .await
-        .map_err(|_| timed_out("connecting", config.connect_timeout))?;
+    let Ok(connected) = tokio::time::timeout(config.connect_timeout, connecting).await else {
+        // Over TLS, a plain Redis port takes the `ClientHello` for the start of a command
+        // and waits for its end: the handshake times out. Said as what it is.
+        #[cfg(feature = "tls")]
+        if let Some(error) = plain_behind_tls(client, config).await {
+            return Err(error);
+        }
+        return Err(timed_out("connecting", config.connect_timeout));
+    };
     let mut conn = match connected {
         Ok(conn) => conn,
         Err(error) => {
+            #[cfg(feature = "tls")]
+            if let redis::ConnectionAddr::TcpTls { host, port, .. } =
+                client.get_connection_info().addr()
+            {
+                if let Some(failure) = plain_behind_tls(client, config).await {
+                    return Err(failure);
+                }
+                if let Some(failure) =
+                    crate::tls::handshake_failure(&error, &format!("{host}:{port}"))
+                {
+                    return Err(failure);
+                }
+            }
             let error = FleetError::from_redis(&error);
             if error.code_of() == Code::Protocol {
                 // The handshake's answer is not the Redis protocol: not a Redis server.
@@ -438,6 +457,32 @@ async fn not_redis(client: &redis::Client, config: &Config) -> FleetError {
             client.get_connection_info().addr()
         ),
     )
+}
+
+/// For a `rediss://` client whose connect failed: the `FLEET-RUN-009` error if its port
+/// answers a plain `PING` as a Redis server does (`+PONG`, or an error such as `-NOAUTH`),
+/// bounded by the connect timeout; `None` otherwise.
+#[cfg(feature = "tls")]
+async fn plain_behind_tls(client: &redis::Client, config: &Config) -> Option<FleetError> {
+    let redis::ConnectionAddr::TcpTls { host, port, .. } = client.get_connection_info().addr()
+    else {
+        return None;
+    };
+    let plain = redis::ConnectionAddr::Tcp(host.clone(), *port);
+    let answer = tokio::time::timeout(config.connect_timeout, first_bytes(&plain))
+        .await
+        .ok()
+        .flatten()?;
+    matches!(answer.first(), Some(b'+' | b'-')).then(|| {
+        FleetError::with_code(
+            Code::Tls,
+            format!(
+                "TLS with {host}:{port}: the server does not speak TLS on this port: it \
+                 answers as a plain Redis port does (a redis:// URL, or the server's \
+                 --tls-port?)"
+            ),
+        )
+    })
 }
 
 /// Sends `PING` and returns the first bytes of the answer, if any.

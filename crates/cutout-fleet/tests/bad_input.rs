@@ -37,14 +37,17 @@ fn a_malformed_url_is_an_error_at_build() {
         .build()
         .unwrap();
     let _guard = runtime.enter();
-    for url in [
+    let mut urls = vec![
         "",
         "localhost:6379",
         "not a url",
         "redis://127.0.0.1:notaport",
         "http://127.0.0.1:6379",
-        "rediss://127.0.0.1:6379", // TLS is not compiled in
-    ] {
+    ];
+    if cfg!(not(feature = "tls")) {
+        urls.push("rediss://127.0.0.1:6379"); // TLS is not compiled in
+    }
+    for url in urls {
         let error = Fleet::builder(url).build().unwrap_err();
         assert!(error.is_url(), "{url:?}: {error}");
         println!("{url:?} → {error}");
@@ -304,8 +307,12 @@ fn each_malformed_url_says_what_is_wrong_with_a_stable_code() {
         .build()
         .unwrap();
     let _guard = runtime.enter();
-    let mut cases: Vec<(&str, &str, &[&str])> = vec![
-        ("", "FLEET-URL-001", &["empty", "redis://"]),
+    let mut cases: Vec<(&str, &str, &[&str])> = Vec::new();
+    if cfg!(not(feature = "tls")) {
+        cases.push(("rediss://127.0.0.1:6379", "FLEET-URL-003", &["TLS"]));
+    }
+    cases.extend([
+        ("", "FLEET-URL-001", &["empty", "redis://"][..]),
         (
             "127.0.0.1:6379",
             "FLEET-URL-001",
@@ -322,7 +329,6 @@ fn each_malformed_url_says_what_is_wrong_with_a_stable_code() {
             "FLEET-URL-002",
             &["scheme \"http\"", "redis://"],
         ),
-        ("rediss://127.0.0.1:6379", "FLEET-URL-003", &["TLS"]),
         (
             "redis://127.0.0.1:99999",
             "FLEET-URL-004",
@@ -345,7 +351,7 @@ fn each_malformed_url_says_what_is_wrong_with_a_stable_code() {
         ),
         ("redis://:6379", "FLEET-URL-005", &["no host"]),
         ("redis://0.0.0.0:6379", "FLEET-URL-005", &["wildcard"]),
-    ];
+    ]);
     #[cfg(not(feature = "sentinel"))]
     cases.push((
         "redis+sentinel://127.0.0.1:26379/mymaster",
@@ -502,4 +508,25 @@ async fn a_server_that_is_not_redis_is_named_as_such() {
         server.abort();
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// `validate` checks what `build` checks and starts nothing: it needs no runtime, so that a
+/// configuration can be checked before it is applied.
+#[test]
+fn validate_checks_without_a_runtime_and_starts_nothing() {
+    assert!(Fleet::builder("redis://127.0.0.1:6379").validate().is_ok());
+    let error = Fleet::builder("redis://127.0.0.1:99999")
+        .validate()
+        .unwrap_err();
+    assert_eq!(error.code(), "FLEET-URL-004", "{error}");
+    let error = Fleet::builder("redis://127.0.0.1:6379")
+        .pod("a b")
+        .validate()
+        .unwrap_err();
+    assert_eq!(error.code(), "FLEET-CFG-002", "{error}");
+    // build, by contrast, needs the runtime it would start the task on.
+    let error = Fleet::builder("redis://127.0.0.1:6379")
+        .build()
+        .unwrap_err();
+    assert!(error.is_no_runtime(), "{error}");
 }

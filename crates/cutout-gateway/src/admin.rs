@@ -5,9 +5,9 @@
 //! | `GET /` | the live status page (HTML; no data in it, so no token needed) |
 //! | `GET /livez` | 200 while the process answers (no token) |
 //! | `GET /readyz` | 200 once both listeners are bound and serving, 503 before and while draining; upstream state is not readiness (no token) |
-//! | `GET /healthz` | per-cluster health as JSON, always 200: `status` is `ok`, or `degraded` while a cluster is not closed. With `healthz-strict = true`, 503 while a cluster is open or isolated (`status` `unhealthy`); half-open / recovering stay 200. No token (load balancers probe it) |
+//! | `GET /healthz` | per-cluster health as JSON, always 200: `status` is `ok`, or `degraded` while a cluster is not closed. With `healthz-strict = true`, 503 while a cluster is open or isolated (`status` `unhealthy`); half-open / recovering stay 200. With `[fleet]`, a `fleet` field (`status` `connecting`, `connected`, `degraded` or `off`, `connected`, the error while degraded): Redis down changes that field and nothing else. No token (load balancers probe it) |
 //! | `GET /metrics` | Prometheus text exposition (503 if another metrics recorder owns the process); every breaker's gauges are first brought to what `/breakers` says (`Breaker::refresh_metrics`) |
-//! | `GET /breakers` | JSON: every cluster's breaker, its hosts' breakers and statistics, the recent transitions and manual actions (see [`breakers_json`]) |
+//! | `GET /breakers` | JSON: every cluster's breaker, its hosts' breakers and statistics, the recent transitions and manual actions, the last reload, the fleet's health (see [`breakers_json`]) |
 //! | `POST /reload` | reloads the configuration file ([`crate::reload`]): 200 with what was rebuilt (`rebuilt`, `added`, `removed`, `changed`, `restart_required`); a file that does not pass changes nothing and is answered 422 with its `code`, `key` and `error`; 409 (`GW-RUN-003`) when the gateway was not started from a file. Token-guarded like the controls. The outcome is also `reload` in `/breakers` |
 //! | `POST /breakers/{id}/isolate`, `/reset`, `/open-for?duration=30s` | 200 with the new snapshot; `id` is a cluster, or a host as `<cluster>/<host>:<port>` (write the `/` as `%2F`); unknown id → 404 (with a suggestion), unknown action → 404, a bad duration → 400, open-for on an isolated breaker → 409; other methods → 405. Each is remembered as a manual action (shown on the page) and logged |
 //!
@@ -273,14 +273,16 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> Response {
         (_, true) => (StatusCode::OK, "degraded"),
         _ => (StatusCode::OK, "ok"),
     };
-    json_response(
-        status,
-        &json!({
-            "status": word,
-            "strict": strict,
-            "clusters": clusters,
-        }),
-    )
+    let mut body = json!({
+        "status": word,
+        "strict": strict,
+        "clusters": clusters,
+    });
+    // Redis down changes nothing but this field: the status stays what the clusters say.
+    if let Some(fleet) = gateway.fleet_json() {
+        body["fleet"] = fleet;
+    }
+    json_response(status, &body)
 }
 
 async fn metrics(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
@@ -419,7 +421,8 @@ pub fn cluster_json(gateway: &Gateway, cluster: &Cluster) -> Value {
 /// What `GET /breakers` answers: `breakers` (every cluster, see [`cluster_json`]),
 /// `transitions` (newest first, clusters' and hosts'), `actions` (manual actions, newest
 /// first), `reload` (the last reload's record, [`ReloadRecord::json`](crate::reload::ReloadRecord::json),
-/// or `null`), `token` (whether the admin API needs one) and `now_unix_ms`.
+/// or `null`), `token` (whether the admin API needs one), `now_unix_ms`, and `fleet` (with
+/// `[fleet]`, the fleet's health as `/healthz` shows it; `null` without).
 pub fn breakers_json(gateway: &Gateway) -> Value {
     let clusters = gateway.clusters();
     let breakers: Vec<Value> = clusters
@@ -464,6 +467,7 @@ pub fn breakers_json(gateway: &Gateway) -> Value {
         "reload": gateway.last_reload().map(|r| r.json()),
         "token": gateway.config().admin_token.is_some(),
         "now_unix_ms": now_unix_ms,
+        "fleet": gateway.fleet_json(),
     })
 }
 

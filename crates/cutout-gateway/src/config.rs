@@ -335,6 +335,9 @@ pub struct GatewayConfig {
     /// docs](self)), looked up by cluster name. A host breaker's settings are
     /// [`GatewayConfig::host_settings`].
     pub breakers: BreakerConfig,
+    /// `[fleet]`: the replicas share their cluster breakers' signals through Redis
+    /// ([`crate::fleet`]); `None` without the section.
+    pub fleet: Option<crate::fleet::FleetConfig>,
     /// The keys the operator wrote in each `[breakers]` section.
     written: Written,
 }
@@ -581,12 +584,12 @@ impl GatewayConfig {
         let mut table: toml::Table = toml::from_str(text)
             .map_err(|e| ConfigError::new("GW-CFG-001", "", "", e.message().trim()))?;
         for key in table.keys() {
-            if !["gateway", "routes", "clusters", "breakers"].contains(&key.as_str()) {
+            if !["gateway", "routes", "clusters", "breakers", "fleet"].contains(&key.as_str()) {
                 return Err(ConfigError::new(
                     "GW-CFG-002",
                     key,
                     "",
-                    "unknown section; allowed gateway, routes, clusters, breakers",
+                    "unknown section; allowed gateway, routes, clusters, breakers, fleet",
                 ));
             }
         }
@@ -750,6 +753,10 @@ impl GatewayConfig {
         let clusters = parse_clusters(table.remove("clusters"), defaults)?;
         let routes = parse_routes(table.remove("routes"), &clusters)?;
         let (breakers, written) = breaker_document(table.remove("breakers"))?;
+        let fleet = table
+            .remove("fleet")
+            .map(crate::fleet::FleetConfig::parse)
+            .transpose()?;
         for (id, _) in breakers.instances() {
             let known = match id.split_once('/') {
                 None => clusters.contains_key(id),
@@ -794,6 +801,7 @@ impl GatewayConfig {
             routes,
             clusters,
             breakers,
+            fleet,
             written,
         })
     }
@@ -1281,7 +1289,7 @@ fn boolean(path: &str, value: &toml::Value) -> Result<bool, ConfigError> {
         .ok_or_else(|| wrong_type(path, value, "true or false"))
 }
 
-fn wrong_type(path: &str, value: &toml::Value, allowed: &str) -> ConfigError {
+pub(crate) fn wrong_type(path: &str, value: &toml::Value, allowed: &str) -> ConfigError {
     ConfigError::new(
         "GW-CFG-003",
         path,
@@ -1420,7 +1428,7 @@ fn parse_size(text: &str) -> Option<u64> {
     number.checked_mul(unit)
 }
 
-fn duration(path: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
+pub(crate) fn duration(path: &str, value: &toml::Value) -> Result<Duration, ConfigError> {
     let text = string(path, value)?;
     match humantime::parse_duration(text) {
         Ok(d) if !d.is_zero() => Ok(d),

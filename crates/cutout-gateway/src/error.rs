@@ -14,6 +14,7 @@
 //! | `GW-CFG-010` | two values that contradict each other (`idle-timeout` shorter than `request-timeout`; a health check's `timeout` or `jitter` longer than its `interval`) |
 //! | `GW-CFG-011` | a duplicate upstream in a cluster (each host has its own breaker) |
 //! | `CUT-CFG-…` | cutout's breaker settings codes, inside `[breakers]` (see `cutout::config`) |
+//! | `FLEET-URL-…`, `FLEET-CFG-…` | cutout-fleet's codes, inside `[fleet]`: the Redis URL (no scheme, another scheme, the port, malformed), the pod's id or the prefix, the TLS CA file (see cutout-fleet's README) |
 //! | `GW-RUN-001` | the configuration file cannot be read |
 //! | `GW-RUN-002` | a listener cannot bind its address (in use, not permitted) |
 //! | `GW-RUN-003` | a reload was asked of a gateway started without a configuration file |

@@ -17,6 +17,8 @@ use crate::cluster::Cluster;
 use crate::config::GatewayConfig;
 use crate::reload::ReloadRecord;
 use crate::routing::{Parts, Routing};
+use crate::error::ConfigError;
+use crate::fleet::{FleetConfig, GatewayFleet};
 
 /// How many transitions the gateway remembers for the status page.
 pub const TRANSITIONS_KEPT: usize = 50;
@@ -88,6 +90,9 @@ pub struct Gateway {
     /// The top-level sections of the file in force, as written (what a reload compares the
     /// sections it does not know part by part with).
     sections: Mutex<BTreeMap<String, toml::Value>>,
+    /// `[fleet]`: the fleet watching the cluster breakers (or why it could not start), and
+    /// the table it was started from; a reload that changes the table starts it anew.
+    fleet: Mutex<Option<(FleetConfig, Result<GatewayFleet, ConfigError>)>>,
 }
 
 /// The health checks of a served gateway: the signal that stops them, and each cluster's
@@ -148,8 +153,13 @@ impl Gateway {
             };
             Routing::build(config, None, &parts, &mut Vec::new(), &mut Vec::new())
         };
+        let fleet = routing.config().fleet.clone().map(|config| {
+            let started = start_fleet(&config, &routing);
+            (config, started)
+        });
         Arc::new(Gateway {
             routing: RwLock::new(Arc::new(routing)),
+            fleet: Mutex::new(fleet),
             registry,
             clock,
             transitions,
@@ -197,6 +207,7 @@ impl Gateway {
             }
         }
         *write(&self.routing) = Arc::clone(&routing);
+        self.refleet(&old, &routing);
         let mut checks = lock(&self.checks);
         if let Some(stop) = checks.stop.clone() {
             for (name, cluster) in old.clusters() {
@@ -218,6 +229,43 @@ impl Gateway {
             }
         }
         installed
+    }
+
+    /// Keeps `[fleet]` watching the cluster breakers of `routing` after a reload from `old`: a
+    /// changed (or added, or removed) `[fleet]` table starts the fleet anew on every cluster
+    /// breaker (or stops it); an unchanged one keeps its connection and its view of the
+    /// other replicas, stops watching the clusters the file removed, and watches again each
+    /// cluster that was rebuilt (its breaker may be a new one) or added.
+    fn refleet(&self, old: &Routing, routing: &Routing) {
+        let mut fleet = lock(&self.fleet);
+        let wanted = routing.config().fleet.as_ref();
+        if fleet.as_ref().map(|(config, _)| config) != wanted {
+            // The old fleet's task stops when it is dropped, before the new one starts.
+            *fleet = None;
+            *fleet = wanted.map(|config| (config.clone(), start_fleet(config, routing)));
+            return;
+        }
+        let Some((_, Ok(running))) = fleet.as_ref() else {
+            return;
+        };
+        for (name, cluster) in old.clusters() {
+            let kept = routing
+                .clusters()
+                .get(name)
+                .is_some_and(|c| Arc::ptr_eq(c, cluster));
+            if !kept {
+                running.fleet().unwatch(name);
+            }
+        }
+        for (name, cluster) in routing.clusters() {
+            let kept = old
+                .clusters()
+                .get(name)
+                .is_some_and(|c| Arc::ptr_eq(c, cluster));
+            if !kept && let Err(error) = running.fleet().watch(cluster.breaker()) {
+                tracing::error!(%error, cluster = %name, "fleet signals off for this cluster");
+            }
+        }
     }
 
     /// The lock a reload holds from reading the file to installing it, and the last reload's
@@ -278,6 +326,19 @@ impl Gateway {
     /// Remembers the top-level sections of the file now in force.
     pub(crate) fn set_sections(&self, sections: BTreeMap<String, toml::Value>) {
         *lock(&self.sections) = sections;
+    }
+
+    /// The fleet's health for `/healthz` and the status page ([`GatewayFleet::health_json`]),
+    /// `status` `off` with the error when it could not start; `None` without `[fleet]`.
+    pub fn fleet_json(&self) -> Option<serde_json::Value> {
+        lock(&self.fleet).as_ref().map(|(_, fleet)| match fleet {
+            Ok(fleet) => fleet.health_json(),
+            Err(error) => serde_json::json!({
+                "status": "off",
+                "connected": false,
+                "error": { "code": error.code(), "message": error.to_string() },
+            }),
+        })
     }
 
     /// Where the gateway is in its life (see [`Readiness`]).
@@ -416,6 +477,16 @@ pub(crate) struct Installed {
 
 /// A subscription for new breakers: each transition goes to the log (and an opening's
 /// reason to `reasons`).
+/// Starts `[fleet]` on every cluster breaker of `routing`, logging why when it cannot (the
+/// breakers then judge their own calls, and `/healthz` says `off`).
+fn start_fleet(config: &FleetConfig, routing: &Routing) -> Result<GatewayFleet, ConfigError> {
+    let started = GatewayFleet::start(config, routing.clusters().values().map(|c| c.breaker()));
+    if let Err(error) = &started {
+        tracing::error!(%error, "fleet signals off: the breakers judge their own calls");
+    }
+    started
+}
+
 fn listener(
     log: &Arc<Mutex<VecDeque<TransitionRecord>>>,
     reasons: &Arc<Mutex<HashMap<String, &'static str>>>,

@@ -29,6 +29,8 @@
 //! - [`reload`]: the configuration reloaded without a restart (SIGHUP, `POST /reload`), only
 //!   what changed rebuilt; [`routing`]: the routing table a request holds, and what each
 //!   cluster is built from.
+//! - [`fleet`]: `[fleet]`, the replicas sharing their cluster breakers' signals through Redis
+//!   (cutout-fleet), with the fleet's health on `/healthz` and the status page.
 //! - [`client_body`]: the client's body watched on its way, so a client's fault (400, 408,
 //!   413) is never counted against a cluster; [`refusal`]: rate-limited log lines when a limit
 //!   refuses.
@@ -45,6 +47,7 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod fleet;
 pub mod forwarded;
 pub mod gateway;
 pub mod header_rules;

@@ -4,6 +4,7 @@
 
 #![allow(dead_code, missing_docs)]
 
+pub mod certs;
 pub mod proxy;
 
 use std::collections::HashSet;
