@@ -10,7 +10,7 @@ use cutout::clock::{Clock, SharedClock, SystemClock};
 use cutout::{Breaker, Event, Registry, Transition};
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::cluster::{Cluster, ClusterParts, RetrySettings, http_client};
+use crate::cluster::{Cluster, ClusterParts, RetrySettings, upstream_client};
 use crate::config::{GatewayConfig, Route};
 use crate::hosts::Hosts;
 use crate::rate::SourceRate;
@@ -159,7 +159,12 @@ impl Gateway {
                 hosts.breakers().iter().for_each(listen);
                 Arc::new(hosts)
             });
-            let client = http_client(cluster.attempt_timeout, config.limits.pool_idle_timeout);
+            let client = upstream_client(
+                &cluster.tls,
+                cluster.protocol,
+                cluster.attempt_timeout,
+                config.limits.pool_idle_timeout,
+            );
             clusters.insert(
                 name.clone(),
                 Cluster::new(ClusterParts {

@@ -80,7 +80,7 @@ use http::Uri;
 use http::uri::PathAndQuery;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+use crate::connector::{Connector, Protocol, UpstreamTls};
 use hyper_util::rt::TokioExecutor;
 use metrics::Counter;
 use serde_json::{Value, json};
@@ -232,13 +232,17 @@ pub fn start(gateway: &Arc<Gateway>, stop: &watch::Receiver<bool>) -> HealthChec
         let Some(config) = cluster.health_check() else {
             continue;
         };
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(config.timeout));
-        // A connection of its own for each check: it tests that the host accepts new ones.
-        let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        let settings = gateway.config().clusters.get(name);
+        let (tls, protocol) = settings.map_or_else(
+            || (UpstreamTls::none(), Protocol::Auto),
+            |c| (c.tls.clone(), c.protocol),
+        );
+        // A connection of its own for each check: it tests that the host accepts new ones
+        // (its TLS handshake too), in the cluster's protocol.
+        let client: Client<Connector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(0)
-            .build(connector);
+            .http2_only(protocol.h2_only())
+            .build(tls.connector(protocol, config.timeout));
         let shared = cluster.shared();
         for (n, upstream) in cluster.upstreams().iter().enumerate() {
             let Some(health) = shared.health.get(n) else {
@@ -270,7 +274,7 @@ struct Checker {
     host: String,
     uri: Uri,
     config: HealthCheckConfig,
-    client: Client<HttpConnector, Empty<Bytes>>,
+    client: Client<Connector, Empty<Bytes>>,
     health: Arc<HostHealth>,
     target: CheckTarget,
 }

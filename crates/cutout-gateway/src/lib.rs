@@ -25,7 +25,8 @@
 //! - [`server`]: binding with clear errors, the listeners' limits (connections, header-read and
 //!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
 //!   a drain deadline, SIGHUP ignored; [`share`]: a full listener's fair share between
-//!   sources.
+//!   sources; [`tls`]: the proxy listener's TLS (a certificate that can be reloaded) and
+//!   [`connector`]: how clusters reach their upstreams (TLS, HTTP/2).
 //! - [`client_body`]: the client's body watched on its way, so a client's fault (400, 408,
 //!   413) is never counted against a cluster; [`refusal`]: rate-limited log lines when a limit
 //!   refuses.
@@ -40,6 +41,7 @@ pub mod classify;
 pub mod client_body;
 pub mod cluster;
 pub mod config;
+pub mod connector;
 pub mod demo;
 pub mod error;
 pub mod forwarded;
@@ -58,6 +60,7 @@ pub mod share;
 pub mod slots;
 pub mod stats;
 pub mod status_page;
+pub mod tls;
 pub mod upstream;
 
 pub use config::GatewayConfig;

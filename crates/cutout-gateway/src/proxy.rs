@@ -10,8 +10,9 @@
 //!
 //! Headers: hop-by-hop headers (`Connection` and the headers it names, `Keep-Alive`,
 //! `Proxy-*`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`) are removed in both directions.
-//! `X-Forwarded-For` gets the client's address appended, `X-Forwarded-Proto` is `http` and
-//! `X-Forwarded-Host` the client's `Host`; the upstream request's `Host` is the upstream's own
+//! `X-Forwarded-For` gets the client's address appended, `X-Forwarded-Proto` is `http` (`https`
+//! on a TLS listener) and `X-Forwarded-Host` the client's `Host` (on HTTP/2, the request's
+//! `:authority`); `TE: trailers` is kept (gRPC needs it); the upstream request's `Host` is the upstream's own
 //! authority (set by the client from the URI). Bodies stream both ways.
 //!
 //! Limits (`[gateway]`, see [`Limits`](crate::config::Limits)): a body larger than
@@ -558,7 +559,7 @@ fn allow_header(route: &crate::config::Route) -> http::HeaderValue {
 /// (its `access` and `deadline` filled in by the caller).
 fn prepare(
     gateway: &Gateway,
-    request: Request,
+    mut request: Request,
     access: &mut Access,
 ) -> Result<Running, ProxyError> {
     if request.method() == Method::CONNECT {
@@ -581,6 +582,15 @@ fn prepare(
         let client = crate::forwarded::client(request.headers(), peer.ip(), hops);
         rate.check(Source::of(client))
             .map_err(ProxyError::RateLimited)?;
+    }
+    // HTTP/2 says the authority in `:authority` (the target's), not in `Host`: it stands for
+    // the Host header from here on.
+    if request.version() == http::Version::HTTP_2
+        && !request.headers().contains_key(header::HOST)
+        && let Some(authority) = request.uri().authority()
+        && let Ok(value) = HeaderValue::from_str(authority.as_str())
+    {
+        request.headers_mut().insert(header::HOST, value);
     }
     let host = single_host(request.headers())?;
     if let Some(authority) = request.uri().authority()
@@ -610,6 +620,10 @@ fn prepare(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
+    let over_tls = request
+        .extensions()
+        .get::<crate::server::OverTls>()
+        .is_some();
     let (mut parts, body) = request.into_parts();
 
     let forwarded_path = if route.strip_prefix {
@@ -634,7 +648,18 @@ fn prepare(
     parts.version = http::Version::HTTP_11;
 
     let host = parts.headers.get(header::HOST).cloned();
+    // `TE: trailers` says the client takes trailers (gRPC needs it said to its server); any
+    // other TE is hop-by-hop and goes.
+    let trailers = parts
+        .headers
+        .get(header::TE)
+        .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
     strip_hop_by_hop(&mut parts.headers);
+    if trailers {
+        parts
+            .headers
+            .insert(header::TE, HeaderValue::from_static("trailers"));
+    }
     // The route's rules, before the gateway's own headers (which they cannot name).
     route.headers.request.apply(&mut parts.headers);
     parts.headers.remove(header::HOST);
@@ -643,7 +668,7 @@ fn prepare(
     }
     parts.headers.insert(
         HeaderName::from_static("x-forwarded-proto"),
-        HeaderValue::from_static("http"),
+        HeaderValue::from_static(if over_tls { "https" } else { "http" }),
     );
     if let Some(host) = host {
         parts
