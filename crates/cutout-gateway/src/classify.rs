@@ -54,15 +54,7 @@ pub struct GatewayClassifier {
 /// Whether `response` is a gRPC response (its `content-type` is `application/grpc` or
 /// `application/grpc+…`).
 pub fn is_grpc<B>(response: &Response<B>) -> bool {
-    response
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| {
-            let v = v.as_bytes();
-            v.len() >= 16
-                && v[..16].eq_ignore_ascii_case(b"application/grpc")
-                && matches!(v.get(16), None | Some(b'+' | b';'))
-        })
+    crate::grpc_answer::is_grpc_content(response.headers())
 }
 
 impl GatewayClassifier {

@@ -259,7 +259,8 @@ impl ProxyError {
         self.response().status()
     }
 
-    fn response(&self) -> http::Response<String> {
+    /// The answer, its body the gateway's words (what [`IntoResponse`] sends).
+    pub fn response(&self) -> http::Response<String> {
         match self {
             ProxyError::NoRoute => text(StatusCode::NOT_FOUND, "no route for this path\n"),
             ProxyError::BadRequest(why) => {

@@ -18,7 +18,8 @@
 //!   threshold, and what the cluster breaker still counts; [`health`]: active health checks
 //!   per host, which end a break early; [`attempt`]: the attempt timeout over the whole
 //!   response and the give-up rule (detached attempts and their budget);
-//!   [`classify`]: what an outcome means to a breaker.
+//!   [`classify`]: what an outcome means to a breaker (gRPC's by `grpc-status`);
+//!   [`grpc_answer`]: the gateway's own answers to gRPC calls in gRPC's shape.
 //! - [`access`]: request ids and the access log; [`stats`]: per-second statistics and the slow
 //!   mark for the status page; [`metrics`]: the Prometheus recorder and the gateway's series.
 //! - [`demo`]: the embedded demo with two chaos-switchable [`upstream`]s.
@@ -46,6 +47,7 @@ pub mod demo;
 pub mod error;
 pub mod forwarded;
 pub mod gateway;
+pub mod grpc_answer;
 pub mod header_rules;
 pub mod health;
 pub mod hosts;

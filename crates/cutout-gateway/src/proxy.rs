@@ -99,6 +99,7 @@ fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> HandleFuture
         request.uri().path(),
         request.headers(),
     );
+    let grpc = crate::grpc_answer::is_grpc_content(request.headers());
     match prepare(&gateway, request, &mut access) {
         Ok(running) => HandleFuture(Some(Phase::Running(Box::new(Running {
             access: Some(access),
@@ -106,14 +107,14 @@ fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> HandleFuture
             ..running
         })))),
         Err(error) => {
-            let response = refuse(error, &mut access);
+            let response = refuse(error, &mut access, grpc);
             HandleFuture(Some(Phase::Done(response)))
         }
     }
 }
 
 /// The answer to a request refused before it reached a cluster's stack, logged.
-fn refuse(error: ProxyError, access: &mut Access) -> Response {
+fn refuse(error: ProxyError, access: &mut Access, grpc: bool) -> Response {
     let outcome = match &error {
         ProxyError::BadRequest(why) => {
             note(Refusal::BadRequest, "proxy", format_args!("400: {why}"));
@@ -143,12 +144,17 @@ fn refuse(error: ProxyError, access: &mut Access) -> Response {
         ProxyError::Client(_) => Outcome::ClientFault,
         _ => Outcome::BadRequest,
     };
-    answer(error, outcome, access)
+    answer(error, outcome, access, grpc)
 }
 
-/// `error` as the client's answer, with its request id, and the request's access log line.
-fn answer(error: ProxyError, outcome: Outcome, access: &mut Access) -> Response {
-    let mut response = error.into_response();
+/// `error` as the client's answer, with its request id, and the request's access log line;
+/// in gRPC's shape for a gRPC request ([`crate::grpc_answer`]).
+fn answer(error: ProxyError, outcome: Outcome, access: &mut Access, grpc: bool) -> Response {
+    let mut response = if grpc {
+        crate::grpc_answer::shaped(error.response())
+    } else {
+        error.into_response()
+    };
     access.status(response.status().as_u16());
     response
         .headers_mut()
@@ -181,6 +187,8 @@ struct Running {
     /// The route's header rules (its response rules apply to the upstream's answer).
     headers: Arc<crate::header_rules::HeaderRules>,
     deadline: Pin<Box<Sleep>>,
+    /// Whether the request is a gRPC call (the gateway's own answers in gRPC's shape).
+    grpc: bool,
 }
 
 impl Future for HandleFuture {
@@ -439,7 +447,7 @@ impl Running {
                         format_args!("{}: {fault}", fault.status().as_u16()),
                     );
                 }
-                answer(error, outcome, &mut access)
+                answer(error, outcome, &mut access, self.grpc)
             }
         }
     }
@@ -620,6 +628,7 @@ fn prepare(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
+    let grpc = crate::grpc_answer::is_grpc_content(request.headers());
     let over_tls = request
         .extensions()
         .get::<crate::server::OverTls>()
@@ -693,6 +702,7 @@ fn prepare(
         cluster: Arc::clone(cluster.shared()),
         headers: Arc::clone(&route.headers),
         deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
+        grpc,
     })
 }
 
