@@ -141,8 +141,8 @@ use http::Uri;
 use crate::connector::{Protocol, TlsKeys, UpstreamTls};
 use crate::error::ConfigError;
 use crate::health::HealthCheckConfig;
-use crate::tls::{ListenerTls, PemPair};
 use crate::rate::RateLimit;
+use crate::tls::{ListenerTls, PemPair};
 
 /// The default proxy listener.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -1550,7 +1550,10 @@ fn pem_pair(
     key: Option<std::path::PathBuf>,
 ) -> Result<Option<PemPair>, ConfigError> {
     let key_key = cert_key.replace("-cert", "-key");
-    let (cert_path, key_path) = (format!("{section}.{cert_key}"), format!("{section}.{key_key}"));
+    let (cert_path, key_path) = (
+        format!("{section}.{cert_key}"),
+        format!("{section}.{key_key}"),
+    );
     match (cert, key) {
         (None, None) => Ok(None),
         (Some(cert), Some(key)) => Ok(Some(PemPair {

@@ -14,8 +14,8 @@
 use axum::body::Body;
 use axum::response::Response;
 use cutout_tower::grpc::Code;
-use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::StatusCode;
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 
 /// Whether headers are a gRPC call's or answer's (`content-type` is `application/grpc` or
 /// `application/grpc+…`).

@@ -74,13 +74,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::connector::{Connector, Protocol, UpstreamTls};
 use bytes::Bytes;
 use cutout::{BreakEndReason, Breaker, State};
 use http::Uri;
 use http::uri::PathAndQuery;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
-use crate::connector::{Connector, Protocol, UpstreamTls};
 use hyper_util::rt::TokioExecutor;
 use metrics::Counter;
 use serde_json::{Value, json};

@@ -27,7 +27,8 @@
 //!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
 //!   a drain deadline, SIGHUP ignored; [`share`]: a full listener's fair share between
 //!   sources; [`tls`]: the proxy listener's TLS (a certificate that can be reloaded) and
-//!   [`connector`]: how clusters reach their upstreams (TLS, HTTP/2).
+//!   [`connector`]: how clusters reach their upstreams (TLS, HTTP/2); [`tunnel`]: WebSocket
+//!   upgrades passed through.
 //! - [`client_body`]: the client's body watched on its way, so a client's fault (400, 408,
 //!   413) is never counted against a cluster; [`refusal`]: rate-limited log lines when a limit
 //!   refuses.
@@ -63,6 +64,7 @@ pub mod slots;
 pub mod stats;
 pub mod status_page;
 pub mod tls;
+pub mod tunnel;
 pub mod upstream;
 
 pub use config::GatewayConfig;

@@ -189,6 +189,8 @@ struct Running {
     deadline: Pin<Box<Sleep>>,
     /// Whether the request is a gRPC call (the gateway's own answers in gRPC's shape).
     grpc: bool,
+    /// The client's side of a WebSocket upgrade it asked for ([`crate::tunnel`]).
+    upgrade: Option<crate::tunnel::ClientUpgrade>,
 }
 
 impl Future for HandleFuture {
@@ -393,7 +395,30 @@ impl Running {
         };
         match result {
             Ok(mut response) => {
+                let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+                let upgrade = response.headers().get(header::UPGRADE).cloned();
+                match (switched, self.upgrade.take()) {
+                    (true, Some(client)) => client.splice(hyper::upgrade::on(&mut response)),
+                    (true, None) => {
+                        // Switched without being asked (the upgrade headers were removed):
+                        // nothing to join it to.
+                        let unasked: cutout_tower::BoxError =
+                            "the upstream switched protocols unasked".into();
+                        let error = ProxyError::Cluster {
+                            cluster: self.cluster.name.clone(),
+                            attempt_timeout: self.cluster.attempt_timeout,
+                            error: Box::new(cutout_tower::Error::inner(unasked)),
+                        };
+                        return answer(error, Outcome::UpstreamError, &mut access, self.grpc);
+                    }
+                    (false, _) => {}
+                }
                 strip_hop_by_hop(response.headers_mut());
+                if let (true, Some(upgrade)) = (switched, upgrade) {
+                    let headers = response.headers_mut();
+                    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+                    headers.insert(header::UPGRADE, upgrade);
+                }
                 self.headers.response.apply(response.headers_mut());
                 response.extensions_mut().insert(Relayed);
                 response
@@ -629,6 +654,7 @@ fn prepare(
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
     let grpc = crate::grpc_answer::is_grpc_content(request.headers());
+    let upgrade = crate::tunnel::ClientUpgrade::take(&mut request);
     let over_tls = request
         .extensions()
         .get::<crate::server::OverTls>()
@@ -663,7 +689,14 @@ fn prepare(
         .headers
         .get(header::TE)
         .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    let asked = parts.headers.get(header::UPGRADE).cloned();
     strip_hop_by_hop(&mut parts.headers);
+    if let (Some(_), Some(asked)) = (&upgrade, asked) {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        parts.headers.insert(header::UPGRADE, asked);
+    }
     if trailers {
         parts
             .headers
@@ -703,6 +736,7 @@ fn prepare(
         headers: Arc::clone(&route.headers),
         deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
         grpc,
+        upgrade,
     })
 }
 

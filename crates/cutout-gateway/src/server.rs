@@ -316,17 +316,23 @@ pub async fn serve_protocols(
                             }
                         },
                     };
+                    let _slot = slot;
                     let entry = book.enter(source);
                     let _ = stream.set_nodelay(true);
                     let watched = Watched { stream, conn: Arc::clone(entry.conn()) };
                     let conn = Arc::clone(entry.conn());
                     let tls = protocols.tls.is_some();
+                    // An upgraded connection's tunnel comes back here to run (crate::tunnel).
+                    let (tunnels, tunnel) = crate::tunnel::channel();
                     let service = TowerToHyperService::new(tower::service_fn(
                         move |mut request: http::Request<Incoming>| {
                             request.extensions_mut().insert(ConnectInfo(peer));
                             request.extensions_mut().insert(LocalAddr(local));
                             if tls {
                                 request.extensions_mut().insert(OverTls);
+                            }
+                            if request.headers().contains_key(http::header::UPGRADE) {
+                                request.extensions_mut().insert(tunnels.clone());
                             }
                             // In flight until its response body is sent or dropped: never
                             // closed to make room until then.
@@ -346,28 +352,26 @@ pub async fn serve_protocols(
                     match &protocols.tls {
                         None if !protocols.h2c => {
                             let io = TokioIo::new(watched);
-                            let connection = http.serve_connection(io, service);
+                            let connection = http.serve_connection(io, service).with_upgrades();
                             drive(
                                 what,
                                 connection,
                                 |connection| connection.graceful_shutdown(),
                                 limits.idle_timeout,
-                                slot,
-                                entry,
+                                &entry,
                                 drain,
                             )
                             .await;
                         }
                         None => {
                             let connection =
-                                auto.serve_connection(TokioIo::new(watched), service);
+                                auto.serve_connection_with_upgrades(TokioIo::new(watched), service);
                             drive(
                                 what,
                                 connection,
                                 |connection| connection.graceful_shutdown(),
                                 limits.idle_timeout,
-                                slot,
-                                entry,
+                                &entry,
                                 drain,
                             )
                             .await;
@@ -393,19 +397,20 @@ pub async fn serve_protocols(
                                     return;
                                 }
                             };
-                            let connection = auto.serve_connection(TokioIo::new(stream), service);
+                            let connection =
+                                auto.serve_connection_with_upgrades(TokioIo::new(stream), service);
                             drive(
                                 what,
                                 connection,
                                 |connection| connection.graceful_shutdown(),
                                 limits.idle_timeout,
-                                slot,
-                                entry,
+                                &entry,
                                 drain,
                             )
                             .await;
                         }
                     }
+                    tunnel.run(entry.conn(), limits.idle_timeout).await;
                 });
             }
         }
@@ -443,16 +448,16 @@ fn is_connection_error(error: &io::Error) -> bool {
 /// down gracefully (`shut_down`: hyper's, which closes an idle connection and lets a busy one
 /// finish its request and flush its response first) when the drain begins, or when it is
 /// asked to make room for another source's connection while no request is in flight on it
-/// ([`crate::share`]; a request in flight declines). Holds its listener slot and its place in
-/// the book until it ends.
+/// ([`crate::share`]; a request in flight declines). Its caller holds its listener slot and
+/// its place in the book until it ends, and the tunnel of an upgraded connection after it
+/// ([`crate::tunnel`]).
 #[allow(clippy::too_many_arguments)]
 async fn drive<C, E>(
     what: &'static str,
     connection: C,
     shut_down: impl Fn(Pin<&mut C>),
     idle: Duration,
-    _slot: OwnedSemaphorePermit,
-    entry: Entry,
+    entry: &Entry,
     mut drain: watch::Receiver<bool>,
 ) where
     C: Future<Output = Result<(), E>>,

@@ -108,12 +108,20 @@ async fn unavailable_in_trailers_only_responses_opens_the_breaker_and_the_next_c
             .unwrap_err();
         assert_eq!(status.code(), Code::Unavailable);
     }
-    assert_eq!(breaker.state(), State::Open, "five UNAVAILABLE (grpc-status 14)");
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "five UNAVAILABLE (grpc-status 14)"
+    );
     assert_eq!(server.calls(), 5);
     // Refused by the gateway (503, which gRPC reads as UNAVAILABLE), never reaching the server.
     let status = client.unary(EchoRequest::ok("refused?")).await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);
-    assert_eq!(server.calls(), 5, "the open breaker kept it from the server");
+    assert_eq!(
+        server.calls(),
+        5,
+        "the open breaker kept it from the server"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

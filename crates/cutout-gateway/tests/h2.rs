@@ -109,7 +109,10 @@ async fn an_h2c_listener_serves_both_versions_and_an_h2c_cluster_speaks_http2_up
         "every request went upstream over HTTP/2: {seen:?}"
     );
     assert_eq!(
-        gateway.gateway.clusters()["up"].breaker().snapshot().failures,
+        gateway.gateway.clusters()["up"]
+            .breaker()
+            .snapshot()
+            .failures,
         0
     );
     let _ = stop.send(true);
@@ -148,10 +151,16 @@ async fn an_h2_cluster_whose_upstream_speaks_only_http1_fails_and_is_counted() {
     let (status, _, _) = get(&format!("http://{}/x", gateway.proxy), false)
         .await
         .unwrap();
-    assert_eq!(status, 502, "an HTTP/1.1-only upstream cannot answer HTTP/2");
+    assert_eq!(
+        status, 502,
+        "an HTTP/1.1-only upstream cannot answer HTTP/2"
+    );
     assert!(seen.lock().unwrap().is_empty());
     assert_eq!(
-        gateway.gateway.clusters()["up"].breaker().snapshot().failures,
+        gateway.gateway.clusters()["up"]
+            .breaker()
+            .snapshot()
+            .failures,
         1
     );
     let _ = stop.send(true);

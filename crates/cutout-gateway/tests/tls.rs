@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::Request;
 use axum::routing::any;
-use common::tls::{Leaf, Pki, serve_tls, tool_or_skip, toml_path};
+use common::tls::{Leaf, Pki, serve_tls, toml_path, tool_or_skip};
 use cutout_gateway::GatewayConfig;
 use http::Version;
 use rustls_pki_types::ServerName;
@@ -77,11 +77,7 @@ fn listener_keys(leaf: &Leaf) -> String {
 }
 
 /// A TLS gateway in front of a TLS (ALPN h2) upstream, both with certificates of `pki`.
-async fn tls_to_h2(
-    pki: &Pki,
-    seen: &Arc<Seen>,
-    stop: &watch::Sender<bool>,
-) -> common::Running {
+async fn tls_to_h2(pki: &Pki, seen: &Arc<Seen>, stop: &watch::Sender<bool>) -> common::Running {
     let upstream = serve_tls(recording(seen), &pki.leaf("upstream", &["127.0.0.1"]), stop).await;
     let gateway = pki.leaf("gateway", &["localhost", "127.0.0.1"]);
     let text = config(
@@ -113,9 +109,25 @@ async fn curl_speaks_http2_and_http1_through_the_tls_listener_to_an_h2_upstream(
     let gateway = tls_to_h2(&pki, &seen, &stop).await;
     let url = format!("https://localhost:{}/accounts/7", gateway.proxy.port());
     let ca = pki.ca.display().to_string();
-    let h2 = curl(&["--http2", "--cacert", &ca, "-w", "%{http_code} %{http_version}", &url]).await;
+    let h2 = curl(&[
+        "--http2",
+        "--cacert",
+        &ca,
+        "-w",
+        "%{http_code} %{http_version}",
+        &url,
+    ])
+    .await;
     assert_eq!(h2, "200 2", "curl --http2 got HTTP/2 and a 200");
-    let h1 = curl(&["--http1.1", "--cacert", &ca, "-w", "%{http_code} %{http_version}", &url]).await;
+    let h1 = curl(&[
+        "--http1.1",
+        "--cacert",
+        &ca,
+        "-w",
+        "%{http_code} %{http_version}",
+        &url,
+    ])
+    .await;
     assert_eq!(h1, "200 1.1", "curl --http1.1 got HTTP/1.1 and a 200");
     // Without the CA, curl refuses the gateway's certificate: it is verified, not just used.
     let untrusted = curl(&["--http2", "-w", "%{http_code}", &url]).await;
@@ -124,7 +136,10 @@ async fn curl_speaks_http2_and_http1_through_the_tls_listener_to_an_h2_upstream(
     assert_eq!(seen.len(), 2);
     for (version, proto) in seen {
         assert_eq!(version, Version::HTTP_2, "the upstream chose h2 by ALPN");
-        assert_eq!(proto, "https", "X-Forwarded-Proto says the client came over TLS");
+        assert_eq!(
+            proto, "https",
+            "X-Forwarded-Proto says the client came over TLS"
+        );
     }
     let _ = stop.send(true);
 }
@@ -187,7 +202,10 @@ async fn an_https_upstream_is_verified_against_its_roots_and_the_name_it_is_give
     let roots = format!("tls-roots = {}", toml_path(&pki.ca));
     let cases = [
         // (cluster keys, the status through the gateway)
-        (format!("{roots}\ntls-server-name = \"upstream.internal\""), 200),
+        (
+            format!("{roots}\ntls-server-name = \"upstream.internal\""),
+            200,
+        ),
         // The URL's host is checked by default: 127.0.0.1 is not in the certificate.
         (roots.clone(), 502),
         // Another CA's roots do not verify it.
@@ -229,10 +247,12 @@ async fn mutual_upstream(pki: &Pki, stop: &watch::Sender<bool>) -> SocketAddr {
         roots.add(cert).unwrap();
     }
     let provider = cutout_gateway::tls::provider();
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
-            .build()
-            .unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::clone(&provider),
+    )
+    .build()
+    .unwrap();
     let certs = cutout_gateway::tls::read_certs("cert", &leaf.cert).unwrap();
     let key = cutout_gateway::tls::read_key("key", &leaf.key).unwrap();
     let config = rustls::ServerConfig::builder_with_provider(provider)
@@ -322,7 +342,12 @@ async fn the_listener_certificate_is_reloaded_from_its_files_and_a_bad_reload_ke
     let leaf = first.leaf("gateway", &["127.0.0.1"]);
     let text = config(&listener_keys(&leaf), &format!("http://{upstream}"), "");
     let gateway = common::start_gateway(&text, None).await;
-    let tls = gateway.gateway.config().tls.clone().expect("a TLS listener");
+    let tls = gateway
+        .gateway
+        .config()
+        .tls
+        .clone()
+        .expect("a TLS listener");
     assert!(handshake_verifies(gateway.proxy, &first.ca).await);
     assert!(!handshake_verifies(gateway.proxy, &second.ca).await);
 
@@ -354,14 +379,18 @@ async fn a_tls_handshake_that_never_comes_is_closed_after_header_read_timeout() 
     let upstream = common::serve_router(recording(&Arc::new(Seen::default())), &stop).await;
     let leaf = pki.leaf("gateway", &["127.0.0.1"]);
     let keys = format!("{}\nheader-read-timeout = \"300ms\"", listener_keys(&leaf));
-    let gateway = common::start_gateway(&config(&keys, &format!("http://{upstream}"), ""), None).await;
+    let gateway =
+        common::start_gateway(&config(&keys, &format!("http://{upstream}"), ""), None).await;
     let started = Instant::now();
     let mut silent = TcpStream::connect(gateway.proxy).await.unwrap();
     let mut buf = [0u8; 64];
     let read = tokio::time::timeout(Duration::from_secs(5), silent.read(&mut buf))
         .await
         .expect("the gateway closes the connection");
-    assert!(matches!(read, Ok(0) | Err(_)), "closed, nothing sent: {read:?}");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "closed, nothing sent: {read:?}"
+    );
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(250) && took < Duration::from_secs(3),
@@ -377,7 +406,10 @@ fn tls_keys_have_coded_errors_naming_the_key() {
     let pki = Pki::new("errors");
     let leaf = pki.leaf("gateway", &["127.0.0.1"]);
     let other = pki.leaf("other", &["127.0.0.1"]);
-    let garbage = pki.file("garbage.pem", "-----BEGIN CERTIFICATE-----\nnot base64 !!\n");
+    let garbage = pki.file(
+        "garbage.pem",
+        "-----BEGIN CERTIFICATE-----\nnot base64 !!\n",
+    );
     let empty = pki.file("empty.pem", "no PEM here\n");
     let missing = pki.dir.join("missing.pem");
     let up = "http://127.0.0.1:1";
@@ -390,13 +422,37 @@ fn tls_keys_have_coded_errors_naming_the_key() {
         )
     };
     let cases: Vec<(String, &str, &str)> = vec![
-        (config(&pair(&missing, &leaf.key), up, ""), "GW-CFG-012", "gateway.tls-cert"),
-        (config(&pair(&leaf.cert, &missing), up, ""), "GW-CFG-012", "gateway.tls-key"),
-        (config(&pair(&garbage, &leaf.key), up, ""), "GW-CFG-013", "gateway.tls-cert"),
-        (config(&pair(&empty, &leaf.key), up, ""), "GW-CFG-013", "gateway.tls-cert"),
-        (config(&pair(&leaf.cert, &empty), up, ""), "GW-CFG-013", "gateway.tls-key"),
+        (
+            config(&pair(&missing, &leaf.key), up, ""),
+            "GW-CFG-012",
+            "gateway.tls-cert",
+        ),
+        (
+            config(&pair(&leaf.cert, &missing), up, ""),
+            "GW-CFG-012",
+            "gateway.tls-key",
+        ),
+        (
+            config(&pair(&garbage, &leaf.key), up, ""),
+            "GW-CFG-013",
+            "gateway.tls-cert",
+        ),
+        (
+            config(&pair(&empty, &leaf.key), up, ""),
+            "GW-CFG-013",
+            "gateway.tls-cert",
+        ),
+        (
+            config(&pair(&leaf.cert, &empty), up, ""),
+            "GW-CFG-013",
+            "gateway.tls-key",
+        ),
         // Another leaf's key is not this certificate's.
-        (config(&pair(&leaf.cert, &other.key), up, ""), "GW-CFG-013", "gateway.tls-key"),
+        (
+            config(&pair(&leaf.cert, &other.key), up, ""),
+            "GW-CFG-013",
+            "gateway.tls-key",
+        ),
         (
             config(&format!("tls-cert = {}", toml_path(&leaf.cert)), up, ""),
             "GW-CFG-005",
@@ -408,13 +464,29 @@ fn tls_keys_have_coded_errors_naming_the_key() {
             "gateway.tls-cert",
         ),
         (
-            config(&format!("{}\nh2c = true", pair(&leaf.cert, &leaf.key)), up, ""),
+            config(
+                &format!("{}\nh2c = true", pair(&leaf.cert, &leaf.key)),
+                up,
+                "",
+            ),
             "GW-CFG-010",
             "gateway.h2c",
         ),
-        (config("tls-cert = \"\"", up, ""), "GW-CFG-004", "gateway.tls-cert"),
-        (config("", https, "protocol = \"h2c\""), "GW-CFG-010", "clusters.up.protocol"),
-        (config("", up, "protocol = \"h3\""), "GW-CFG-004", "clusters.up.protocol"),
+        (
+            config("tls-cert = \"\"", up, ""),
+            "GW-CFG-004",
+            "gateway.tls-cert",
+        ),
+        (
+            config("", https, "protocol = \"h2c\""),
+            "GW-CFG-010",
+            "clusters.up.protocol",
+        ),
+        (
+            config("", up, "protocol = \"h3\""),
+            "GW-CFG-004",
+            "clusters.up.protocol",
+        ),
         (
             config("", https, &format!("tls-roots = {}", toml_path(&missing))),
             "GW-CFG-012",
@@ -431,7 +503,11 @@ fn tls_keys_have_coded_errors_naming_the_key() {
             "clusters.up.tls-server-name",
         ),
         (
-            config("", https, &format!("tls-client-cert = {}", toml_path(&leaf.cert))),
+            config(
+                "",
+                https,
+                &format!("tls-client-cert = {}", toml_path(&leaf.cert)),
+            ),
             "GW-CFG-005",
             "clusters.up.tls-client-key",
         ),
@@ -448,7 +524,11 @@ fn tls_keys_have_coded_errors_naming_the_key() {
             "GW-CFG-013",
             "clusters.up.tls-client-key",
         ),
-        (config("", "ftp://127.0.0.1:1", ""), "GW-CFG-004", "clusters.up.upstreams"),
+        (
+            config("", "ftp://127.0.0.1:1", ""),
+            "GW-CFG-004",
+            "clusters.up.upstreams",
+        ),
     ];
     for (text, code, key) in cases {
         let error = GatewayConfig::from_toml(&text).expect_err(&text);
@@ -477,7 +557,11 @@ fn check_accepts_an_https_upstream_and_a_tls_listener() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("valid (1 clusters, 1 routes)"), "{stdout}");
     // And a bad roots file is refused by --check with its code.
     let bad = pki.file("bad.toml", &text.replace("ca.pem", "nothing.pem"));
