@@ -1069,7 +1069,11 @@ fn parse_clusters(
             }
             Some(((protocol, _), _)) => protocol,
         };
-        let tls = if https {
+        // The files are read whenever a key names them, so `--check` finds a bad one before
+        // an https:// upstream is added.
+        let named =
+            tls_keys.roots.is_some() || tls_keys.client.is_some() || tls_keys.server_name.is_some();
+        let tls = if https || named {
             UpstreamTls::load(&tls_keys)?
         } else {
             UpstreamTls::none()

@@ -3,7 +3,9 @@
 //! Each listener ([`serve_with`]) accepts connections up to its own `max-connections` (more are
 //! accepted and closed at once, with a rate-limited log line, unless a source holding more
 //! than its share makes room: [`crate::share`]), serves each with hyper's HTTP/1
-//! server under its `header-read-timeout`, closes a connection on which no byte moved for
+//! server (with [`serve_protocols`]: after a TLS handshake bounded by the same timeout, HTTP/1.1
+//! or HTTP/2 by ALPN, or HTTP/2 prior knowledge beside HTTP/1.1 on a plain `h2c` listener)
+//! under its `header-read-timeout`, closes a connection on which no byte moved for
 //! `idle-timeout`, and on shutdown stops accepting, lets in-flight requests finish for at most
 //! `shutdown-timeout` (hyper's graceful shutdown of each connection: an idle one closes, a
 //! busy one finishes its request and its response, flushed, first), then closes what is left.

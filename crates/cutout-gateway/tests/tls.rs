@@ -529,6 +529,12 @@ fn tls_keys_have_coded_errors_naming_the_key() {
             "GW-CFG-004",
             "clusters.up.upstreams",
         ),
+        // Read even before the cluster has an https:// upstream.
+        (
+            config("", up, &format!("tls-roots = {}", toml_path(&garbage))),
+            "GW-CFG-013",
+            "clusters.up.tls-roots",
+        ),
     ];
     for (text, code, key) in cases {
         let error = GatewayConfig::from_toml(&text).expect_err(&text);
@@ -572,4 +578,55 @@ fn check_accepts_an_https_upstream_and_a_tls_listener() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("GW-CFG-012"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_connections_counts_tls_connections() {
+    let pki = Pki::new("max");
+    let (stop, _) = watch::channel(false);
+    let upstream = common::serve_router(recording(&Arc::new(Seen::default())), &stop).await;
+    let leaf = pki.leaf("gateway", &["127.0.0.1"]);
+    let keys = format!("{}\nmax-connections = 2", listener_keys(&leaf));
+    let gateway =
+        common::start_gateway(&config(&keys, &format!("http://{upstream}"), ""), None).await;
+    let connector = |ca: &Path| {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in cutout_gateway::tls::read_certs("ca", ca).unwrap() {
+            roots.add(cert).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(cutout_gateway::tls::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+    };
+    let connector = connector(&pki.ca);
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let tcp = TcpStream::connect(gateway.proxy).await.unwrap();
+        held.push(connector.connect(name.clone(), tcp).await.unwrap());
+    }
+    // The third is closed before its handshake ends (the same source holds both slots).
+    let tcp = TcpStream::connect(gateway.proxy).await.unwrap();
+    let third = tokio::time::timeout(Duration::from_secs(5), connector.connect(name.clone(), tcp))
+        .await
+        .expect("the third connection is answered");
+    assert!(
+        third.is_err(),
+        "a third TLS connection is refused at max-connections = 2"
+    );
+    drop(held);
+    // Once they close, a new one is served.
+    let mut served = false;
+    for _ in 0..50 {
+        if handshake_verifies(gateway.proxy, &pki.ca).await {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(served, "a slot freed is a slot for the next TLS client");
+    let _ = stop.send(true);
 }
