@@ -630,3 +630,48 @@ async fn max_connections_counts_tls_connections() {
     assert!(served, "a slot freed is a slot for the next TLS client");
     let _ = stop.send(true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_of_an_https_upstream_shake_hands_with_the_cluster_s_roots() {
+    let pki = Pki::new("health");
+    let other = Pki::new("health-other");
+    let seen = Arc::new(Seen::default());
+    let (stop, _) = watch::channel(false);
+    let upstream = serve_tls(
+        recording(&seen),
+        &pki.leaf("upstream", &["127.0.0.1"]),
+        &stop,
+    )
+    .await;
+    let check = "[clusters.up.health-check]\npath = \"/healthz\"\ninterval = \"200ms\"\n\
+                 timeout = \"200ms\"";
+    let last =
+        |gateway: &common::Running| gateway.gateway.clusters()["up"].shared().health[0].last();
+    // Verified against the cluster's roots: the checks pass, over HTTP/2 (ALPN).
+    let roots = format!("tls-roots = {}\n{check}", toml_path(&pki.ca));
+    let gateway =
+        common::start_gateway(&config("", &format!("https://{upstream}"), &roots), None).await;
+    assert!(
+        common::eventually(Duration::from_secs(5), || last(&gateway)
+            .is_some_and(|r| r.passed))
+        .await,
+        "a check passed: {:?}",
+        last(&gateway)
+    );
+    assert!(seen.all().iter().any(|(v, _)| *v == Version::HTTP_2));
+    drop(gateway);
+    // Against another CA's roots the handshake fails, and so does the check.
+    let roots = format!("tls-roots = {}\n{check}", toml_path(&other.ca));
+    let gateway =
+        common::start_gateway(&config("", &format!("https://{upstream}"), &roots), None).await;
+    assert!(
+        common::eventually(Duration::from_secs(5), || last(&gateway).is_some()).await,
+        "a check ran"
+    );
+    let result = last(&gateway).unwrap();
+    assert!(
+        !result.passed,
+        "an unverified upstream fails its check: {result:?}"
+    );
+    let _ = stop.send(true);
+}
