@@ -11,6 +11,14 @@
 //! | the gateway's `request-timeout` passed ([`DeadlinePassed`]) | ignored |
 //! | every host of the cluster refused ([`AllEjected`]) | ignored (for the cluster breaker) |
 //!
+//! A gRPC response (`content-type: application/grpc…`) is judged by its `grpc-status`, not its
+//! HTTP status, with cutout-tower's [`GrpcClassifier`]: from the headers of a trailers-only
+//! response, else from the trailers at the body's end (none: `UNKNOWN`); `UNAVAILABLE`,
+//! `DEADLINE_EXCEEDED`, `INTERNAL`, `UNKNOWN` and `DATA_LOSS` fail, `RESOURCE_EXHAUSTED` and
+//! the caller's errors (`INVALID_ARGUMENT`, `NOT_FOUND`, …) are ignored, `OK` succeeds (see
+//! its table). The rest of this table (errors, the client's faults, the deadline, ejection)
+//! holds for gRPC too.
+//!
 //! A client that left is not in this table: its attempt runs on detached and is classified by
 //! its own outcome, as if the client had stayed, or is cancelled and classified by nobody
 //! (see [`crate::attempt`]).
@@ -26,6 +34,7 @@ use std::sync::Arc;
 
 use cutout::classify::{Classify, Outcome, Verdict};
 use cutout_tower::body::{Classified, ClassifyEnd, ClassifyResponse, HttpBodyEnd};
+use cutout_tower::grpc::{Code, GrpcBodyEnd, GrpcClassifier};
 use cutout_tower::{BoxError, HttpClassifier};
 use http::{HeaderMap, Response};
 use http_body::Body;
@@ -38,13 +47,24 @@ use crate::hosts::{AllEjected, HostError, Hosts, Panicked, ServedBy};
 #[derive(Debug, Clone)]
 pub struct GatewayClassifier {
     http: HttpClassifier,
+    grpc: GrpcClassifier,
     absorb: Option<Arc<Hosts>>,
+}
+
+/// Whether `response` is a gRPC response (its `content-type` is `application/grpc` or
+/// `application/grpc+…`).
+pub fn is_grpc<B>(response: &Response<B>) -> bool {
+    crate::grpc_answer::is_grpc_content(response.headers())
 }
 
 impl GatewayClassifier {
     /// Classifies with `http`, putting the client's faults and the gateway's deadline aside.
     pub fn new(http: HttpClassifier) -> GatewayClassifier {
-        GatewayClassifier { http, absorb: None }
+        GatewayClassifier {
+            http,
+            grpc: GrpcClassifier::new(),
+            absorb: None,
+        }
     }
 
     /// The cluster level's classifier over `hosts`: failures that ejection absorbs are
@@ -97,6 +117,15 @@ impl<B> Classify<Response<B>, BoxError> for GatewayClassifier {
     fn verdict(&self, result: &Result<Response<B>, BoxError>) -> Verdict {
         match result {
             Err(error) => self.error_verdict(&**error),
+            Ok(response) if is_grpc(response) => {
+                // On the head alone: a trailers-only status, else the HTTP status's code.
+                let code = Code::in_headers(response.headers())
+                    .unwrap_or_else(|| Code::from_http_status(response.status()));
+                self.at_host(
+                    self.grpc.verdict_of(code),
+                    GatewayClassifier::served_by(response),
+                )
+            }
             Ok(response) => self.at_host(
                 self.http.verdict_of(response.status(), response.headers()),
                 GatewayClassifier::served_by(response),
@@ -109,21 +138,35 @@ impl<B> Classify<Response<B>, BoxError> for GatewayClassifier {
 /// it breaks or stalls (unless the client's fault broke it).
 #[derive(Debug, Clone)]
 pub struct GatewayEnd {
-    http: HttpBodyEnd,
+    end: End,
     classifier: GatewayClassifier,
     host: Option<(usize, bool)>,
 }
 
+/// Who decides at the end: the HTTP classifier, or gRPC's (the trailers' `grpc-status`).
+#[derive(Debug, Clone)]
+enum End {
+    Http(HttpBodyEnd),
+    Grpc(GrpcBodyEnd),
+}
+
 impl<E: StdError + 'static> ClassifyEnd<E> for GatewayEnd {
     fn end(self, trailers: Option<&HeaderMap>) -> Verdict {
-        ClassifyEnd::<E>::end(self.http, trailers)
+        let verdict = match self.end {
+            End::Http(http) => ClassifyEnd::<E>::end(http, trailers),
+            End::Grpc(grpc) => ClassifyEnd::<E>::end(grpc, trailers),
+        };
+        self.classifier.at_host(verdict, self.host)
     }
 
     fn body_error(self, error: &E) -> Verdict {
         if GatewayClassifier::not_the_upstream(error) {
             return Verdict::Ignored;
         }
-        let verdict = self.http.body_error(error);
+        let verdict = match self.end {
+            End::Http(http) => http.body_error(error),
+            End::Grpc(grpc) => grpc.body_error(error),
+        };
         self.classifier.at_host(verdict, self.host)
     }
 }
@@ -140,10 +183,21 @@ where
             Err(error) => Classified::Now(self.error_verdict(&**error)),
             Ok(response) => {
                 let host = GatewayClassifier::served_by(response);
-                match ClassifyResponse::<B, BoxError>::classify_response(&self.http, result) {
+                let classified = if is_grpc(response) {
+                    match ClassifyResponse::<B, BoxError>::classify_response(&self.grpc, result) {
+                        Classified::Now(verdict) => Classified::Now(verdict),
+                        Classified::AtEnd(grpc) => Classified::AtEnd(End::Grpc(grpc)),
+                    }
+                } else {
+                    match ClassifyResponse::<B, BoxError>::classify_response(&self.http, result) {
+                        Classified::Now(verdict) => Classified::Now(verdict),
+                        Classified::AtEnd(http) => Classified::AtEnd(End::Http(http)),
+                    }
+                };
+                match classified {
                     Classified::Now(verdict) => Classified::Now(self.at_host(verdict, host)),
-                    Classified::AtEnd(http) => Classified::AtEnd(GatewayEnd {
-                        http,
+                    Classified::AtEnd(end) => Classified::AtEnd(GatewayEnd {
+                        end,
                         classifier: self.clone(),
                         host,
                     }),

@@ -9,7 +9,6 @@ use cutout::Breaker;
 use cutout_tower::{BoxError, WholeResponseService};
 use http::{Request, Response, Uri};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
@@ -26,9 +25,11 @@ use crate::retry::RetryBudget;
 use crate::stats::{SlowLimit, Stats};
 
 pub use crate::classify::GatewayClassifier;
+use crate::connector::{Connector, Protocol, UpstreamTls};
 
-/// The pooled HTTP/1 client every cluster forwards with.
-pub type HttpClient = Client<HttpConnector, Body>;
+/// The pooled client every cluster forwards with (HTTP/1.1 or HTTP/2, plain or TLS: see
+/// [`crate::connector`]).
+pub type HttpClient = Client<Connector, Body>;
 
 /// A cluster's stack, type-erased (this also keeps rustc's `Send` proof for axum handlers
 /// simple; see cutout-tower's `axum_gateway` example).
@@ -37,18 +38,37 @@ type Stack = BoxCloneSyncService<Request<Body>, Response<Body>, cutout_tower::Er
 /// One attempt at a host (to the request's [`Target`]), or the host level above it.
 pub type AttemptService = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
 
-/// A new pooled client: keep-alive connections per upstream, `TCP_NODELAY`, a connect timeout,
-/// and idle pooled connections closed after `pool_idle_timeout` (hyper-util's pool reaps them
-/// only with a timer, which is why one is set).
+/// A new pooled client of plain HTTP/1.1 upstreams: keep-alive connections per upstream,
+/// `TCP_NODELAY`, a connect timeout, and idle pooled connections closed after
+/// `pool_idle_timeout` (hyper-util's pool reaps them only with a timer, which is why one is
+/// set).
 pub fn http_client(connect_timeout: Duration, pool_idle_timeout: Duration) -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(connect_timeout));
+    upstream_client(
+        &UpstreamTls::none(),
+        Protocol::Auto,
+        connect_timeout,
+        pool_idle_timeout,
+    )
+}
+
+/// A new pooled client as [`http_client`]'s, speaking `protocol` and TLS with `tls` to
+/// `https://` upstreams. With [`Protocol::H2`] every connection is HTTP/2 (prior knowledge
+/// over cleartext); with [`Protocol::Auto`] a TLS upstream that chose `h2` by ALPN gets
+/// HTTP/2, the others HTTP/1.1. An HTTP/2 connection carries many requests at once, so the
+/// pool keeps one per upstream.
+pub fn upstream_client(
+    tls: &UpstreamTls,
+    protocol: Protocol,
+    connect_timeout: Duration,
+    pool_idle_timeout: Duration,
+) -> HttpClient {
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(pool_idle_timeout)
         .pool_max_idle_per_host(256)
-        .build(connector)
+        .http2_only(protocol.h2_only())
+        .timer(TokioTimer::new())
+        .build(tls.connector(protocol, connect_timeout))
 }
 
 /// What a cluster's requests share besides the stack: its statistics, slow mark, metrics and

@@ -21,6 +21,9 @@
 //! access-log-refused = 100         # one line per 100 requests a breaker refused (1: each)
 //! drain-delay = "0s"               # on SIGTERM, serve on this long with /readyz 503 first
 //! trusted-hops = 0                 # proxies in front trusted in X-Forwarded-For (0: the edge)
+//! # tls-cert = "gateway.crt"       # TLS on the proxy listener (ALPN h2, http/1.1), with tls-key
+//! # tls-key = "gateway.key"
+//! # h2c = false                    # true: a plain listener serves HTTP/2 prior knowledge too
 //! # rate-limit-burst = 100         # (with a rate) the most requests at once; default the rate's count
 //! # Limits (see [`Limits`]; every one has a default):
 //! header-read-timeout = "10s"      # a request head must arrive within this
@@ -47,6 +50,10 @@
 //! max-ejection-percent = 100       # optional: overrides [gateway]
 //! max-detached-attempts = 16       # optional: overrides [gateway]
 //! # (and panic-threshold, retry, retry-budget-percent, min-concurrent-retries likewise)
+//! # protocol = "auto"              # or "http1", "h2", "h2c" (see crate::connector)
+//! # tls-roots = "ca.pem"           # https:// upstreams: CA roots (default the system's)
+//! # tls-server-name = "api.internal"  # the name verified and sent as SNI (default the host)
+//! # tls-client-cert = "client.crt" # and tls-client-key: a client certificate upstream
 //!
 //! [clusters.account-service.health-check]   # optional: active checks of each upstream host
 //! path = "/healthz"                # required: GET this path on each host directly
@@ -131,9 +138,11 @@ use cutout::config::Config as BreakerConfig;
 use cutout::{HumanDuration, Settings};
 use http::Uri;
 
+use crate::connector::{Protocol, TlsKeys, UpstreamTls};
 use crate::error::ConfigError;
 use crate::health::HealthCheckConfig;
 use crate::rate::RateLimit;
+use crate::tls::{ListenerTls, PemPair};
 
 /// The default proxy listener.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -338,6 +347,13 @@ pub struct GatewayConfig {
     /// `[fleet]`: the replicas share their cluster breakers' signals through Redis
     /// ([`crate::fleet`]); `None` without the section.
     pub fleet: Option<crate::fleet::FleetConfig>,
+    /// `tls-cert` and `tls-key`: the proxy listener serves TLS with this certificate (ALPN
+    /// `h2` and `http/1.1`, see [`crate::tls`]); `None` (the default): plain HTTP.
+    pub tls: Option<ListenerTls>,
+    /// `h2c`: the plain proxy listener also serves HTTP/2 with prior knowledge (a connection
+    /// that opens with the HTTP/2 preface); default `false`: HTTP/1.1 only. Not with
+    /// `tls-cert` (`GW-CFG-010`): a TLS listener chooses HTTP/2 by ALPN.
+    pub h2c: bool,
     /// The keys the operator wrote in each `[breakers]` section.
     written: Written,
 }
@@ -485,7 +501,7 @@ impl Route {
 /// One cluster: its upstreams, timeout and how its responses are classified.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
-    /// Base URLs (`http://host:port`), tried round-robin.
+    /// Base URLs (`http://host:port` or `https://host:port`), tried round-robin.
     pub upstreams: Vec<Uri>,
     /// The attempt timeout inside the breaker.
     pub attempt_timeout: Duration,
@@ -525,6 +541,12 @@ pub struct ClusterConfig {
     /// `[clusters.<name>.health-check]`: active checks of each upstream host (see
     /// [`crate::health`]); `None` (the default): no checks.
     pub health_check: Option<HealthCheckConfig>,
+    /// `protocol`: the HTTP version spoken to the upstreams (`auto`, `http1`, `h2`, `h2c`;
+    /// see [`crate::connector`]); default `auto`.
+    pub protocol: Protocol,
+    /// `tls-roots`, `tls-server-name`, `tls-client-cert` and `tls-client-key`, read: how the
+    /// cluster's `https://` upstreams are verified and what it presents to them.
+    pub tls: UpstreamTls,
 }
 
 impl ClusterConfig {
@@ -620,6 +642,9 @@ impl GatewayConfig {
         let mut retry = DEFAULT_RETRY;
         let mut retry_budget_percent = DEFAULT_RETRY_BUDGET_PERCENT;
         let mut min_concurrent_retries = DEFAULT_MIN_CONCURRENT_RETRIES;
+        let mut tls_cert: Option<std::path::PathBuf> = None;
+        let mut tls_key: Option<std::path::PathBuf> = None;
+        let mut h2c = false;
         for (key, value) in &gateway {
             let path = format!("gateway.{key}");
             match key.as_str() {
@@ -696,11 +721,14 @@ impl GatewayConfig {
                 "min-concurrent-retries" => {
                     min_concurrent_retries = count(&path, value, 0, MAX_CONNECTIONS_LIMIT)?;
                 }
+                "tls-cert" => tls_cert = Some(file(&path, value)?),
+                "tls-key" => tls_key = Some(file(&path, value)?),
+                "h2c" => h2c = boolean(&path, value)?,
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
-                        "listen, admin, admin-token, attempt-timeout, breakers, \
+                        "listen, admin, tls-cert, tls-key, h2c, admin-token, attempt-timeout, breakers, \
                          honor-retry-after, healthz-strict, header-read-timeout, idle-timeout, \
                          request-timeout, max-connections, admin-max-connections, \
                          max-request-body, pool-idle-timeout, shutdown-timeout, \
@@ -727,6 +755,7 @@ impl GatewayConfig {
                 }
             }
         }
+        let tls = listener_tls(tls_cert, tls_key, h2c)?;
         if limits.idle_timeout < limits.request_timeout {
             return Err(ConfigError::new(
                 "GW-CFG-010",
@@ -802,6 +831,8 @@ impl GatewayConfig {
             clusters,
             breakers,
             fleet,
+            tls,
+            h2c,
             written,
         })
     }
@@ -963,6 +994,10 @@ fn parse_clusters(
         let mut retry_budget_percent = defaults.retry_budget_percent;
         let mut min_concurrent_retries = defaults.min_concurrent_retries;
         let mut health_check = None;
+        let mut protocol = None;
+        let mut tls_keys = TlsKeys::default();
+        let mut client_cert = None;
+        let mut client_key = None;
         for (key, value) in &entries {
             let path = format!("{section}.{key}");
             match key.as_str() {
@@ -1000,13 +1035,21 @@ fn parse_clusters(
                     min_concurrent_retries = count(&path, value, 0, MAX_CONNECTIONS_LIMIT)?;
                 }
                 "health-check" => health_check = Some(parse_health_check(&path, value)?),
+                "protocol" => protocol = Some((protocol_of(&path, value)?, path.clone())),
+                "tls-roots" => tls_keys.roots = Some((file(&path, value)?, path.clone())),
+                "tls-server-name" => {
+                    tls_keys.server_name = Some((string(&path, value)?.to_owned(), path.clone()));
+                }
+                "tls-client-cert" => client_cert = Some(file(&path, value)?),
+                "tls-client-key" => client_key = Some(file(&path, value)?),
                 _ => {
                     return Err(unknown_key(
                         &path,
                         value,
                         "upstreams, attempt-timeout, honor-retry-after, max-ejection-percent, \
                          max-detached-attempts, panic-threshold, retry, retry-budget-percent, \
-                         min-concurrent-retries, health-check",
+                         min-concurrent-retries, health-check, protocol, tls-roots, \
+                         tls-server-name, tls-client-cert, tls-client-key",
                     ));
                 }
             }
@@ -1019,6 +1062,30 @@ fn parse_clusters(
                 "allowed at least one upstream URL",
             ));
         }
+        tls_keys.client = pem_pair(&section, "tls-client-cert", client_cert, client_key)?;
+        let https = upstreams.iter().any(|u| u.scheme_str() == Some("https"));
+        let protocol = match protocol {
+            None => Protocol::Auto,
+            Some(((_, true), path)) if https => {
+                return Err(ConfigError::new(
+                    "GW-CFG-010",
+                    &path,
+                    "h2c",
+                    "h2c is HTTP/2 over cleartext but the cluster has https:// upstreams; \
+                     allowed \"h2\" (HTTP/2 by ALPN over TLS) or http:// upstreams",
+                ));
+            }
+            Some(((protocol, _), _)) => protocol,
+        };
+        // The files are read whenever a key names them, so `--check` finds a bad one before
+        // an https:// upstream is added.
+        let named =
+            tls_keys.roots.is_some() || tls_keys.client.is_some() || tls_keys.server_name.is_some();
+        let tls = if https || named {
+            UpstreamTls::load(&tls_keys)?
+        } else {
+            UpstreamTls::none()
+        };
         clusters.insert(
             name,
             ClusterConfig {
@@ -1032,6 +1099,8 @@ fn parse_clusters(
                 retry_budget_percent,
                 min_concurrent_retries,
                 health_check,
+                protocol,
+                tls,
             },
         );
     }
@@ -1454,6 +1523,100 @@ fn duration_or_zero(path: &str, value: &toml::Value) -> Result<Duration, ConfigE
     })
 }
 
+/// A file's path (a non-empty string; relative paths are from the working directory).
+fn file(path: &str, value: &toml::Value) -> Result<std::path::PathBuf, ConfigError> {
+    let text = string(path, value)?;
+    if text.is_empty() {
+        return Err(ConfigError::new(
+            "GW-CFG-004",
+            path,
+            "\"\"",
+            "allowed the path of a PEM file",
+        ));
+    }
+    Ok(std::path::PathBuf::from(text))
+}
+
+/// A `protocol` value, and whether it was written `h2c` (HTTP/2, cleartext only).
+fn protocol_of(path: &str, value: &toml::Value) -> Result<(Protocol, bool), ConfigError> {
+    match string(path, value)? {
+        "auto" => Ok((Protocol::Auto, false)),
+        "http1" => Ok((Protocol::Http1, false)),
+        "h2" => Ok((Protocol::H2, false)),
+        "h2c" => Ok((Protocol::H2, true)),
+        _ => Err(ConfigError::new(
+            "GW-CFG-004",
+            path,
+            &show(value),
+            "allowed \"auto\", \"http1\", \"h2\" or \"h2c\"",
+        )),
+    }
+}
+
+/// A certificate and key pair of `section` (`<prefix>-cert` and `<prefix>-key`): both or
+/// neither (`GW-CFG-005` for one alone).
+fn pem_pair(
+    section: &str,
+    cert_key: &str,
+    cert: Option<std::path::PathBuf>,
+    key: Option<std::path::PathBuf>,
+) -> Result<Option<PemPair>, ConfigError> {
+    let key_key = cert_key.replace("-cert", "-key");
+    let (cert_path, key_path) = (
+        format!("{section}.{cert_key}"),
+        format!("{section}.{key_key}"),
+    );
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => Ok(Some(PemPair {
+            cert,
+            key,
+            cert_key: cert_path,
+            key_key: key_path,
+        })),
+        (Some(cert), None) => Err(ConfigError::new(
+            "GW-CFG-005",
+            &key_path,
+            "",
+            &format!(
+                "missing: {cert_path} = \"{}\" needs its private key's file",
+                cert.display()
+            ),
+        )),
+        (None, Some(key)) => Err(ConfigError::new(
+            "GW-CFG-005",
+            &cert_path,
+            "",
+            &format!(
+                "missing: {key_path} = \"{}\" needs its certificate's file",
+                key.display()
+            ),
+        )),
+    }
+}
+
+/// The proxy listener's TLS from `tls-cert` and `tls-key`, read; `h2c` with them is
+/// refused.
+fn listener_tls(
+    cert: Option<std::path::PathBuf>,
+    key: Option<std::path::PathBuf>,
+    h2c: bool,
+) -> Result<Option<ListenerTls>, ConfigError> {
+    let Some(pair) = pem_pair("gateway", "tls-cert", cert, key)? else {
+        return Ok(None);
+    };
+    if h2c {
+        return Err(ConfigError::new(
+            "GW-CFG-010",
+            "gateway.h2c",
+            "true",
+            "h2c is HTTP/2 over cleartext but the listener has tls-cert: a TLS listener \
+             offers HTTP/2 by ALPN already; allowed h2c = false with tls-cert",
+        ));
+    }
+    ListenerTls::load(pair).map(Some)
+}
+
 fn upstream(path: &str, value: &toml::Value) -> Result<Uri, ConfigError> {
     let text = string(path, value)?;
     let bad = || {
@@ -1461,11 +1624,11 @@ fn upstream(path: &str, value: &toml::Value) -> Result<Uri, ConfigError> {
             "GW-CFG-004",
             path,
             &show(value),
-            "allowed an http:// URL with a host, such as \"http://127.0.0.1:7001\"",
+            "allowed an http:// or https:// URL with a host, such as \"http://127.0.0.1:7001\"",
         )
     };
     let uri: Uri = text.parse().map_err(|_| bad())?;
-    if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none() {
         return Err(bad());
     }
     if let Some(authority) = uri.authority()

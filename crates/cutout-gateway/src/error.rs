@@ -11,8 +11,10 @@
 //! | `GW-CFG-007` | a name that refers to no cluster |
 //! | `GW-CFG-008` | the admin and proxy listeners are the same address |
 //! | `GW-CFG-009` | a number out of its allowed range: a port (listeners 0–65535, upstreams 1–65535), a connection count, a size, a percentage (`max-ejection-percent`, `panic-threshold`, `retry-budget-percent`: 0–100), a count (`min-concurrent-retries`, `max-detached-attempts`: 0–1048576), a health check's threshold (1–1000) |
-//! | `GW-CFG-010` | two values that contradict each other (`idle-timeout` shorter than `request-timeout`; a health check's `timeout` or `jitter` longer than its `interval`) |
+//! | `GW-CFG-010` | two values that contradict each other (`idle-timeout` shorter than `request-timeout`; a health check's `timeout` or `jitter` longer than its `interval`; `h2c` with `tls-cert`; `protocol = "h2c"` with an `https://` upstream) |
 //! | `GW-CFG-011` | a duplicate upstream in a cluster (each host has its own breaker) |
+//! | `GW-CFG-012` | a file a key names cannot be read (`tls-cert`, `tls-key`, `tls-roots`, `tls-client-cert`, `tls-client-key`) |
+//! | `GW-CFG-013` | a file holds no usable PEM for its key: no certificate, no private key, roots without a CA certificate, a key that is not its certificate's |
 //! | `CUT-CFG-…` | cutout's breaker settings codes, inside `[breakers]` (see `cutout::config`) |
 //! | `FLEET-URL-…`, `FLEET-CFG-…` | cutout-fleet's codes, inside `[fleet]`: the Redis URL (no scheme, another scheme, the port, malformed), the pod's id or the prefix, the TLS CA file (see cutout-fleet's README) |
 //! | `GW-RUN-001` | the configuration file cannot be read |
@@ -260,7 +262,8 @@ impl ProxyError {
         self.response().status()
     }
 
-    fn response(&self) -> http::Response<String> {
+    /// The answer, its body the gateway's words (what [`IntoResponse`] sends).
+    pub fn response(&self) -> http::Response<String> {
         match self {
             ProxyError::NoRoute => text(StatusCode::NOT_FOUND, "no route for this path\n"),
             ProxyError::BadRequest(why) => {

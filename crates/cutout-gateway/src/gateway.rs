@@ -221,7 +221,12 @@ impl Gateway {
             }
             for (name, cluster) in routing.clusters() {
                 if !checks.tasks.contains_key(name) {
-                    let tasks = crate::health::start_cluster(name, cluster, &stop);
+                    let tasks = crate::health::start_cluster(
+                        name,
+                        cluster,
+                        routing.config().clusters.get(name),
+                        &stop,
+                    );
                     if !tasks.is_empty() {
                         checks.tasks.insert(name.clone(), tasks);
                     }
@@ -288,7 +293,12 @@ impl Gateway {
         checks.stop = Some(stop.clone());
         checks.tasks.clear();
         for (name, cluster) in routing.clusters() {
-            let tasks = crate::health::start_cluster(name, cluster, stop);
+            let tasks = crate::health::start_cluster(
+                name,
+                cluster,
+                routing.config().clusters.get(name),
+                stop,
+            );
             if !tasks.is_empty() {
                 checks.tasks.insert(name.clone(), tasks);
             }

@@ -74,13 +74,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::connector::{Connector, Protocol, UpstreamTls};
 use bytes::Bytes;
 use cutout::{BreakEndReason, Breaker, State};
 use http::Uri;
 use http::uri::PathAndQuery;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use metrics::Counter;
 use serde_json::{Value, json};
@@ -89,6 +89,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::cluster::Cluster;
+use crate::config::ClusterConfig;
 use crate::gateway::Gateway;
 
 /// The default `interval`.
@@ -247,19 +248,28 @@ pub fn start(gateway: &Arc<Gateway>, stop: &watch::Receiver<bool>) -> HealthChec
 }
 
 /// The check tasks of one cluster (none without a `health-check` table), each stopping when
-/// `stop` says `true`. Call it inside the runtime.
-pub fn start_cluster(name: &str, cluster: &Cluster, stop: &watch::Receiver<bool>) -> JoinSet<()> {
+/// `stop` says `true`, reaching its hosts as the cluster's own `settings` say (TLS and
+/// protocol; plain HTTP/1.1 without them). Call it inside the runtime.
+pub fn start_cluster(
+    name: &str,
+    cluster: &Cluster,
+    settings: Option<&ClusterConfig>,
+    stop: &watch::Receiver<bool>,
+) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
     let Some(config) = cluster.health_check() else {
         return tasks;
     };
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(config.timeout));
-    // A connection of its own for each check: it tests that the host accepts new ones.
-    let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+    let (tls, protocol) = settings.map_or_else(
+        || (UpstreamTls::none(), Protocol::Auto),
+        |c| (c.tls.clone(), c.protocol),
+    );
+    // A connection of its own for each check: it tests that the host accepts new ones (its
+    // TLS handshake too), in the cluster's protocol.
+    let client: Client<Connector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(0)
-        .build(connector);
+        .http2_only(protocol.h2_only())
+        .build(tls.connector(protocol, config.timeout));
     let shared = cluster.shared();
     for (n, upstream) in cluster.upstreams().iter().enumerate() {
         let Some(health) = shared.health.get(n) else {
@@ -290,7 +300,7 @@ struct Checker {
     host: String,
     uri: Uri,
     config: HealthCheckConfig,
-    client: Client<HttpConnector, Empty<Bytes>>,
+    client: Client<Connector, Empty<Bytes>>,
     health: Arc<HostHealth>,
     target: CheckTarget,
 }

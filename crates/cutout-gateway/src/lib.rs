@@ -18,14 +18,17 @@
 //!   threshold, and what the cluster breaker still counts; [`health`]: active health checks
 //!   per host, which end a break early; [`attempt`]: the attempt timeout over the whole
 //!   response and the give-up rule (detached attempts and their budget);
-//!   [`classify`]: what an outcome means to a breaker.
+//!   [`classify`]: what an outcome means to a breaker (gRPC's by `grpc-status`);
+//!   [`grpc_answer`]: the gateway's own answers to gRPC calls in gRPC's shape.
 //! - [`access`]: request ids and the access log; [`stats`]: per-second statistics and the slow
 //!   mark for the status page; [`metrics`]: the Prometheus recorder and the gateway's series.
 //! - [`demo`]: the embedded demo with two chaos-switchable [`upstream`]s.
 //! - [`server`]: binding with clear errors, the listeners' limits (connections, header-read and
 //!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
 //!   a drain deadline, SIGHUP reloading; [`share`]: a full listener's fair share between
-//!   sources.
+//!   sources; [`tls`]: the proxy listener's TLS (a certificate that can be reloaded) and
+//!   [`connector`]: how clusters reach their upstreams (TLS, HTTP/2); [`tunnel`]: WebSocket
+//!   upgrades passed through.
 //! - [`reload`]: the configuration reloaded without a restart (SIGHUP, `POST /reload`), only
 //!   what changed rebuilt; [`routing`]: the routing table a request holds, and what each
 //!   cluster is built from.
@@ -45,11 +48,13 @@ pub mod classify;
 pub mod client_body;
 pub mod cluster;
 pub mod config;
+pub mod connector;
 pub mod demo;
 pub mod error;
 pub mod fleet;
 pub mod forwarded;
 pub mod gateway;
+pub mod grpc_answer;
 pub mod header_rules;
 pub mod health;
 pub mod hosts;
@@ -66,6 +71,8 @@ pub mod share;
 pub mod slots;
 pub mod stats;
 pub mod status_page;
+pub mod tls;
+pub mod tunnel;
 pub mod upstream;
 
 pub use config::GatewayConfig;

@@ -10,8 +10,9 @@
 //!
 //! Headers: hop-by-hop headers (`Connection` and the headers it names, `Keep-Alive`,
 //! `Proxy-*`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`) are removed in both directions.
-//! `X-Forwarded-For` gets the client's address appended, `X-Forwarded-Proto` is `http` and
-//! `X-Forwarded-Host` the client's `Host`; the upstream request's `Host` is the upstream's own
+//! `X-Forwarded-For` gets the client's address appended, `X-Forwarded-Proto` is `http` (`https`
+//! on a TLS listener) and `X-Forwarded-Host` the client's `Host` (on HTTP/2, the request's
+//! `:authority`); `TE: trailers` is kept (gRPC needs it); the upstream request's `Host` is the upstream's own
 //! authority (set by the client from the URI). Bodies stream both ways.
 //!
 //! Limits (`[gateway]`, see [`Limits`](crate::config::Limits)): a body larger than
@@ -101,6 +102,7 @@ fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> HandleFuture
         request.uri().path(),
         request.headers(),
     );
+    let grpc = crate::grpc_answer::is_grpc_content(request.headers());
     match prepare(routing, request, &mut access) {
         Ok(running) => HandleFuture(Some(Phase::Running(Box::new(Running {
             access: Some(access),
@@ -108,14 +110,14 @@ fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> HandleFuture
             ..running
         })))),
         Err(error) => {
-            let response = refuse(error, &mut access);
+            let response = refuse(error, &mut access, grpc);
             HandleFuture(Some(Phase::Done(response)))
         }
     }
 }
 
 /// The answer to a request refused before it reached a cluster's stack, logged.
-fn refuse(error: ProxyError, access: &mut Access) -> Response {
+fn refuse(error: ProxyError, access: &mut Access, grpc: bool) -> Response {
     let outcome = match &error {
         ProxyError::BadRequest(why) => {
             note(Refusal::BadRequest, "proxy", format_args!("400: {why}"));
@@ -145,12 +147,17 @@ fn refuse(error: ProxyError, access: &mut Access) -> Response {
         ProxyError::Client(_) => Outcome::ClientFault,
         _ => Outcome::BadRequest,
     };
-    answer(error, outcome, access)
+    answer(error, outcome, access, grpc)
 }
 
-/// `error` as the client's answer, with its request id, and the request's access log line.
-fn answer(error: ProxyError, outcome: Outcome, access: &mut Access) -> Response {
-    let mut response = error.into_response();
+/// `error` as the client's answer, with its request id, and the request's access log line;
+/// in gRPC's shape for a gRPC request ([`crate::grpc_answer`]).
+fn answer(error: ProxyError, outcome: Outcome, access: &mut Access, grpc: bool) -> Response {
+    let mut response = if grpc {
+        crate::grpc_answer::shaped(error.response())
+    } else {
+        error.into_response()
+    };
     access.status(response.status().as_u16());
     response
         .headers_mut()
@@ -186,6 +193,10 @@ struct Running {
     /// The routing table the request was routed on, held to its end: a reload meanwhile
     /// changes nothing under it.
     _routing: Arc<Routing>,
+    /// Whether the request is a gRPC call (the gateway's own answers in gRPC's shape).
+    grpc: bool,
+    /// The client's side of a WebSocket upgrade it asked for ([`crate::tunnel`]).
+    upgrade: Option<crate::tunnel::ClientUpgrade>,
 }
 
 impl Future for HandleFuture {
@@ -390,7 +401,30 @@ impl Running {
         };
         match result {
             Ok(mut response) => {
+                let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+                let upgrade = response.headers().get(header::UPGRADE).cloned();
+                match (switched, self.upgrade.take()) {
+                    (true, Some(client)) => client.splice(hyper::upgrade::on(&mut response)),
+                    (true, None) => {
+                        // Switched without being asked (the upgrade headers were removed):
+                        // nothing to join it to.
+                        let unasked: cutout_tower::BoxError =
+                            "the upstream switched protocols unasked".into();
+                        let error = ProxyError::Cluster {
+                            cluster: self.cluster.name.clone(),
+                            attempt_timeout: self.cluster.attempt_timeout,
+                            error: Box::new(cutout_tower::Error::inner(unasked)),
+                        };
+                        return answer(error, Outcome::UpstreamError, &mut access, self.grpc);
+                    }
+                    (false, _) => {}
+                }
                 strip_hop_by_hop(response.headers_mut());
+                if let (true, Some(upgrade)) = (switched, upgrade) {
+                    let headers = response.headers_mut();
+                    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+                    headers.insert(header::UPGRADE, upgrade);
+                }
                 self.headers.response.apply(response.headers_mut());
                 response.extensions_mut().insert(Relayed);
                 response
@@ -444,7 +478,7 @@ impl Running {
                         format_args!("{}: {fault}", fault.status().as_u16()),
                     );
                 }
-                answer(error, outcome, &mut access)
+                answer(error, outcome, &mut access, self.grpc)
             }
         }
     }
@@ -564,7 +598,7 @@ fn allow_header(route: &crate::config::Route) -> http::HeaderValue {
 /// (its `access` and `deadline` filled in by the caller).
 fn prepare(
     routing: Arc<Routing>,
-    request: Request,
+    mut request: Request,
     access: &mut Access,
 ) -> Result<Running, ProxyError> {
     if request.method() == Method::CONNECT {
@@ -587,6 +621,15 @@ fn prepare(
         let client = crate::forwarded::client(request.headers(), peer.ip(), hops);
         rate.check(Source::of(client))
             .map_err(ProxyError::RateLimited)?;
+    }
+    // HTTP/2 says the authority in `:authority` (the target's), not in `Host`: it stands for
+    // the Host header from here on.
+    if request.version() == http::Version::HTTP_2
+        && !request.headers().contains_key(header::HOST)
+        && let Some(authority) = request.uri().authority()
+        && let Ok(value) = HeaderValue::from_str(authority.as_str())
+    {
+        request.headers_mut().insert(header::HOST, value);
     }
     let host = single_host(request.headers())?;
     if let Some(authority) = request.uri().authority()
@@ -616,6 +659,12 @@ fn prepare(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
+    let grpc = crate::grpc_answer::is_grpc_content(request.headers());
+    let upgrade = crate::tunnel::ClientUpgrade::take(&mut request);
+    let over_tls = request
+        .extensions()
+        .get::<crate::server::OverTls>()
+        .is_some();
     let (mut parts, body) = request.into_parts();
 
     let forwarded_path = if route.strip_prefix {
@@ -640,7 +689,25 @@ fn prepare(
     parts.version = http::Version::HTTP_11;
 
     let host = parts.headers.get(header::HOST).cloned();
+    // `TE: trailers` says the client takes trailers (gRPC needs it said to its server); any
+    // other TE is hop-by-hop and goes.
+    let trailers = parts
+        .headers
+        .get(header::TE)
+        .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    let asked = parts.headers.get(header::UPGRADE).cloned();
     strip_hop_by_hop(&mut parts.headers);
+    if let (Some(_), Some(asked)) = (&upgrade, asked) {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        parts.headers.insert(header::UPGRADE, asked);
+    }
+    if trailers {
+        parts
+            .headers
+            .insert(header::TE, HeaderValue::from_static("trailers"));
+    }
     // The route's rules, before the gateway's own headers (which they cannot name).
     route.headers.request.apply(&mut parts.headers);
     parts.headers.remove(header::HOST);
@@ -649,7 +716,7 @@ fn prepare(
     }
     parts.headers.insert(
         HeaderName::from_static("x-forwarded-proto"),
-        HeaderValue::from_static("http"),
+        HeaderValue::from_static(if over_tls { "https" } else { "http" }),
     );
     if let Some(host) = host {
         parts
@@ -675,6 +742,8 @@ fn prepare(
         headers: Arc::clone(&route.headers),
         deadline: Box::pin(tokio::time::sleep(Duration::ZERO)),
         _routing: Arc::clone(&routing),
+        grpc,
+        upgrade,
     })
 }
 

@@ -33,7 +33,7 @@ use crate::error::StartError;
 use crate::gateway::{Gateway, now_unix_ms};
 
 /// The keys a reload does not apply (see the [module docs](self#keys-that-need-a-restart)).
-pub const RESTART_ONLY: [&str; 8] = [
+pub const RESTART_ONLY: [&str; 9] = [
     "gateway.listen",
     "gateway.admin",
     "gateway.max-connections",
@@ -42,6 +42,7 @@ pub const RESTART_ONLY: [&str; 8] = [
     "gateway.idle-timeout",
     "gateway.request-timeout",
     "gateway.shutdown-timeout",
+    "gateway.h2c",
 ];
 
 /// The top-level sections whose parts a reload compares one by one (the clusters' and
@@ -179,6 +180,9 @@ pub fn reload(gateway: &Gateway, trigger: &'static str) -> ReloadRecord {
                     }
                     let old = gateway.config();
                     record.restart_required = keep_restart_only(&old, &mut config);
+                    if install_certificate(&old, &mut config) {
+                        record.rebuilt.push("listener certificate".to_owned());
+                    }
                     let (before, sections) = (gateway.sections(), sections(&text));
                     record.changed = changed_gateway_keys(&before, &sections);
                     record.rebuilt.extend(changed_sections(&before, &sections));
@@ -226,7 +230,28 @@ fn keep_restart_only(old: &GatewayConfig, new: &mut GatewayConfig) -> Vec<String
     keep!("gateway.idle-timeout", limits.idle_timeout);
     keep!("gateway.request-timeout", limits.request_timeout);
     keep!("gateway.shutdown-timeout", limits.shutdown_timeout);
+    keep!("gateway.h2c", h2c);
+    // The listener serves TLS or not as it was bound; a certificate pair it serves can
+    // change (see `install_certificate`).
+    if old.tls.is_some() != new.tls.is_some() {
+        new.tls = old.tls.clone();
+        kept.push("gateway.tls-cert".to_owned());
+    }
     kept
+}
+
+/// A TLS listener's certificate after a reload: the pair the new file's `tls-cert` and
+/// `tls-key` hold (read again, so a rotated certificate under the same paths is taken too)
+/// is served by the running listener from its next handshake on, and the new configuration
+/// keeps the running listener's certificate object, which the next reload replaces in turn.
+/// Whether there was one to replace.
+fn install_certificate(old: &GatewayConfig, new: &mut GatewayConfig) -> bool {
+    let (Some(running), Some(read)) = (&old.tls, &mut new.tls) else {
+        return false;
+    };
+    running.cert().replace((*read.cert().current()).clone());
+    *read = running.clone();
+    true
 }
 
 /// The `[gateway]` keys written differently (or added, or removed) between two files, but

@@ -16,7 +16,7 @@ use cutout::clock::SharedClock;
 use cutout::{Breaker, Registry, Settings};
 use http::Uri;
 
-use crate::cluster::{Cluster, ClusterParts, RetrySettings, http_client};
+use crate::cluster::{Cluster, ClusterParts, RetrySettings, upstream_client};
 use crate::config::{ClusterConfig, GatewayConfig, Route};
 use crate::hosts::Hosts;
 use crate::rate::{RateLimit, SourceRate};
@@ -247,7 +247,12 @@ fn build_cluster(
             Some(Arc::new(hosts))
         }
     };
-    let client = http_client(cluster.attempt_timeout, config.limits.pool_idle_timeout);
+    let client = upstream_client(
+        &cluster.tls,
+        cluster.protocol,
+        cluster.attempt_timeout,
+        config.limits.pool_idle_timeout,
+    );
     Cluster::new(ClusterParts {
         name: name.to_owned(),
         upstreams: cluster.upstreams.clone(),

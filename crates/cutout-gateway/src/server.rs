@@ -3,7 +3,9 @@
 //! Each listener ([`serve_with`]) accepts connections up to its own `max-connections` (more are
 //! accepted and closed at once, with a rate-limited log line, unless a source holding more
 //! than its share makes room: [`crate::share`]), serves each with hyper's HTTP/1
-//! server under its `header-read-timeout`, closes a connection on which no byte moved for
+//! server (with [`serve_protocols`]: after a TLS handshake bounded by the same timeout, HTTP/1.1
+//! or HTTP/2 by ALPN, or HTTP/2 prior knowledge beside HTTP/1.1 on a plain `h2c` listener)
+//! under its `header-read-timeout`, closes a connection on which no byte moved for
 //! `idle-timeout`, and on shutdown stops accepting, lets in-flight requests finish for at most
 //! `shutdown-timeout` (hyper's graceful shutdown of each connection: an idle one closes, a
 //! busy one finishes its request and its response, flushed, first), then closes what is left.
@@ -38,7 +40,8 @@ use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder as AutoBuilder;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -52,6 +55,7 @@ use crate::error::StartError;
 use crate::gateway::Gateway;
 use crate::refusal::{Refusal, note};
 use crate::share::{Book, Conn, Entry, InFlight, Source};
+use crate::tls::ListenerTls;
 
 /// How long a listener waits after `accept` failed (out of file descriptors, say) before it
 /// tries again: long enough not to spin, short enough to recover quickly.
@@ -198,12 +202,56 @@ pub async fn serve(
 /// the connections left. `what` names the listener in log lines (`proxy`, `admin`).
 ///
 /// Requests carry the peer's address as axum's [`ConnectInfo<SocketAddr>`] and the local one
-/// as [`LocalAddr`] in their extensions.
+/// as [`LocalAddr`] in their extensions. Plain HTTP/1.1 ([`serve_protocols`] for TLS and
+/// HTTP/2).
 pub async fn serve_with(
     what: &'static str,
     listener: TcpListener,
     router: axum::Router,
     limits: ListenerLimits,
+    shutdown: impl Future<Output = ()> + Send,
+) -> io::Result<()> {
+    serve_protocols(
+        what,
+        listener,
+        router,
+        limits,
+        Protocols::default(),
+        shutdown,
+    )
+    .await
+}
+
+/// What a listener speaks besides plain HTTP/1.1.
+#[derive(Debug, Clone, Default)]
+pub struct Protocols {
+    /// TLS with this certificate (ALPN `h2` and `http/1.1`): every connection's handshake
+    /// first, within `header-read-timeout`, then HTTP/1.1 or HTTP/2 as the client chose.
+    pub tls: Option<ListenerTls>,
+    /// On a plain listener: HTTP/2 with prior knowledge too (a connection that opens with
+    /// HTTP/2's preface), HTTP/1.1 for the others.
+    pub h2c: bool,
+}
+
+/// Marks a request that came over TLS (in its extensions), so the proxy says
+/// `X-Forwarded-Proto: https`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverTls;
+
+/// [`serve_with`], speaking `protocols`. The limits hold for every protocol:
+/// `max-connections` and the fair share count connections (an HTTP/2 connection with many
+/// streams is one), a TLS handshake must end within `header-read-timeout` (else the
+/// connection is closed, and logged as a header-read timeout), `idle-timeout` watches the
+/// bytes under TLS. On HTTP/2, `header-read-timeout` bounds the handshake only (hyper's
+/// HTTP/2 server has no per-request head timer); `idle-timeout` and `request-timeout` bound
+/// the rest. A connection asked to make room closes when no request is in flight on it; on
+/// HTTP/2 that is a GOAWAY, which lets the client's streams in flight finish.
+pub async fn serve_protocols(
+    what: &'static str,
+    listener: TcpListener,
+    router: axum::Router,
+    limits: ListenerLimits,
+    protocols: Protocols,
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
     let local = listener.local_addr()?;
@@ -216,6 +264,12 @@ pub async fn serve_with(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .half_close(limits.half_close);
+    let mut auto = AutoBuilder::new(TokioExecutor::new());
+    auto.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .half_close(limits.half_close);
+    auto.http2().timer(TokioTimer::new());
     let mut shutdown = pin!(shutdown);
     loop {
         tokio::select! {
@@ -262,6 +316,7 @@ pub async fn serve_with(
                 let mut drain = drain.clone();
                 let (http, router, book, slots) =
                     (http.clone(), router.clone(), Arc::clone(&book), Arc::clone(&slots));
+                let (auto, protocols) = (auto.clone(), protocols.clone());
                 connections.spawn(async move {
                     let slot = match slot {
                         Some(slot) => slot,
@@ -280,35 +335,101 @@ pub async fn serve_with(
                             }
                         },
                     };
+                    let _slot = slot;
                     let entry = book.enter(source);
                     let _ = stream.set_nodelay(true);
-                    let io = TokioIo::new(Watched { stream, conn: Arc::clone(entry.conn()) });
+                    let watched = Watched { stream, conn: Arc::clone(entry.conn()) };
                     let conn = Arc::clone(entry.conn());
-                    let service = tower::service_fn(move |mut request: http::Request<Incoming>| {
-                        request.extensions_mut().insert(ConnectInfo(peer));
-                        request.extensions_mut().insert(LocalAddr(local));
-                        // In flight until its response body is sent or dropped: never closed
-                        // to make room until then.
-                        let in_flight = conn.request();
-                        let answer = router.clone().oneshot(request);
-                        async move {
-                            let response = answer.await?;
-                            Ok::<_, std::convert::Infallible>(response.map(|body| {
-                                axum::body::Body::new(CountedBody { body, _in_flight: in_flight })
-                            }))
+                    let tls = protocols.tls.is_some();
+                    // An upgraded connection's tunnel comes back here to run (crate::tunnel).
+                    let (tunnels, tunnel) = crate::tunnel::channel();
+                    let service = TowerToHyperService::new(tower::service_fn(
+                        move |mut request: http::Request<Incoming>| {
+                            request.extensions_mut().insert(ConnectInfo(peer));
+                            request.extensions_mut().insert(LocalAddr(local));
+                            if tls {
+                                request.extensions_mut().insert(OverTls);
+                            }
+                            if request.headers().contains_key(http::header::UPGRADE) {
+                                request.extensions_mut().insert(tunnels.clone());
+                            }
+                            // In flight until its response body is sent or dropped: never
+                            // closed to make room until then.
+                            let in_flight = conn.request();
+                            let answer = router.clone().oneshot(request);
+                            async move {
+                                let response = answer.await?;
+                                Ok::<_, std::convert::Infallible>(response.map(|body| {
+                                    axum::body::Body::new(CountedBody {
+                                        body,
+                                        _in_flight: in_flight,
+                                    })
+                                }))
+                            }
+                        },
+                    ));
+                    match &protocols.tls {
+                        None if !protocols.h2c => {
+                            let io = TokioIo::new(watched);
+                            let connection = http.serve_connection(io, service).with_upgrades();
+                            drive(
+                                what,
+                                connection,
+                                |connection| connection.graceful_shutdown(),
+                                limits.idle_timeout,
+                                &entry,
+                                drain,
+                            )
+                            .await;
                         }
-                    });
-                    let connection = http.serve_connection(io, TowerToHyperService::new(service));
-                    drive(
-                        what,
-                        connection,
-                        |connection| connection.graceful_shutdown(),
-                        limits.idle_timeout,
-                        slot,
-                        entry,
-                        drain,
-                    )
-                    .await;
+                        None => {
+                            let connection =
+                                auto.serve_connection_with_upgrades(TokioIo::new(watched), service);
+                            drive(
+                                what,
+                                connection,
+                                |connection| connection.graceful_shutdown(),
+                                limits.idle_timeout,
+                                &entry,
+                                drain,
+                            )
+                            .await;
+                        }
+                        Some(tls) => {
+                            let handshake = tokio::time::timeout(
+                                limits.header_read_timeout,
+                                tls.acceptor().accept(watched),
+                            );
+                            let stream = match handshake.await {
+                                Ok(Ok(stream)) => stream,
+                                Ok(Err(error)) => {
+                                    tracing::debug!(listener = what, %error, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    note(
+                                        Refusal::HeaderReadTimeout,
+                                        what,
+                                        "a connection did not complete its TLS handshake \
+                                         within header-read-timeout; closed",
+                                    );
+                                    return;
+                                }
+                            };
+                            let connection =
+                                auto.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                            drive(
+                                what,
+                                connection,
+                                |connection| connection.graceful_shutdown(),
+                                limits.idle_timeout,
+                                &entry,
+                                drain,
+                            )
+                            .await;
+                        }
+                    }
+                    tunnel.run(entry.conn(), limits.idle_timeout).await;
                 });
             }
         }
@@ -346,19 +467,20 @@ fn is_connection_error(error: &io::Error) -> bool {
 /// down gracefully (`shut_down`: hyper's, which closes an idle connection and lets a busy one
 /// finish its request and flush its response first) when the drain begins, or when it is
 /// asked to make room for another source's connection while no request is in flight on it
-/// ([`crate::share`]; a request in flight declines). Holds its listener slot and its place in
-/// the book until it ends.
+/// ([`crate::share`]; a request in flight declines). Its caller holds its listener slot and
+/// its place in the book until it ends, and the tunnel of an upgraded connection after it
+/// ([`crate::tunnel`]).
 #[allow(clippy::too_many_arguments)]
-async fn drive<C>(
+async fn drive<C, E>(
     what: &'static str,
     connection: C,
     shut_down: impl Fn(Pin<&mut C>),
     idle: Duration,
-    _slot: OwnedSemaphorePermit,
-    entry: Entry,
+    entry: &Entry,
     mut drain: watch::Receiver<bool>,
 ) where
-    C: Future<Output = Result<(), hyper::Error>>,
+    C: Future<Output = Result<(), E>>,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let activity = entry.conn();
     let mut connection = pin!(connection);
@@ -377,8 +499,8 @@ async fn drive<C>(
     loop {
         tokio::select! {
             result = connection.as_mut() => {
-                match result {
-                    Err(error) if error.is_timeout() => note(
+                match result.map_err(Into::into) {
+                    Err(error) if is_timeout(&*error) => note(
                         Refusal::HeaderReadTimeout,
                         what,
                         "a connection did not send a complete request head within \
@@ -415,6 +537,13 @@ async fn drive<C>(
             }
         }
     }
+}
+
+/// Whether a connection's error is hyper's header-read timeout.
+fn is_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    error
+        .downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_timeout)
 }
 
 /// How long a newcomer for which room is being made waits for a slot, asking again every
@@ -602,11 +731,16 @@ pub async fn run(
     let wait = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let proxy_task = tokio::spawn(serve_with(
+    let protocols = Protocols {
+        tls: config.tls.clone(),
+        h2c: config.h2c,
+    };
+    let proxy_task = tokio::spawn(serve_protocols(
         "proxy",
         proxy,
         crate::proxy::app(Arc::clone(&gateway)),
         ListenerLimits::proxy(&limits),
+        protocols,
         wait(rx.clone()),
     ));
     let admin_task = tokio::spawn(serve_with(

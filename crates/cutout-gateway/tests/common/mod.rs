@@ -5,6 +5,7 @@
 mod logs;
 mod processes;
 mod shipped;
+pub mod tls;
 
 // Not every test binary uses every helper.
 #[allow(unused_imports)]
