@@ -13,8 +13,14 @@ use cutout_gateway::upstream::{Mode, Upstream};
 use http::Method;
 use tokio::sync::watch;
 
+/// The metrics recorder is the process's: every gateway these tests start exports its
+/// `account-service` breaker's state gauge under one name, so a test that opens or isolates
+/// it would change what another reads. They run one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_leaves_one_access_log_line() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let _ = log();
     let h = start("").await;
     let reply = send(
@@ -72,6 +78,7 @@ async fn every_request_leaves_one_access_log_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_and_latency_are_exported_per_cluster_with_histogram_buckets() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (stop, _) = watch::channel(false);
     let up = Upstream::new("svc");
     let addr = common::serve_upstream(&up, &stop).await;
@@ -112,6 +119,7 @@ async fn requests_and_latency_are_exported_per_cluster_with_histogram_buckets() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_state_gauge_says_what_breakers_says() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let h = start("").await;
     h.account.set_mode(Mode::Fail);
     for _ in 0..5 {
@@ -139,6 +147,7 @@ async fn the_state_gauge_says_what_breakers_says() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durations_in_messages_read_as_people_write_them() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let h = start("").await;
     h.account.set_mode(Mode::Fail);
     for _ in 0..5 {
@@ -155,6 +164,7 @@ async fn durations_in_messages_read_as_people_write_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_s_refusals_are_logged_one_in_access_log_refused() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let _ = log();
     for (extra, lines_expected, sampled) in
         [("", 3, Some(100)), ("access-log-refused = 1", 250, None)]
