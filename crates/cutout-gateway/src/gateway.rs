@@ -15,10 +15,10 @@ use tokio::task::JoinSet;
 
 use crate::cluster::Cluster;
 use crate::config::GatewayConfig;
-use crate::reload::ReloadRecord;
-use crate::routing::{Parts, Routing};
 use crate::error::ConfigError;
 use crate::fleet::{FleetConfig, GatewayFleet};
+use crate::reload::ReloadRecord;
+use crate::routing::{Parts, Routing};
 
 /// How many transitions the gateway remembers for the status page.
 pub const TRANSITIONS_KEPT: usize = 50;

@@ -713,3 +713,73 @@ async fn a_rebuilt_cluster_s_health_checks_start_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `[fleet]` across reloads: an unchanged table keeps the running fleet (its rounds go on),
+/// which stops watching a removed cluster and watches a rebuilt one again; a changed table
+/// starts the fleet anew on every cluster breaker; a table removed stops it. No Redis is
+/// needed: the fleet starts without I/O and reports its connection in its health.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_fleet_watching_every_cluster_breaker() {
+    use cutout_gateway::{Gateway, GatewayConfig, reload};
+    let up = upstreams().await;
+    let dir = Dir::new("fleet");
+    let fleet = "\n[fleet]\nredis = \"redis://127.0.0.1:1\"\npod = \"a\"\ninterval = \"50ms\"\n";
+    let text = config(&up, "2s", "") + fleet;
+    let file = dir.file("gw.toml", &text);
+    let gateway = Gateway::new(GatewayConfig::from_toml(&text).unwrap());
+    gateway.set_source(&file);
+    let health = || gateway.fleet_json().expect("[fleet] is configured");
+    assert_eq!(health()["watched"], 2, "{}", health());
+    let since = health()["since_unix_ms"].clone();
+
+    // moving's stack and steady's breaker rebuilt: the same fleet watches both.
+    let rebuilt = config(&up, "3s", "").replace(
+        "[breakers.defaults]",
+        "[breakers.instances.steady]\nbreak-duration = \"20s\"\nmax-break-duration = \"20s\"\n\n[breakers.defaults]",
+    ) + fleet;
+    std::fs::write(&file, &rebuilt).unwrap();
+    let record = reload::reload(&gateway, "test");
+    assert!(record.error.is_none(), "{record:?}");
+    assert!(
+        record.rebuilt.contains(&"breaker steady".to_owned()),
+        "{record:?}"
+    );
+    assert_eq!(health()["watched"], 2, "{}", health());
+    assert_eq!(health()["since_unix_ms"], since, "the same fleet");
+
+    // steady removed: no longer watched.
+    let without_steady = rebuilt
+        .replace(
+            "[[routes]]\nprefix = \"/steady\"\ncluster = \"steady\"\n",
+            "",
+        )
+        .replace(
+            &format!(
+                "[clusters.steady]\nupstreams = [\"http://127.0.0.1:{}\"]\n",
+                up.steady.port()
+            ),
+            "",
+        );
+    std::fs::write(&file, &without_steady).unwrap();
+    let record = reload::reload(&gateway, "test");
+    assert!(record.error.is_none(), "{record:?}");
+    assert_eq!(record.removed, ["cluster steady"], "{record:?}");
+    assert_eq!(health()["watched"], 1, "{}", health());
+
+    // Another pod name: a new fleet, on every cluster breaker.
+    std::fs::write(&file, without_steady.replace("pod = \"a\"", "pod = \"b\"")).unwrap();
+    let record = reload::reload(&gateway, "test");
+    assert!(record.error.is_none(), "{record:?}");
+    assert!(
+        record.rebuilt.contains(&"section fleet".to_owned()),
+        "{record:?}"
+    );
+    assert_eq!(health()["pod"], "b", "{}", health());
+    assert_eq!(health()["watched"], 1, "{}", health());
+
+    // No [fleet]: stopped.
+    std::fs::write(&file, without_steady.replace(fleet, "")).unwrap();
+    let record = reload::reload(&gateway, "test");
+    assert!(record.error.is_none(), "{record:?}");
+    assert!(gateway.fleet_json().is_none());
+}

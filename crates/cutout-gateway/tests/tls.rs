@@ -675,3 +675,71 @@ async fn health_checks_of_an_https_upstream_shake_hands_with_the_cluster_s_roots
     );
     let _ = stop.send(true);
 }
+
+/// A reload serves the certificate the files hold now from the running listener (a
+/// certificate rotated under the same paths, as an operator renews one), keeps the
+/// listener's certificate object so that the next reload replaces it again, and keeps TLS on
+/// when the new file drops it (a bound listener cannot change its protocol: `GW-WARN-004`).
+#[test]
+fn a_reload_serves_the_rotated_certificate_and_keeps_tls_as_bound() {
+    use cutout_gateway::{Gateway, reload};
+    let pki = Pki::new("rotate");
+    let first = pki.leaf("gateway", &["127.0.0.1"]);
+    let text = config(&listener_keys(&first), "http://127.0.0.1:1", "");
+    let file = pki.file("gw.toml", &text);
+    let gateway = Gateway::new(GatewayConfig::from_toml(&text).unwrap());
+    gateway.set_source(&file);
+    let running = gateway.config().tls.clone().expect("a TLS listener");
+    let served = |tls: &cutout_gateway::tls::ListenerTls| tls.cert().current().cert[0].to_vec();
+    let before = served(&running);
+
+    // A new pair under the same paths.
+    let renewed = pki.leaf("gateway", &["127.0.0.1"]);
+    assert_eq!(
+        (renewed.cert.clone(), renewed.key.clone()),
+        (first.cert, first.key)
+    );
+    let record = reload::reload(&gateway, "test");
+    assert!(record.error.is_none(), "{record:?}");
+    assert_eq!(record.rebuilt, ["listener certificate"], "{record:?}");
+    let after = served(&running);
+    assert_ne!(
+        after, before,
+        "the running listener serves the renewed certificate"
+    );
+    let kept = gateway.config().tls.clone().unwrap();
+    assert!(
+        Arc::ptr_eq(kept.cert(), running.cert()),
+        "the configuration keeps the running listener's certificate"
+    );
+
+    // A file without TLS: the listener stays TLS, and the reload says why.
+    std::fs::write(&file, config("", "http://127.0.0.1:1", "")).unwrap();
+    let record = reload::reload(&gateway, "test");
+    assert!(record.error.is_none(), "{record:?}");
+    assert_eq!(record.restart_required, ["gateway.tls-cert"], "{record:?}");
+    assert!(gateway.config().tls.is_some());
+    assert_eq!(served(&running), after);
+
+    // A file whose certificate is unreadable changes nothing.
+    let missing = pki.dir.join("missing.pem");
+    std::fs::write(
+        &file,
+        config(
+            &format!(
+                "tls-cert = {}\ntls-key = {}",
+                toml_path(&missing),
+                toml_path(&renewed.key)
+            ),
+            "http://127.0.0.1:1",
+            "",
+        ),
+    )
+    .unwrap();
+    let record = reload::reload(&gateway, "test");
+    assert_eq!(
+        record.error.as_ref().map(|e| e.code.as_str()),
+        Some("GW-CFG-012")
+    );
+    assert_eq!(served(&running), after);
+}
