@@ -350,13 +350,13 @@ mod tests {
             "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n",
             "listen = \"127.0.0.1:7998\"\nadmin = \"127.0.0.1:7997\"\nmax-connections = 10\n\
              admin-max-connections = 5\nheader-read-timeout = \"3s\"\nidle-timeout = \"100s\"\n\
-             request-timeout = \"50s\"\nshutdown-timeout = \"5s\"\n",
+             request-timeout = \"50s\"\nshutdown-timeout = \"5s\"\nh2c = true\n",
         );
         let mut new = GatewayConfig::from_toml(&all).unwrap();
         assert_eq!(keep_restart_only(&old, &mut new), RESTART_ONLY);
         assert_eq!(
-            (new.listen, new.admin, new.limits),
-            (old.listen, old.admin, old.limits)
+            (new.listen, new.admin, new.limits, new.h2c),
+            (old.listen, old.admin, old.limits, old.h2c)
         );
     }
 
