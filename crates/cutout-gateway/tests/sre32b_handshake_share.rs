@@ -6,6 +6,7 @@
 //! no eviction arm) and, on HTTP/2, only ends once the client acknowledges the graceful
 //! GOAWAY's PING. So a client that holds the listener with connections that never finish a TLS
 //! handshake, or that sent the HTTP/2 preface and then nothing, keeps every other client out.
+//! The same holds for idle WebSocket tunnels (`TunnelRx::run` watches no eviction either).
 //! Raw sockets on loopback; the other client's connections come from 127.0.0.2.
 
 mod common;
@@ -188,4 +189,72 @@ async fn silent_h2c_connections_from_one_client_cannot_keep_another_out() {
     );
     drop(held);
     let _ = stop.send(true);
+}
+
+/// Finding C. A WebSocket tunnel keeps its connection's slot (README) and is never busy once
+/// its 101 is sent, so `make_room` picks idle tunnels as its victims, but the tunnel task
+/// (`TunnelRx::run`) does not watch the eviction notice: 20 idle tunnels from 127.0.0.1
+/// (opened and left silent, well within `idle-timeout`) on `max-connections = 20` keep a
+/// plain GET from 127.0.0.2 out (closed after ROOM_WAIT), though "one client can fill the
+/// listener but not keep others out".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_websocket_tunnels_from_one_client_cannot_keep_another_out() {
+    let ws = common::raw_upstream(64, |mut conn| async move {
+        let _ = conn
+            .write_all(
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+            )
+            .await;
+        // Holds the tunnel open, silent, for the test's length.
+        let mut buf = [0u8; 64];
+        let _ = tokio::time::timeout(Duration::from_secs(20), conn.read(&mut buf)).await;
+    })
+    .await;
+    let gateway = common::start_gateway(&config("", ws.addr), None).await;
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        let mut stream = connect_from([127, 0, 0, 1], gateway.proxy).await;
+        stream
+            .write_all(
+                b"GET /chat HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\n\
+                  Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                  Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        let head = common::read_head(&mut stream).await;
+        assert!(
+            head.starts_with(b"HTTP/1.1 101"),
+            "the upgrade is passed through: {:?}",
+            String::from_utf8_lossy(&head)
+        );
+        held.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let mut stream = connect_from([127, 0, 0, 2], gateway.proxy).await;
+        let _ = stream
+            .write_all(b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await;
+        let mut buf = vec![0u8; 1024];
+        answers.push(
+            match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+                Ok(Ok(n)) => String::from_utf8_lossy(&buf[..n])
+                    .lines()
+                    .next()
+                    .unwrap_or("(closed)")
+                    .to_owned(),
+                Ok(Err(e)) => format!("(error {e})"),
+                Err(_) => "(no answer in 5 s)".to_owned(),
+            },
+        );
+    }
+    // The raw upstream answers 101 to anything; a 101 is the gateway's forward, so any status.
+    assert!(
+        answers.iter().all(|a| a.starts_with("HTTP/1.1 ")),
+        "a GET from 127.0.0.2 while 127.0.0.1 holds the listener with 20 idle WebSocket tunnels: \
+         {answers:?}"
+    );
+    drop(held);
 }
