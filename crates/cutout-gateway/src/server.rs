@@ -400,7 +400,22 @@ pub async fn serve_protocols(
                                 limits.header_read_timeout,
                                 tls.acceptor().accept(watched),
                             );
-                            let stream = match handshake.await {
+                            // A connection in its handshake has no request in flight: asked to
+                            // make room, or drained, it closes at once (else a client that
+                            // never finishes its handshakes would keep others out until
+                            // header-read-timeout).
+                            let handshake = tokio::select! {
+                                done = handshake => done,
+                                () = entry.conn().evicted() => {
+                                    tracing::debug!(
+                                        listener = what,
+                                        "closed in its TLS handshake to make room"
+                                    );
+                                    return;
+                                }
+                                Ok(()) = drain.changed() => return,
+                            };
+                            let stream = match handshake {
                                 Ok(Ok(stream)) => stream,
                                 Ok(Err(error)) => {
                                     tracing::debug!(listener = what, %error, "TLS handshake failed");

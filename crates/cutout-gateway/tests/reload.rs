@@ -755,7 +755,11 @@ async fn a_reload_keeps_the_fleet_watching_every_cluster_breaker() {
         "{record:?}"
     );
     assert_eq!(health()["watched"], 2, "{}", health());
-    assert!(rounds() >= before, "the same fleet: {} rounds after {before}", rounds());
+    assert!(
+        rounds() >= before,
+        "the same fleet: {} rounds after {before}",
+        rounds()
+    );
 
     // steady removed: no longer watched.
     let without_steady = (config(&up, "3s", "") + fleet)
