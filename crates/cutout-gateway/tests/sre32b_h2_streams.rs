@@ -170,9 +170,7 @@ upstreams = ["http://{upstream}"]
     let log = dir.join("gateway.log");
     let child = std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!(
-            "ulimit -n ${{SRE32B_NOFILE:-1024}} && exec \"$0\" --config \"$1\" 2> \"$2\"",
-        ))
+        .arg("ulimit -n ${SRE32B_NOFILE:-1024} && exec \"$0\" --config \"$1\" 2> \"$2\"")
         .arg(env!("CARGO_BIN_EXE_cutout-gateway"))
         .arg(&file)
         .arg(&log)
