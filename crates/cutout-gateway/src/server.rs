@@ -368,32 +368,30 @@ pub async fn serve_protocols(
                             }
                         },
                     ));
+                    // Each protocol's connection, run to its end the same way.
+                    macro_rules! serve {
+                        ($connection:expr) => {
+                            drive(
+                                what,
+                                $connection,
+                                |connection| connection.graceful_shutdown(),
+                                limits.idle_timeout,
+                                &entry,
+                                drain,
+                            )
+                            .await
+                        };
+                    }
                     match &protocols.tls {
                         None if !protocols.h2c => {
                             let io = TokioIo::new(watched);
                             let connection = http.serve_connection(io, service).with_upgrades();
-                            drive(
-                                what,
-                                connection,
-                                |connection| connection.graceful_shutdown(),
-                                limits.idle_timeout,
-                                &entry,
-                                drain,
-                            )
-                            .await;
+                            serve!(connection);
                         }
                         None => {
                             let connection =
                                 auto.serve_connection_with_upgrades(TokioIo::new(watched), service);
-                            drive(
-                                what,
-                                connection,
-                                |connection| connection.graceful_shutdown(),
-                                limits.idle_timeout,
-                                &entry,
-                                drain,
-                            )
-                            .await;
+                            serve!(connection);
                         }
                         Some(tls) => {
                             let handshake = tokio::time::timeout(
@@ -433,15 +431,7 @@ pub async fn serve_protocols(
                             };
                             let connection =
                                 auto.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                            drive(
-                                what,
-                                connection,
-                                |connection| connection.graceful_shutdown(),
-                                limits.idle_timeout,
-                                &entry,
-                                drain,
-                            )
-                            .await;
+                            serve!(connection);
                         }
                     }
                     tunnel.run(entry.conn(), limits.idle_timeout).await;
