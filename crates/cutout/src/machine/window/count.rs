@@ -21,13 +21,13 @@ fn code(mark: Mark) -> u8 {
         })
 }
 
-fn bit(code: u8, flag: u8) -> u64 {
-    u64::from(code & flag != 0)
+const fn bit(code: u8, flag: u8) -> u64 {
+    (code & flag != 0) as u64
 }
 
 /// `flag` of `code` as a one in lane `index` of a [`Lanes`] word.
 const fn lane(code: u8, flag: u8, index: u32) -> u64 {
-    ((code & flag != 0) as u64) << (16 * index)
+    bit(code, flag) << (16 * index)
 }
 
 /// The four flags of replaced calls, summed in one word: a 16-bit lane per flag, added from
