@@ -118,6 +118,9 @@ pub enum Outcome {
     NoRoute,
     /// The client's address passed `rate-limit-per-source` (429).
     RateLimited,
+    /// The gateway ran out of its own resources (descriptors, …) reaching the upstream: 503,
+    /// counted by no breaker ([`crate::exhaustion`]).
+    Exhausted,
 }
 
 impl Outcome {
@@ -139,6 +142,7 @@ impl Outcome {
             Outcome::BadRequest => "bad_request",
             Outcome::NoRoute => "no_route",
             Outcome::RateLimited => "rate_limited",
+            Outcome::Exhausted => "exhausted",
         }
     }
 
@@ -161,7 +165,7 @@ impl Outcome {
             | Outcome::Unreachable
             | Outcome::BodyError
             | Outcome::BodyTimeout => Ended::UpstreamError,
-            Outcome::Refused | Outcome::Ejected => Ended::Refused,
+            Outcome::Refused | Outcome::Ejected | Outcome::Exhausted => Ended::Refused,
             Outcome::ClientFault
             | Outcome::GaveUp
             | Outcome::Capped

@@ -10,6 +10,7 @@
 //! | the client's fault ([`ClientFault`]: its upload broke, stalled, was too large) | ignored |
 //! | the gateway's `request-timeout` passed ([`DeadlinePassed`]) | ignored |
 //! | every host of the cluster refused ([`AllEjected`]) | ignored (for the cluster breaker) |
+//! | the gateway's own exhaustion: out of descriptors, … ([`crate::exhaustion`]) | ignored |
 //!
 //! A gRPC response (`content-type: application/grpc…`) is judged by its `grpc-status`, not its
 //! HTTP status, with cutout-tower's [`GrpcClassifier`]: from the headers of a trailers-only
@@ -98,6 +99,7 @@ impl GatewayClassifier {
         find::<ClientFault>(error).is_some()
             || find::<DeadlinePassed>(error).is_some()
             || find::<AllEjected>(error).is_some()
+            || crate::exhaustion::is_exhausted(error)
     }
 
     fn error_verdict(&self, error: &(dyn StdError + 'static)) -> Verdict {

@@ -340,6 +340,15 @@ impl ProxyError {
                         &format!("every upstream host of {cluster} is ejected"),
                         all.retry_after,
                     )
+                } else if let Some(errno) = crate::exhaustion::exhausted(error) {
+                    refused(
+                        &format!(
+                            "the gateway is out of resources reaching {cluster} ({}), not the \
+                             upstream's failure",
+                            std::io::Error::from_raw_os_error(errno.raw_os_error())
+                        ),
+                        Some(EXHAUSTED_RETRY_AFTER),
+                    )
                 } else if error.is_timeout() {
                     text(
                         StatusCode::GATEWAY_TIMEOUT,
@@ -363,6 +372,10 @@ impl ProxyError {
 /// The `Allow` of a refusal by a route without `methods` (or of `CONNECT`): the common methods
 /// such a route forwards.
 pub const ALLOWED_BY_DEFAULT: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
+
+/// The `Retry-After` of the gateway's own exhaustion ([`crate::exhaustion`]): a descriptor
+/// frees as soon as a request in flight ends.
+const EXHAUSTED_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A 503 saying `what`, with `Retry-After` (whole seconds, rounded up) when the end is known.
 fn refused(what: &str, retry_after: Option<std::time::Duration>) -> http::Response<String> {

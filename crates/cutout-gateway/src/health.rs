@@ -329,10 +329,15 @@ impl Checker {
             let at_unix_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64);
-            let (passed, detail) = tokio::select! {
+            let checked = tokio::select! {
                 biased;
                 () = stopped(&mut stop) => return,
                 result = self.check() => result,
+            };
+            let Some((passed, detail)) = checked else {
+                // The gateway's own exhaustion: nothing was learnt of the host.
+                next = started + self.config.interval + rng.upto(self.config.jitter);
+                continue;
             };
             if passed {
                 failures = 0;
@@ -376,23 +381,37 @@ impl Checker {
         }
     }
 
-    /// One check: whether it passed, and what the host said.
-    async fn check(&self) -> (bool, String) {
+    /// One check: whether it passed, and what the host said; `None` when the gateway could
+    /// not make it for its own want of resources ([`crate::exhaustion`]): neither a pass nor a
+    /// fail.
+    async fn check(&self) -> Option<(bool, String)> {
         let request = http::Request::get(self.uri.clone())
             .header(http::header::USER_AGENT, USER_AGENT)
             .header(http::header::CONNECTION, "close")
             .body(Empty::new());
         let Ok(request) = request else {
-            return (false, "the check's request cannot be built".to_owned());
+            return Some((false, "the check's request cannot be built".to_owned()));
         };
         match tokio::time::timeout(self.config.timeout, self.client.request(request)).await {
-            Err(_) => (false, "timeout".to_owned()),
-            Ok(Err(error)) => (false, describe(&error)),
+            Err(_) => Some((false, "timeout".to_owned())),
+            Ok(Err(error)) if crate::exhaustion::is_exhausted(&error) => {
+                crate::refusal::note(
+                    crate::refusal::Refusal::Exhausted,
+                    "health",
+                    format_args!(
+                        "{} {}: the health check could not connect: {error}: the gateway's \
+                         own limit (raise ulimit -n?), counted neither a pass nor a fail",
+                        self.cluster, self.host
+                    ),
+                );
+                None
+            }
+            Ok(Err(error)) => Some((false, describe(&error))),
             // The head is the answer; the body is dropped with the connection.
-            Ok(Ok(response)) => (
+            Ok(Ok(response)) => Some((
                 response.status().is_success(),
                 response.status().as_u16().to_string(),
-            ),
+            )),
         }
     }
 

@@ -19,14 +19,17 @@
 //!   per host, which end a break early; [`attempt`]: the attempt timeout over the whole
 //!   response and the give-up rule (detached attempts and their budget);
 //!   [`classify`]: what an outcome means to a breaker (gRPC's by `grpc-status`);
-//!   [`grpc_answer`]: the gateway's own answers to gRPC calls in gRPC's shape.
+//!   [`grpc_answer`]: the gateway's own answers to gRPC calls in gRPC's shape;
+//!   [`exhaustion`]: the gateway's own exhaustion (out of descriptors, …) told apart from an
+//!   upstream's failure.
 //! - [`access`]: request ids and the access log; [`stats`]: per-second statistics and the slow
 //!   mark for the status page; [`metrics`]: the Prometheus recorder and the gateway's series.
 //! - [`demo`]: the embedded demo with two chaos-switchable [`upstream`]s.
 //! - [`server`]: binding with clear errors, the listeners' limits (connections, header-read and
 //!   idle timeouts), half-closed requests answered, graceful shutdown on SIGTERM / Ctrl-C with
 //!   a drain deadline, SIGHUP reloading; [`share`]: a full listener's fair share between
-//!   sources; [`tls`]: the proxy listener's TLS (a certificate that can be reloaded) and
+//!   sources; [`budget`]: a listener's requests in flight bounded by its `max-connections`,
+//!   however many HTTP/2 streams carry them; [`tls`]: the proxy listener's TLS (a certificate that can be reloaded) and
 //!   [`connector`]: how clusters reach their upstreams (TLS, HTTP/2); [`tunnel`]: WebSocket
 //!   upgrades passed through.
 //! - [`reload`]: the configuration reloaded without a restart (SIGHUP, `POST /reload`), only
@@ -44,6 +47,7 @@ pub mod access;
 pub mod admin;
 pub mod attempt;
 pub mod bare;
+pub mod budget;
 pub mod classify;
 pub mod client_body;
 pub mod cluster;
@@ -51,6 +55,7 @@ pub mod config;
 pub mod connector;
 pub mod demo;
 pub mod error;
+pub mod exhaustion;
 pub mod fleet;
 pub mod forwarded;
 pub mod gateway;

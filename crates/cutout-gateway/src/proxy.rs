@@ -454,6 +454,17 @@ impl Running {
                 if decision != Decision::Admitted {
                     access.decide(decision);
                 }
+                if outcome == Outcome::Exhausted {
+                    note(
+                        Refusal::Exhausted,
+                        "proxy",
+                        format_args!(
+                            "{}: {error}: the gateway's own limit (raise ulimit -n?), not \
+                             counted against the cluster; answered 503",
+                            self.cluster.name
+                        ),
+                    );
+                }
                 let error = if outcome == Outcome::Deadline {
                     note(
                         Refusal::RequestTimeout,
@@ -503,6 +514,9 @@ fn judge(error: &cutout_tower::Error, deadline: bool) -> (Decision, Outcome) {
     }
     if error.is_timeout() {
         return (Decision::Admitted, Outcome::Timeout);
+    }
+    if crate::exhaustion::is_exhausted(error) {
+        return (Decision::Admitted, Outcome::Exhausted);
     }
     (Decision::Admitted, Outcome::Unreachable)
 }

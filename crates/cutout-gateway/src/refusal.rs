@@ -43,10 +43,13 @@ pub enum Refusal {
     /// A full listener closed an idle connection of the source holding the most to make room
     /// for a connection from another source (see [`crate::share`]).
     FairShare,
+    /// The gateway ran out of its own resources (descriptors, …) reaching an upstream: 503,
+    /// counted by no breaker ([`crate::exhaustion`]).
+    Exhausted,
 }
 
 impl Refusal {
-    const ALL: [Refusal; 13] = [
+    const ALL: [Refusal; 14] = [
         Refusal::MaxConnections,
         Refusal::HeaderReadTimeout,
         Refusal::IdleTimeout,
@@ -60,6 +63,7 @@ impl Refusal {
         Refusal::MaxDetachedBody,
         Refusal::RateLimit,
         Refusal::FairShare,
+        Refusal::Exhausted,
     ];
 
     /// The stable name (`max_connections`, `header_read_timeout`, …).
@@ -78,6 +82,7 @@ impl Refusal {
             Refusal::MaxDetachedBody => "max_detached_body",
             Refusal::RateLimit => "rate_limit",
             Refusal::FairShare => "fair_share",
+            Refusal::Exhausted => "exhausted",
         }
     }
 

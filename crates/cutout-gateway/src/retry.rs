@@ -56,6 +56,7 @@ pub fn cause(error: &(dyn StdError + 'static)) -> Option<Cause> {
     if find::<ClientFault>(error).is_some()
         || find::<DeadlinePassed>(error).is_some()
         || find::<tower::timeout::error::Elapsed>(error).is_some()
+        || crate::exhaustion::is_exhausted(error)
     {
         return None;
     }

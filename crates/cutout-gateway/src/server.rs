@@ -50,6 +50,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+use crate::budget::{RequestBudget, RequestSlot};
 use crate::config::{GatewayConfig, Limits};
 use crate::error::StartError;
 use crate::gateway::Gateway;
@@ -76,6 +77,9 @@ pub struct ListenerLimits {
     /// `half_close`; see the [module docs](self)). `false`: it ends the request, as hyper's
     /// default server does.
     pub half_close: bool,
+    /// How long a request past the listener's request budget (an HTTP/2 stream: see
+    /// [`crate::budget`]) waits for a slot: `request-timeout`.
+    pub request_wait: Duration,
 }
 
 impl ListenerLimits {
@@ -95,6 +99,7 @@ impl ListenerLimits {
             idle_timeout: limits.idle_timeout,
             shutdown_timeout: limits.shutdown_timeout,
             half_close: true,
+            request_wait: limits.request_timeout,
         }
     }
 }
@@ -256,6 +261,8 @@ pub async fn serve_protocols(
 ) -> io::Result<()> {
     let local = listener.local_addr()?;
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    // Requests in flight, however many HTTP/2 streams carry them (crate::budget).
+    let budget = RequestBudget::new(limits.max_connections, limits.request_wait);
     let book = Arc::new(Book::default());
     // Told to every connection when the drain begins: each shuts down gracefully.
     let (draining, drain) = watch::channel(false);
@@ -269,7 +276,9 @@ pub async fn serve_protocols(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .half_close(limits.half_close);
-    auto.http2().timer(TokioTimer::new());
+    auto.http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(crate::budget::H2_MAX_CONCURRENT_STREAMS);
     let mut shutdown = pin!(shutdown);
     loop {
         tokio::select! {
@@ -316,7 +325,7 @@ pub async fn serve_protocols(
                 let mut drain = drain.clone();
                 let (http, router, book, slots) =
                     (http.clone(), router.clone(), Arc::clone(&book), Arc::clone(&slots));
-                let (auto, protocols) = (auto.clone(), protocols.clone());
+                let (auto, protocols, budget) = (auto.clone(), protocols.clone(), budget.clone());
                 connections.spawn(async move {
                     let slot = match slot {
                         Some(slot) => slot,
@@ -338,7 +347,11 @@ pub async fn serve_protocols(
                     let _slot = slot;
                     let entry = book.enter(source);
                     let _ = stream.set_nodelay(true);
-                    let watched = Watched { stream, conn: Arc::clone(entry.conn()) };
+                    let watched = Watched {
+                        stream,
+                        conn: Arc::clone(entry.conn()),
+                        first: true,
+                    };
                     let conn = Arc::clone(entry.conn());
                     let tls = protocols.tls.is_some();
                     // An upgraded connection's tunnel comes back here to run (crate::tunnel).
@@ -356,13 +369,27 @@ pub async fn serve_protocols(
                             // In flight until its response body is sent or dropped: never
                             // closed to make room until then.
                             let in_flight = conn.request();
-                            let answer = router.clone().oneshot(request);
+                            let (router, budget) = (router.clone(), budget.clone());
                             async move {
-                                let response = answer.await?;
+                                let slot = match budget.admit(what).await {
+                                    Ok(slot) => slot,
+                                    Err(busy) => {
+                                        let busy = if crate::grpc_answer::is_grpc_content(
+                                            request.headers(),
+                                        ) {
+                                            crate::grpc_answer::shaped(busy)
+                                        } else {
+                                            busy.map(axum::body::Body::from)
+                                        };
+                                        return Ok(busy);
+                                    }
+                                };
+                                let response = router.oneshot(request).await?;
                                 Ok::<_, std::convert::Infallible>(response.map(|body| {
                                     axum::body::Body::new(CountedBody {
                                         body,
                                         _in_flight: in_flight,
+                                        _slot: slot,
                                     })
                                 }))
                             }
@@ -414,7 +441,12 @@ pub async fn serve_protocols(
                                 Ok(()) = drain.changed() => return,
                             };
                             let stream = match handshake {
-                                Ok(Ok(stream)) => stream,
+                                Ok(Ok(stream)) => {
+                                    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                                        entry.conn().mark_h2();
+                                    }
+                                    stream
+                                }
                                 Ok(Err(error)) => {
                                     tracing::debug!(listener = what, %error, "TLS handshake failed");
                                     return;
@@ -490,6 +522,9 @@ async fn drive<C, E>(
     let activity = entry.conn();
     let mut connection = pin!(connection);
     let mut closing = false;
+    // An HTTP/2 connection asked to make room and shut down: when it is dropped if it has not
+    // closed by then with no stream in flight (see [`H2_EVICT_GRACE`]).
+    let mut grace: Option<Instant> = None;
     if *drain.borrow_and_update() {
         shut_down(connection.as_mut());
         closing = true;
@@ -528,6 +563,21 @@ async fn drive<C, E>(
                 } else {
                     shut_down(connection.as_mut());
                     closing = true;
+                    if entry.conn().is_h2() {
+                        grace = Some(Instant::now() + H2_EVICT_GRACE);
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(grace.unwrap_or_else(Instant::now)), if grace.is_some() => {
+                if entry.conn().busy() {
+                    grace = Some(Instant::now() + H2_EVICT_GRACE);
+                } else {
+                    tracing::debug!(
+                        listener = what,
+                        "an HTTP/2 connection asked to make room did not close within {}; dropped",
+                        cutout::HumanDuration(H2_EVICT_GRACE)
+                    );
+                    return;
                 }
             }
             () = tokio::time::sleep_until(deadline(activity)) => {
@@ -543,6 +593,14 @@ async fn drive<C, E>(
         }
     }
 }
+
+/// How long an HTTP/2 connection asked to make room (and sent its GOAWAY) may take to close
+/// before it is dropped, once no stream is in flight on it. hyper's graceful shutdown of
+/// HTTP/2 closes the connection only when the client acknowledges the shutdown's PING; a
+/// silent client never does, and would hold its slot until `idle-timeout`. HTTP/1.1 needs no
+/// such bound (an idle connection closes at once; one still flushing its last response is
+/// left to finish it), which is why the connection's protocol is told first.
+const H2_EVICT_GRACE: Duration = Duration::from_millis(250);
 
 /// Whether a connection's error is hyper's header-read timeout.
 fn is_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
@@ -588,6 +646,8 @@ async fn room(
 struct CountedBody {
     body: axum::body::Body,
     _in_flight: InFlight,
+    /// Its place in the listener's request budget ([`crate::budget`]).
+    _slot: RequestSlot,
 }
 
 impl http_body::Body for CountedBody {
@@ -614,7 +674,12 @@ impl http_body::Body for CountedBody {
 struct Watched {
     stream: TcpStream,
     conn: Arc<Conn>,
+    /// Whether no byte has been read yet (the first ones tell HTTP/2's preface).
+    first: bool,
 }
+
+/// The start of the HTTP/2 client preface ("PRI * HTTP/2.0…"): no HTTP/1.1 request begins so.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 impl AsyncRead for Watched {
     fn poll_read(
@@ -626,6 +691,13 @@ impl AsyncRead for Watched {
         let result = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.conn.touch();
+            if std::mem::take(&mut self.first) {
+                let got = &buf.filled()[before..];
+                let n = got.len().min(H2_PREFACE.len());
+                if n >= 3 && got[..n] == H2_PREFACE[..n] {
+                    self.conn.mark_h2();
+                }
+            }
         }
         result
     }

@@ -90,7 +90,8 @@ pub const QUIET: Duration = Duration::from_millis(100);
 /// busy; its task checks again before it closes (in the same task as the service and the
 /// stream, so that check is exact), and declines. `asked` is a flag the accept loop sets with
 /// a compare-exchange (so two newcomers never ask one connection) and the task clears when it
-/// declines; it guards nothing else.
+/// declines; it guards nothing else. `h2` is written and read by the connection's own task
+/// only.
 #[derive(Debug)]
 pub struct Conn {
     /// Requests received whose response body has not been sent (or dropped) yet.
@@ -105,6 +106,9 @@ pub struct Conn {
     asked: AtomicBool,
     /// Told when it should close to make room.
     evict: Notify,
+    /// Whether it speaks HTTP/2 (its first bytes were the client preface, or ALPN chose
+    /// `h2`).
+    h2: AtomicBool,
 }
 
 impl Conn {
@@ -116,7 +120,18 @@ impl Conn {
             last: AtomicU64::new(0),
             asked: AtomicBool::new(false),
             evict: Notify::new(),
+            h2: AtomicBool::new(false),
         }
+    }
+
+    /// It speaks HTTP/2.
+    pub fn mark_h2(&self) {
+        self.h2.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether it speaks HTTP/2.
+    pub fn is_h2(&self) -> bool {
+        self.h2.load(Ordering::Relaxed)
     }
 
     /// Bytes moved on it now.

@@ -93,8 +93,11 @@ impl ClientUpgrade {
 }
 
 impl TunnelRx {
-    /// Runs the tunnel handed over on this connection, if any, until it ends or no byte has
-    /// moved on the client's side (`conn`) for `idle`.
+    /// Runs the tunnel handed over on this connection, if any, until it ends, no byte has
+    /// moved on the client's side (`conn`) for `idle`, or it is asked to make room at a full
+    /// listener ([`crate::share`]) while no byte moved on it for [`crate::share::QUIET`] (a
+    /// tunnel moving bytes declines): the listener's fair share holds for tunnels too, so idle
+    /// tunnels of one client cannot keep another out.
     pub async fn run(mut self, conn: &Conn, idle: Duration) {
         let Ok(tunnel) = self.0.try_recv() else {
             return;
@@ -108,6 +111,13 @@ impl TunnelRx {
         loop {
             tokio::select! {
                 () = tunnel.as_mut() => return,
+                () = conn.evicted() => {
+                    if conn.quiet() {
+                        tracing::debug!("an idle tunnel closed to make room");
+                        return;
+                    }
+                    conn.decline();
+                }
                 () = tokio::time::sleep_until(deadline()) => {
                     if deadline() <= Instant::now() {
                         tracing::debug!("a tunnel moved no byte for idle-timeout; closed");

@@ -151,8 +151,9 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x0
 /// gracefully (a GOAWAY with the last stream id 2^31-1 and a PING); h2 closes the connection
 /// only on the PING's acknowledgement, which never comes, so the slot stays held until
 /// `idle-timeout` (60 s). A plain HTTP/1.1 client from 127.0.0.2 is closed after ROOM_WAIT.
+/// Fixed: a connection whose first bytes were the preface is known as HTTP/2, and dropped
+/// 250 ms after its GOAWAY when no stream is in flight (`server::H2_EVICT_GRACE`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known defect: a silent HTTP/2 client shut down to make room never answers the GOAWAY's PING, so its slot is held until idle-timeout; closing it outright once idle cut slow HTTP/1.1 downloads (sre32_fair_share), so the fix must tell h2 from h1"]
 async fn silent_h2c_connections_from_one_client_cannot_keep_another_out() {
     let (stop, _) = watch::channel(false);
     let upstream = common::serve_router(ok_upstream(), &stop).await;
@@ -200,8 +201,9 @@ async fn silent_h2c_connections_from_one_client_cannot_keep_another_out() {
 /// (opened and left silent, well within `idle-timeout`) on `max-connections = 20` keep a
 /// plain GET from 127.0.0.2 out (closed after ROOM_WAIT), though "one client can fill the
 /// listener but not keep others out".
+/// Decided and fixed: an idle tunnel (no byte for `share::QUIET`) asked to make room closes;
+/// one moving bytes declines (`tunnel::TunnelRx::run`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known defect, needs a decision: a WebSocket tunnel keeps its slot (README) and is never closed to make room, so idle tunnels of one client keep others out of a full listener"]
 async fn idle_websocket_tunnels_from_one_client_cannot_keep_another_out() {
     let ws = common::raw_upstream(64, |mut conn| async move {
         let _ = conn
