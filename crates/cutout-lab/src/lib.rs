@@ -19,7 +19,8 @@
 //! the caller's side, [`saturation`] (a
 //! pod's CPU saturation delaying all its calls), [`connections`] (pools whose new
 //! connections pay setup) and [`phases`] (traffic that changes shape), whose keys
-//! [`keys`] checks.
+//! [`keys`] checks. [`json`] writes every seed's figures and the settings compared seed by
+//! seed (`--json`).
 
 #![forbid(unsafe_code)]
 
@@ -29,6 +30,7 @@ pub mod dependency;
 pub mod duration;
 pub mod fleet;
 pub mod incident;
+pub mod json;
 pub mod keys;
 pub mod latency;
 pub mod oracle;

@@ -21,8 +21,8 @@ use cutout_lab::sweep::{Spec, Sweep};
 use cutout_lab::{Progress, Scenario, seeds};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-const USAGE: &str = "usage: cutout-lab SCENARIO.toml [--svg OUT.svg] [--seed N] [--seeds N] \
-                     [--sweep KEY=V1,V2,...]\n       cutout-lab --help | --version";
+const USAGE: &str = "usage: cutout-lab SCENARIO.toml [--svg OUT.svg] [--json OUT.json] [--seed N] \
+                     [--seeds N] [--sweep KEY=V1,V2,...]\n       cutout-lab --help | --version";
 
 const HELP: &str = "\
 Runs a scenario: a fleet of pods calling a dependency through cutout breakers while the
@@ -39,6 +39,10 @@ arguments:
 options:
   --svg OUT.svg          write the SVG timeline to OUT.svg
                          (default: target/cutout-lab/<scenario>.svg)
+  --json OUT.json        also write every seed's value of every figure of every setting,
+                         and each pair of settings compared seed by seed (in how many
+                         seeds each was better, the least and greatest difference and
+                         ratio), to OUT.json: what checks a claim \"in every seed\"
   --seed N               run on seed N instead of the scenario's own seed
   --seeds N              run N seeds (at most 10000): the scenario's seed (or --seed),
                          then one more each time, up to N-1 more; each cell reads mean
@@ -142,6 +146,7 @@ enum Command {
 struct Options {
     scenario: PathBuf,
     svg: Option<PathBuf>,
+    json: Option<PathBuf>,
     seed: Option<u64>,
     seeds: u64,
     sweep: Option<Spec>,
@@ -151,6 +156,7 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
     let usage = |message: String| Failure::Usage(message);
     let mut scenario = None;
     let mut svg = None;
+    let mut json = None;
     let mut seed = None;
     let mut seeds = None;
     let mut sweep = None;
@@ -186,6 +192,10 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
                 once(svg.is_some(), "--svg")?;
                 svg = Some(PathBuf::from(value("a path")?));
             }
+            "--json" => {
+                once(json.is_some(), "--json")?;
+                json = Some(PathBuf::from(value("a path")?));
+            }
             "--seed" => {
                 once(seed.is_some(), "--seed")?;
                 seed = Some(number("--seed", value("a seed")?)?);
@@ -220,6 +230,7 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
     Ok(Command::Run(Options {
         scenario,
         svg,
+        json,
         seed,
         seeds: seeds.unwrap_or(1),
         sweep,
@@ -325,6 +336,15 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
         None if many => print!("{}", runs.table()),
         None => print!("{}", runs.first.table()),
     }
+    if let Some(path) = &options.json {
+        let value = cutout_lab::json::figures(&scenario.name, &runs.seeds, &runs.metrics);
+        let text =
+            serde_json::to_string_pretty(&value).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let svg_path = options
         .svg
         .unwrap_or_else(|| Path::new("target/cutout-lab").join(format!("{}.svg", scenario.name)));
@@ -345,6 +365,9 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
         "timeline".to_owned()
     };
     println!("\n{which}: {}", written.join(", "));
+    if let Some(path) = &options.json {
+        println!("every seed's figures: {}", path.display());
+    }
     eprintln!("simulated in {:.1} s", elapsed.as_secs_f64());
     Ok(())
 }

@@ -175,6 +175,39 @@ impl Summary {
 /// figures are matched by name, so a seed that lacks one (it cannot, today) counts as not
 /// having it.
 pub fn summarize(metrics: &[Vec<Metrics>]) -> Summary {
+    let Values {
+        columns,
+        names,
+        values,
+    } = values(metrics);
+    let rows = names
+        .into_iter()
+        .zip(values)
+        .map(|((name, better, unit), row)| Row {
+            name,
+            better,
+            unit,
+            cells: row.iter().map(|v| cell(v)).collect(),
+        })
+        .collect();
+    Summary { columns, rows }
+}
+
+/// Every seed's value of every figure of every setting, matched by name as [`summarize`]
+/// matches them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Values {
+    /// The settings, in the order the runs gave them.
+    pub columns: Vec<String>,
+    /// The figures' names, whether larger is better, and their units, in table order.
+    pub names: Vec<(&'static str, Option<bool>, Unit)>,
+    /// `values[figure][setting][seed]`: `None` where that seed lacked the figure (or it was
+    /// not finite).
+    pub values: Vec<Vec<Vec<Option<f64>>>>,
+}
+
+/// The values of `metrics` (one list of settings per seed), per figure, setting and seed.
+pub fn values(metrics: &[Vec<Metrics>]) -> Values {
     let mut columns: Vec<String> = Vec::new();
     let mut names: Vec<(&'static str, Option<bool>, Unit)> = Vec::new();
     // values[row][column]: each seed's value, `None` where that seed lacked the figure.
@@ -202,17 +235,11 @@ pub fn summarize(metrics: &[Vec<Metrics>]) -> Summary {
             }
         }
     }
-    let rows = names
-        .into_iter()
-        .zip(values)
-        .map(|((name, better, unit), row)| Row {
-            name,
-            better,
-            unit,
-            cells: row.iter().map(|v| cell(v)).collect(),
-        })
-        .collect();
-    Summary { columns, rows }
+    Values {
+        columns,
+        names,
+        values,
+    }
 }
 
 fn cell(values: &[Option<f64>]) -> Cell {

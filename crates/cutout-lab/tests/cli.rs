@@ -334,3 +334,88 @@ fn a_scenario_mistake_keeps_its_line_and_column() {
     let path = Path::new("scenarios").join("does-not-exist.toml");
     assert_eq!(lab(&[&path]).status.code(), Some(1));
 }
+
+/// `--json` keeps the seeds apart: each seed's value is the one that seed's own report prints,
+/// and each pair of settings is compared seed by seed from those values.
+#[test]
+fn json_holds_every_seed_s_figures_and_the_settings_compared_seed_by_seed() {
+    let dir = Dir::new("json");
+    let path = dir.join("out/figures.json");
+    let out = report(
+        &dir,
+        "a.svg",
+        &["--seeds", "3", "--json", path.to_str().unwrap()],
+    );
+    assert!(out.contains("every seed's figures: "), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(json["seeds"], serde_json::json!([2, 3, 4]));
+    let settings: Vec<&str> = json["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(
+        settings.contains(&"none") && settings.contains(&"equal"),
+        "{settings:?}"
+    );
+    let figures = json["figures"].as_array().unwrap();
+    let name = "requests that succeeded";
+    let figure = figures.iter().find(|f| f["name"] == name).unwrap();
+    assert_eq!(figure["unit"], "share");
+    assert_eq!(figure["better"], "higher");
+    // Each seed's value is what that seed's own report prints, column for column.
+    for (i, seed) in ["2", "3", "4"].iter().enumerate() {
+        let single = report(&dir, "b.svg", &["--seed", seed]);
+        let row = single
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name:?} row in\n{single}"));
+        // One seed: each cell is one number, in the order of the settings.
+        let cells: Vec<&str> = row[name.len()..].split_whitespace().collect();
+        let header = single
+            .lines()
+            .find(|l| settings.iter().all(|s| l.contains(s)))
+            .unwrap();
+        let at: Vec<usize> = settings.iter().map(|s| header.find(s).unwrap()).collect();
+        assert!(
+            at.is_sorted(),
+            "the JSON's settings in the table's order: {header}"
+        );
+        for (c, setting) in settings.iter().enumerate() {
+            let value = figure["values"][c][i].as_f64().unwrap();
+            assert_eq!(
+                cells[c],
+                format!("{:.2}%", 100.0 * value),
+                "seed {seed}, {setting}: the JSON's value against the report's\n{single}"
+            );
+        }
+    }
+    // The pair compares the same values seed by seed.
+    let pair = json["paired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["figure"] == name && p["a"] == "equal" && p["b"] == "no breaker")
+        .unwrap();
+    let (a, b) = (
+        settings.iter().position(|s| *s == "equal").unwrap(),
+        settings.iter().position(|s| *s == "no breaker").unwrap(),
+    );
+    let values = |c: usize| -> Vec<f64> {
+        (0..3)
+            .map(|i| figure["values"][c][i].as_f64().unwrap())
+            .collect()
+    };
+    let (va, vb) = (values(a), values(b));
+    let wins = va.iter().zip(&vb).filter(|(x, y)| x > y).count();
+    assert_eq!(pair["seeds"], 3);
+    assert_eq!(pair["a_better"], wins);
+    let least = va
+        .iter()
+        .zip(&vb)
+        .map(|(x, y)| x - y)
+        .fold(f64::INFINITY, f64::min);
+    assert!((pair["least_difference"].as_f64().unwrap() - least).abs() < 1e-12);
+}
