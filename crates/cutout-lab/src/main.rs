@@ -22,7 +22,8 @@ use cutout_lab::{Progress, Scenario, seeds};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 const USAGE: &str = "usage: cutout-lab SCENARIO.toml [--svg OUT.svg] [--json OUT.json] [--seed N] \
-                     [--seeds N] [--sweep KEY=V1,V2,...]\n       cutout-lab --help | --version";
+                     [--seeds N [--per-seed]] [--sweep KEY=V1,V2,...]\n       cutout-lab \
+                     --help | --version";
 
 const HELP: &str = "\
 Runs a scenario: a fleet of pods calling a dependency through cutout breakers while the
@@ -49,6 +50,8 @@ options:
                          (min-max) over the seeds, and \"n of N\" where only n seeds had
                          the figure (no trip, no recovery in the others); the SVG shows
                          the first seed only
+  --per-seed             with --seeds: after the table over the seeds, each seed's own
+                         report, as --seed would print it
   --sweep KEY=V1,V2,...  compare one breaker key across values, such as
                          break-duration=5s,30s,60s or failure-ratio=20%,50%: KEY is a
                          cutout configuration key as scenario files write it; each value
@@ -149,6 +152,7 @@ struct Options {
     json: Option<PathBuf>,
     seed: Option<u64>,
     seeds: u64,
+    per_seed: bool,
     sweep: Option<Spec>,
 }
 
@@ -159,6 +163,7 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
     let mut json = None;
     let mut seed = None;
     let mut seeds = None;
+    let mut per_seed = false;
     let mut sweep = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -208,6 +213,10 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
                 }
                 seeds = Some(n);
             }
+            "--per-seed" if inline.is_none() => {
+                once(per_seed, "--per-seed")?;
+                per_seed = true;
+            }
             "--sweep" => {
                 once(sweep.is_some(), "--sweep")?;
                 sweep = Some(value("KEY=V1,V2,...")?.parse::<Spec>().map_err(usage)?);
@@ -227,12 +236,18 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
         }
     }
     let scenario = scenario.ok_or_else(|| usage("no scenario file given".into()))?;
+    if per_seed && seeds.is_none() {
+        return Err(usage(
+            "--per-seed needs --seeds N (one seed's report is the report)".into(),
+        ));
+    }
     Ok(Command::Run(Options {
         scenario,
         svg,
         json,
         seed,
         seeds: seeds.unwrap_or(1),
+        per_seed,
         sweep,
     }))
 }
@@ -335,6 +350,13 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
         Some(sweep) => print!("{}", sweep.table(&runs)),
         None if many => print!("{}", runs.table()),
         None => print!("{}", runs.first.table()),
+    }
+    if options.per_seed {
+        for (seed, metrics) in runs.seeds.iter().zip(&runs.metrics) {
+            let mut this = scenario.clone();
+            this.seed = *seed;
+            print!("\n{}", cutout_lab::report::table(&this, metrics));
+        }
     }
     if let Some(path) = &options.json {
         let value = cutout_lab::json::figures(&scenario.name, &runs.seeds, &runs.metrics);

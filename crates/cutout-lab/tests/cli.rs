@@ -419,3 +419,22 @@ fn json_holds_every_seed_s_figures_and_the_settings_compared_seed_by_seed() {
         .fold(f64::INFINITY, f64::min);
     assert!((pair["least_difference"].as_f64().unwrap() - least).abs() < 1e-12);
 }
+
+/// `--per-seed` prints each seed's own report after the table over the seeds: the one
+/// `--seed` prints; without `--seeds` it is a usage error.
+#[test]
+fn per_seed_prints_each_seed_s_own_report() {
+    let dir = Dir::new("per-seed");
+    let out = report(&dir, "a.svg", &["--seeds", "2", "--per-seed"]);
+    for seed in ["2", "3"] {
+        let single = report(&dir, "a.svg", &["--seed", seed]);
+        let table = single.split("\ntimeline").next().unwrap();
+        assert!(
+            out.contains(table),
+            "seed {seed}'s own report is in the --per-seed output:\n{table}\n---\n{out}"
+        );
+    }
+    let alone = lab(&[&dir.join("tiny.toml"), &"--per-seed"]);
+    assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
+    assert!(stderr(&alone).contains("--per-seed needs --seeds"));
+}
