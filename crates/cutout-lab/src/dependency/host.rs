@@ -89,23 +89,23 @@ impl Host {
 
     /// Gives a call to the first `available` workers at `now`: it waits for the worker that
     /// frees first, or is turned away (and gives no work) when that wait would exceed
-    /// `max_wait`. Returns when it starts (`None`: turned away); the worker is then busy for
-    /// `service` nanoseconds from the start.
+    /// `max_wait`. Returns when it starts (`Err`: when it would have, turned away); the
+    /// worker is then busy for `service` nanoseconds from the start.
     pub(crate) fn enqueue(
         &mut self,
         now: u64,
         available: usize,
         service: u64,
         max_wait: Option<u64>,
-    ) -> Option<u64> {
+    ) -> Result<u64, u64> {
         self.available = available.clamp(1, self.workers);
         let (worker, free) = self.earliest(self.available);
         let start = free.max(now);
         if max_wait.is_some_and(|max| start - now > max) {
-            return None;
+            return Err(start);
         }
         self.set(worker, start.saturating_add(service));
-        Some(start)
+        Ok(start)
     }
 
     /// The replica runs at `factor` × its healthy service times from `now` on: the work still
@@ -195,9 +195,9 @@ mod tests {
                 let start = host.enqueue(now, available, service, max_wait);
                 let expected = at.max(now);
                 if max_wait.is_some_and(|m| expected - now > m) {
-                    assert_eq!(start, None);
+                    assert_eq!(start, Err(expected));
                 } else {
-                    assert_eq!(start, Some(expected));
+                    assert_eq!(start, Ok(expected));
                     free[worker] = expected + service;
                 }
                 let wait = (0..available).map(|w| free[w]).min().unwrap();
@@ -223,7 +223,7 @@ mod tests {
                 let asked = host.start_if_called(now, available, factor);
                 assert_eq!(host.tree, before.tree, "asking changes nothing");
                 host.slow_to(now, factor);
-                assert_eq!(host.enqueue(now, available, service, None), Some(asked));
+                assert_eq!(host.enqueue(now, available, service, None), Ok(asked));
             }
         }
     }
@@ -231,9 +231,9 @@ mod tests {
     #[test]
     fn a_change_of_speed_stretches_the_work_ahead() {
         let mut host = Host::new(2);
-        host.enqueue(0, 2, 100, None);
-        host.enqueue(0, 2, 300, None);
-        host.enqueue(0, 2, 100, None); // worker 0: 0..100, 100..200; worker 1: 0..300
+        let _ = host.enqueue(0, 2, 100, None);
+        let _ = host.enqueue(0, 2, 300, None);
+        let _ = host.enqueue(0, 2, 100, None); // worker 0: 0..100, 100..200; worker 1: 0..300
         host.slow_to(50, 10.0);
         assert_eq!(host.earliest(2), (0, 50 + 1_500));
         assert_eq!(host.wait(50), 1_500);

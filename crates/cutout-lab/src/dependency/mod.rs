@@ -35,15 +35,19 @@
 //!   second, only once load falls below capacity: recovery needs the load to drop, which is
 //!   where a breaker can pay off.
 //!
-//! **No cancellation.** A caller that gives up (its timeout) does not take its call out of the
-//! queue: the replica still spends the work, as most RPC servers do, since they do not see a
-//! client's cancellation. This is what makes goodput collapse past capacity: once the queue
+//! **No cancellation** (unless `drop-after-wait`, below). A caller that gives up (its timeout)
+//! does not take its call out of the queue: the replica still spends the work, as most RPC
+//! servers do, since they do not see a client's cancellation. This is what makes goodput collapse past capacity: once the queue
 //! wait exceeds the callers' timeout, every worker is busy serving calls nobody waits for any
 //! more, and the calls answered in time fall to nearly none although the replica runs at 100%.
 //!
 //! **Shedding.** With `max-queue-wait`, a call whose wait would exceed it is rejected at
 //! once: it fails after `outage-latency` and gives the workers no work (the server sheds).
 //! `max-queue-wait = "0s"` rejects every call that finds all workers busy (a loss system).
+//! With `drop-after-wait` (a deadline check, as a server that propagates its callers'
+//! deadlines does), a call whose wait exceeds it is dropped unserved when a worker reaches
+//! it: it fails then (its caller has usually left), and gives the workers no work, so a
+//! backlog can never make the workers serve calls nobody waits for.
 //!
 //! **Conditions** (see [`Condition`]), read at the call's arrival:
 //! - `hung`: the call never answers and gives no work (a black hole);
@@ -130,6 +134,10 @@ pub struct DependencySpec {
     /// The longest a replica lets a call wait for a worker: a call that would wait longer is
     /// rejected at once (default: none, the queue is unbounded).
     pub max_queue_wait: Option<String>,
+    /// The replica's deadline check: a queued call that waited longer than this for a worker
+    /// is dropped unserved when a worker reaches it (its caller has left), and fails then,
+    /// giving no work (default: none, every queued call is served).
+    pub drop_after_wait: Option<String>,
 }
 
 impl DependencySpec {
@@ -164,6 +172,10 @@ impl DependencySpec {
         }
         let max_queue_wait = match &self.max_queue_wait {
             Some(text) => Some(parse("max-queue-wait", text)?),
+            None => None,
+        };
+        let drop_after_wait = match &self.drop_after_wait {
+            Some(text) => Some(parse("drop-after-wait", text)?),
             None => None,
         };
         let sigma = sigma(median, p99);
@@ -219,7 +231,8 @@ impl DependencySpec {
         Ok(
             Dependency::new(median, p99, self.error_rate, self.capacity, outage_latency)
                 .with_replicas(replicas)
-                .with_max_queue_wait(max_queue_wait),
+                .with_max_queue_wait(max_queue_wait)
+                .with_drop_after_wait(drop_after_wait),
         )
     }
 }
@@ -278,6 +291,7 @@ pub struct Dependency {
     capacity: f64,
     outage_latency: Duration,
     max_queue_wait: Option<Duration>,
+    drop_after_wait: Option<Duration>,
     /// One per replica.
     hosts: Vec<Host>,
 }
@@ -329,6 +343,7 @@ impl Dependency {
             capacity,
             outage_latency,
             max_queue_wait: None,
+            drop_after_wait: None,
             hosts: Vec::new(),
         }
         .with_replicas(1)
@@ -348,6 +363,18 @@ impl Dependency {
         );
         self.hosts = vec![Host::new(c as usize); replicas as usize];
         self
+    }
+
+    /// With the replicas' deadline check (`drop-after-wait`): a call that would wait longer
+    /// than `drop_after_wait` for a worker is dropped unserved when a worker reaches it.
+    pub fn with_drop_after_wait(mut self, drop_after_wait: Option<Duration>) -> Dependency {
+        self.drop_after_wait = drop_after_wait;
+        self
+    }
+
+    /// The replicas' deadline check, if any.
+    pub fn drop_after_wait(&self) -> Option<Duration> {
+        self.drop_after_wait
     }
 
     /// The same dependency with this bound on a call's wait for a worker (`None`: unbounded).
@@ -451,7 +478,10 @@ impl Dependency {
         }
         let service = self.service(condition, draws);
         let ok = self.succeeds(condition, draws);
-        let max_wait = self.max_queue_wait.map(nanos);
+        let (shed, drop) = (
+            self.max_queue_wait.map(nanos),
+            self.drop_after_wait.map(nanos),
+        );
         let host = &mut self.hosts[replica as usize];
         host.slow_to(now, condition.latency_factor);
         let workers = host.workers();
@@ -459,10 +489,10 @@ impl Dependency {
             now,
             available(workers, condition.capacity_factor),
             service,
-            max_wait,
+            shed.into_iter().chain(drop).min(),
         ) {
-            None => fast_failure,
-            Some(start) => Answer {
+            Err(start) => turned_away(now, start, shed, fast_failure),
+            Ok(start) => Answer {
                 at: start.saturating_add(service),
                 ok,
             },
@@ -498,11 +528,17 @@ impl Dependency {
             available(host.workers(), condition.capacity_factor),
             condition.latency_factor,
         );
-        if self
-            .max_queue_wait
-            .is_some_and(|max| start - now > nanos(max))
+        let (shed, drop) = (
+            self.max_queue_wait.map(nanos),
+            self.drop_after_wait.map(nanos),
+        );
+        if shed
+            .into_iter()
+            .chain(drop)
+            .min()
+            .is_some_and(|max| start - now > max)
         {
-            return fast_failure;
+            return turned_away(now, start, shed, fast_failure);
         }
         Answer {
             at: start.saturating_add(service),
@@ -537,6 +573,20 @@ impl Dependency {
     /// If `replica >= self.replicas()`.
     pub fn backlog(&self, now: u64, replica: u32) -> Duration {
         Duration::from_nanos(self.hosts[replica as usize].wait(now))
+    }
+}
+
+/// The answer of a call turned away at `now` that would have started at `start`: shed at
+/// once (`fast_failure`) when its wait passes `max-queue-wait` (`shed`), else dropped unserved
+/// when a worker reaches it (`drop-after-wait`), failing then.
+fn turned_away(now: u64, start: u64, shed: Option<u64>, fast_failure: Answer) -> Answer {
+    if shed.is_some_and(|max| start - now > max) {
+        fast_failure
+    } else {
+        Answer {
+            at: start,
+            ok: false,
+        }
     }
 }
 
@@ -973,6 +1023,57 @@ mod tests {
         assert_eq!(d.max_queue_wait(), Some(100 * MS));
     }
 
+    /// With drop-after-wait, a call that would wait longer is dropped when a worker reaches
+    /// it: it fails then, not at once, and gives no work, so the backlog stops growing at the
+    /// bound; one that waits within it is served. Beside max-queue-wait, a call past both is
+    /// shed at once.
+    #[test]
+    fn drop_after_wait_drops_unserved_when_a_worker_reaches_the_call() {
+        let mut d = dep().with_drop_after_wait(Some(100 * MS));
+        assert_eq!(d.drop_after_wait(), Some(100 * MS));
+        let mut rng = fastrand::Rng::with_seed(13);
+        let answers: Vec<Answer> = (0..2_000)
+            .map(|_| d.call(0, 0, &Condition::HEALTHY, &mut rng))
+            .collect();
+        let served = answers.iter().filter(|a| a.ok).count();
+        let dropped: Vec<&Answer> = answers.iter().filter(|a| !a.ok).collect();
+        assert!(
+            (30..100).contains(&served),
+            "{served}: about 8 × (1 + 100/24)"
+        );
+        // A base error rate fails a few served calls too; the dropped ones fail past the
+        // bound, when a worker frees, not after the outage latency.
+        let late = dropped.iter().filter(|a| a.at > 100_000_000).count();
+        assert!(
+            late > 1_800,
+            "{late} of {} failed past the bound",
+            dropped.len()
+        );
+        let backlog = d.backlog(0, 0);
+        assert!(
+            backlog > 100 * MS && backlog < 100 * MS + Duration::from_secs(1),
+            "{backlog:?}"
+        );
+        for _ in 0..1_000 {
+            d.call(0, 0, &Condition::HEALTHY, &mut rng);
+        }
+        assert_eq!(d.backlog(0, 0), backlog, "dropped calls give no work");
+        // With a shorter max-queue-wait as well, the same calls are shed at once instead.
+        let mut both = dep()
+            .with_drop_after_wait(Some(100 * MS))
+            .with_max_queue_wait(Some(50 * MS));
+        let shed = (0..2_000)
+            .map(|_| both.call(0, 0, &Condition::HEALTHY, &mut rng))
+            .filter(|a| {
+                *a == Answer {
+                    at: 1_000_000,
+                    ok: false,
+                }
+            })
+            .count();
+        assert!(shed > 1_800, "{shed}");
+    }
+
     /// `answer_if_called` is the answer `call_drawn` then gives with the same numbers, and
     /// changes nothing, over every condition (a brownout starting and ending, a capacity
     /// limit, down, hung) and a bounded queue; `call` is `call_drawn` with numbers drawn from
@@ -987,7 +1088,19 @@ mod tests {
             with(|c| c.down = true),
             with(|c| c.hung = true),
         ];
-        let mut d = dep().with_max_queue_wait(Some(300 * MS));
+        for (shed_after, drop_after) in
+            [(Some(300), None), (None, Some(300)), (Some(400), Some(200))]
+        {
+            asked_is_answered(
+                dep()
+                    .with_max_queue_wait(shed_after.map(|ms| ms * MS))
+                    .with_drop_after_wait(drop_after.map(|ms| ms * MS)),
+                &conditions,
+            );
+        }
+    }
+
+    fn asked_is_answered(mut d: Dependency, conditions: &[Condition]) {
         let mut twin = d.clone();
         let mut rng = fastrand::Rng::with_seed(19);
         let mut stream = fastrand::Rng::with_seed(20);
@@ -1009,12 +1122,13 @@ mod tests {
                 copy.call_drawn(now, 0, &condition, Draws::take(&mut drawn))
             );
             assert_eq!(stream, drawn, "three numbers each");
-            shed += u64::from(!condition.down && answer.at == now + 1_000_000);
+            // No base error rate: a failure in a condition that adds none is a call turned away.
+            shed += u64::from(!condition.down && condition.extra_error_rate == 0.0 && !answer.ok);
             ok += u64::from(answer.ok);
         }
         assert!(
             shed > 100 && ok > 5_000,
-            "queues built and were shed: {shed}, {ok}"
+            "queues built and were shed or dropped: {shed}, {ok}"
         );
     }
 
