@@ -326,7 +326,8 @@ impl Access {
                 }
                 let slow = ended != Ended::Refused && duration > cluster.slow.limit();
                 cluster.stats.record(duration, ended, slow);
-                if let Some(host) = host {
+                // The gateway's own exhaustion reached no host: nothing of the host's to count.
+                if let Some(host) = host.filter(|_| judged != Outcome::Exhausted) {
                     let upstream_status = upstream_status.filter(|_| !judged.no_answer());
                     cluster.metrics.upstream(host, upstream_status);
                     if let Some(stats) = cluster.host_stats.get(host) {

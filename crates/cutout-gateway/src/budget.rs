@@ -1,4 +1,4 @@
-//! A listener's request budget: requests in flight on it bounded by its `max-connections`, however many HTTP/2 streams carry them.
+//! A listener's request budget: connections and the HTTP/2 streams beyond each connection's first share its `max-connections` slots, so requests in flight stay within what the descriptor budget assumes, and one client's streams cannot keep another out.
 //!
 //! On HTTP/1.1 a connection carries one request at a time, so `max-connections` bounds the
 //! requests in flight, and so the upstream connections they hold: the descriptor budget
@@ -9,21 +9,33 @@
 //! and fail every client (its own failed connects are never counted against a cluster:
 //! [`crate::exhaustion`]).
 //!
-//! So:
-//! - every request takes one of the listener's `max-connections` **request slots** until its
-//!   answer is sent or dropped; an HTTP/1.1 request always finds one (its connection holds a
-//!   connection slot), an HTTP/2 stream past the budget **waits** for one, first come first
-//!   served, for at most `request-timeout`, then is answered 503 with `Retry-After: 1`
-//!   (counted as `max_connections` in `cutout_gateway_refusals_total`, never by a breaker);
+//! So the listener's `max-connections` **slots** are shared:
+//! - each open connection holds one, and its slot stands for one request in flight on it: a
+//!   request begun while no other is in flight on its connection (every HTTP/1.1 request, an
+//!   HTTP/2 connection's first stream) needs nothing more, and never waits;
+//! - each further concurrent HTTP/2 stream takes a slot of its own until its answer is sent
+//!   or dropped, but **never one of the last [`reserve`]** (an eighth of the slots): those are
+//!   kept for new connections, so however many streams one client runs, another client can
+//!   still connect and have its request served. A stream that finds no slot waits for one,
+//!   first come first served, for at most `request-timeout`, then is answered 503 with
+//!   `Retry-After: 1` (counted as `max_connections` in `cutout_gateway_refusals_total`, never
+//!   by a breaker);
 //! - an HTTP/2 connection is offered at most [`H2_MAX_CONCURRENT_STREAMS`] concurrent streams
-//!   (`SETTINGS_MAX_CONCURRENT_STREAMS`; clients queue the rest themselves), so one connection
-//!   cannot take more than that share of the budget.
+//!   (`SETTINGS_MAX_CONCURRENT_STREAMS`; clients queue the rest themselves).
+//!
+//! Connections and extra streams together hold at most `max-connections` slots, so the
+//! requests in flight, and the upstream connections they hold, are at most `max-connections`.
+//! What is left: a client's extra streams may hold the other slots (all but the reserve) for
+//! as long as it keeps them in flight (an answer it does not read, with PINGs that keep its
+//! connection from `idle-timeout`); other clients' HTTP/2 streams past their first then wait
+//! or get 503, their first streams and HTTP/1.1 requests do not.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderValue, Response, StatusCode};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 use crate::refusal::{Refusal, note};
 
@@ -31,67 +43,122 @@ use crate::refusal::{Refusal, note};
 /// 128, hyper 200).
 pub const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
 
-/// One listener's request slots (see the [module docs](self)).
+/// The slots of `max` that extra HTTP/2 streams never take: an eighth, kept for new
+/// connections.
+pub fn reserve(max: usize) -> usize {
+    max / 8
+}
+
+/// One listener's slots, shared by its connections and their extra HTTP/2 streams (see the
+/// [module docs](self)).
 #[derive(Debug, Clone)]
 pub struct RequestBudget {
     slots: Arc<Semaphore>,
+    /// Told once each time a slot is given back, so a waiting stream looks again.
+    freed: Arc<Notify>,
+    reserve: usize,
     wait: Duration,
 }
 
-/// A request's slot, held until its answer is sent or dropped.
+/// A slot, given back (and a waiting stream told) when dropped.
 #[derive(Debug)]
-pub struct RequestSlot(#[allow(dead_code)] OwnedSemaphorePermit);
+pub struct Slot {
+    _permit: OwnedSemaphorePermit,
+    freed: Arc<Notify>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // The permit is released after this body, before any woken stream can run.
+        self.freed.notify_one();
+    }
+}
 
 impl RequestBudget {
-    /// `max` requests in flight at once; a request past them waits at most `wait`.
+    /// `max` slots; an extra stream that finds none free past the reserve waits at most
+    /// `wait`.
     pub fn new(max: usize, wait: Duration) -> RequestBudget {
         RequestBudget {
             slots: Arc::new(Semaphore::new(max)),
+            freed: Arc::new(Notify::new()),
+            reserve: reserve(max),
             wait,
         }
     }
 
-    /// Requests that could begin now.
-    pub fn available(&self) -> usize {
-        self.slots.available_permits()
+    /// The semaphore connections take their slots from ([`RequestBudget::hold`] them).
+    pub fn slots(&self) -> &Arc<Semaphore> {
+        &self.slots
     }
 
-    /// A slot for a request on listener `what`, or the 503 its client gets when none freed
-    /// within the wait.
-    pub async fn admit(&self, what: &str) -> Result<RequestSlot, Response<String>> {
-        if let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() {
-            return Ok(RequestSlot(slot));
+    /// A connection's slot, kept as a [`Slot`] so that giving it back tells a waiting stream.
+    pub fn hold(&self, permit: OwnedSemaphorePermit) -> Slot {
+        Slot {
+            _permit: permit,
+            freed: Arc::clone(&self.freed),
         }
-        let acquire = Arc::clone(&self.slots).acquire_owned();
-        match tokio::time::timeout(self.wait, acquire).await {
-            Ok(Ok(slot)) => Ok(RequestSlot(slot)),
-            // Closed (never, the semaphore is not closed) or the wait ran out.
-            _ => {
-                note(
-                    Refusal::MaxConnections,
-                    what,
-                    format_args!(
-                        "an HTTP/2 stream waited {} (request-timeout) for one of the listener's \
-                         request slots (max-connections); answered 503",
-                        cutout::HumanDuration(self.wait)
-                    ),
-                );
-                let mut response = Response::new(
-                    "the gateway is serving as many requests as max-connections allows; retry \
-                     after 1s\n"
-                        .to_owned(),
-                );
-                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-                response
-                    .headers_mut()
-                    .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
-                response.headers_mut().insert(
-                    http::header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; charset=utf-8"),
-                );
-                Err(response)
+    }
+
+    /// What a request on listener `what` needs before it is served: nothing when it is
+    /// `alone` on its connection (the connection's slot stands for it), else a slot of its own
+    /// past the reserve; or the 503 its client gets when none freed within the wait.
+    pub async fn admit(
+        &self,
+        what: &str,
+        alone: bool,
+    ) -> Result<Option<Slot>, Box<Response<String>>> {
+        if alone {
+            return Ok(None);
+        }
+        let until = Instant::now() + self.wait;
+        loop {
+            // Registered before looking, so a slot freed in between is not missed.
+            let freed = self.freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(slot) = self.try_extra() {
+                return Ok(Some(slot));
+            }
+            if tokio::time::timeout_at(until, freed).await.is_err() {
+                return Err(Box::new(self.refuse(what)));
             }
         }
+    }
+
+    /// A slot for an extra stream, if one is free past the reserve.
+    fn try_extra(&self) -> Option<Slot> {
+        if self.slots.available_permits() <= self.reserve {
+            return None;
+        }
+        let permit = Arc::clone(&self.slots).try_acquire_owned().ok()?;
+        Some(self.hold(permit))
+    }
+
+    /// The 503 of a stream that waited out the wait, noted.
+    fn refuse(&self, what: &str) -> Response<String> {
+        note(
+            Refusal::MaxConnections,
+            what,
+            format_args!(
+                "an HTTP/2 stream beyond its connection's first waited {} (request-timeout) for \
+                 one of the listener's max-connections slots; answered 503",
+                cutout::HumanDuration(self.wait)
+            ),
+        );
+        let mut response = Response::new(
+            "the gateway is serving as many requests as max-connections allows; retry after \
+             1s\n"
+                .to_owned(),
+        );
+        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
     }
 }
 
@@ -100,23 +167,35 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn a_request_past_the_budget_waits_for_a_slot_then_is_refused() {
-        let budget = RequestBudget::new(2, Duration::from_secs(30));
-        let first = budget.admit("proxy").await.unwrap();
-        let _second = budget.admit("proxy").await.unwrap();
-        assert_eq!(budget.available(), 0);
-        // A third waits, and begins as soon as a slot frees.
+    async fn a_request_alone_on_its_connection_never_waits_and_extra_streams_leave_the_reserve() {
+        // 16 slots, 2 of them the reserve; one connection open.
+        let budget = RequestBudget::new(16, Duration::from_secs(30));
+        assert_eq!(reserve(16), 2);
+        let _connection = budget.hold(Arc::clone(budget.slots()).try_acquire_owned().unwrap());
+        let mut extra = Vec::new();
+        for _ in 0..13 {
+            extra.push(budget.admit("proxy", false).await.unwrap().unwrap());
+        }
+        assert_eq!(budget.slots().available_permits(), 2, "the reserve is left");
+        // A request alone on its connection needs nothing, even now.
+        assert!(budget.admit("proxy", true).await.unwrap().is_none());
+        // A new connection may take a reserved slot.
+        let newcomer = Arc::clone(budget.slots()).try_acquire_owned();
+        assert!(newcomer.is_ok());
+        // Another extra stream waits, and begins as soon as a slot frees.
         let waiting = {
             let budget = budget.clone();
-            tokio::spawn(async move { budget.admit("proxy").await.map(|_| ()) })
+            tokio::spawn(async move { budget.admit("proxy", false).await })
         };
         tokio::time::sleep(Duration::from_secs(10)).await;
-        assert!(!waiting.is_finished(), "the third request waits");
-        drop(first);
-        assert!(waiting.await.unwrap().is_ok(), "a freed slot goes to it");
-        // With every slot held, a request waits out the wait and is answered 503.
-        let _third = budget.admit("proxy").await.unwrap();
-        let refused = budget.admit("proxy").await.unwrap_err();
+        assert!(!waiting.is_finished(), "no slot past the reserve: it waits");
+        drop(extra.pop());
+        drop(extra.pop());
+        let _started = waiting.await.unwrap().unwrap();
+        assert!(_started.is_some(), "a freed slot goes to it");
+        assert_eq!(budget.slots().available_permits(), 2);
+        // With no slot past the reserve, a stream waits out the wait and is answered 503.
+        let refused = budget.admit("proxy", false).await.unwrap_err();
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(refused.headers()[http::header::RETRY_AFTER], "1");
     }

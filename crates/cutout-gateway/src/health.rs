@@ -394,14 +394,16 @@ impl Checker {
         };
         match tokio::time::timeout(self.config.timeout, self.client.request(request)).await {
             Err(_) => Some((false, "timeout".to_owned())),
-            Ok(Err(error)) if crate::exhaustion::is_exhausted(&error) => {
+            Ok(Err(error)) if let Some(errno) = crate::exhaustion::exhausted(&error) => {
                 crate::refusal::note(
                     crate::refusal::Refusal::Exhausted,
                     "health",
                     format_args!(
-                        "{} {}: the health check could not connect: {error}: the gateway's \
-                         own limit (raise ulimit -n?), counted neither a pass nor a fail",
-                        self.cluster, self.host
+                        "{} {}: the health check could not connect: {}: the gateway's own \
+                         limit (raise ulimit -n?), counted neither a pass nor a fail",
+                        self.cluster,
+                        self.host,
+                        std::io::Error::from_raw_os_error(errno.raw_os_error())
                     ),
                 );
                 None

@@ -454,14 +454,16 @@ impl Running {
                 if decision != Decision::Admitted {
                     access.decide(decision);
                 }
-                if outcome == Outcome::Exhausted {
+                if let Some(errno) = crate::exhaustion::exhausted(&error) {
                     note(
                         Refusal::Exhausted,
                         "proxy",
                         format_args!(
-                            "{}: {error}: the gateway's own limit (raise ulimit -n?), not \
-                             counted against the cluster; answered 503",
-                            self.cluster.name
+                            "{}: cannot reach an upstream: {}: the gateway's own limit (raise \
+                             ulimit -n?), not counted against the cluster or its hosts; \
+                             answered 503",
+                            self.cluster.name,
+                            std::io::Error::from_raw_os_error(errno.raw_os_error())
                         ),
                     );
                 }

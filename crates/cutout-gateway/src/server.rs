@@ -50,7 +50,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-use crate::budget::{RequestBudget, RequestSlot};
+use crate::budget::{RequestBudget, Slot};
 use crate::config::{GatewayConfig, Limits};
 use crate::error::StartError;
 use crate::gateway::Gateway;
@@ -260,9 +260,10 @@ pub async fn serve_protocols(
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
     let local = listener.local_addr()?;
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    // Requests in flight, however many HTTP/2 streams carry them (crate::budget).
+    // Connections and the HTTP/2 streams beyond each one's first share the slots
+    // (crate::budget).
     let budget = RequestBudget::new(limits.max_connections, limits.request_wait);
+    let slots = Arc::clone(budget.slots());
     let book = Arc::new(Book::default());
     // Told to every connection when the drain begins: each shuts down gracefully.
     let (draining, drain) = watch::channel(false);
@@ -344,13 +345,13 @@ pub async fn serve_protocols(
                             }
                         },
                     };
-                    let _slot = slot;
+                    let _slot = budget.hold(slot);
                     let entry = book.enter(source);
                     let _ = stream.set_nodelay(true);
                     let watched = Watched {
                         stream,
                         conn: Arc::clone(entry.conn()),
-                        first: true,
+                        preface: Some(0),
                     };
                     let conn = Arc::clone(entry.conn());
                     let tls = protocols.tls.is_some();
@@ -371,9 +372,10 @@ pub async fn serve_protocols(
                             let in_flight = conn.request();
                             let (router, budget) = (router.clone(), budget.clone());
                             async move {
-                                let slot = match budget.admit(what).await {
+                                let slot = match budget.admit(what, in_flight.alone()).await {
                                     Ok(slot) => slot,
                                     Err(busy) => {
+                                        let busy = *busy;
                                         let busy = if crate::grpc_answer::is_grpc_content(
                                             request.headers(),
                                         ) {
@@ -646,8 +648,9 @@ async fn room(
 struct CountedBody {
     body: axum::body::Body,
     _in_flight: InFlight,
-    /// Its place in the listener's request budget ([`crate::budget`]).
-    _slot: RequestSlot,
+    /// Its own slot, when it is an HTTP/2 stream beyond its connection's first
+    /// ([`crate::budget`]).
+    _slot: Option<Slot>,
 }
 
 impl http_body::Body for CountedBody {
@@ -674,8 +677,9 @@ impl http_body::Body for CountedBody {
 struct Watched {
     stream: TcpStream,
     conn: Arc<Conn>,
-    /// Whether no byte has been read yet (the first ones tell HTTP/2's preface).
-    first: bool,
+    /// How many bytes of HTTP/2's preface the first bytes read have matched so far, however
+    /// they were split into reads; `None` once decided (matched, or not the preface).
+    preface: Option<usize>,
 }
 
 /// The start of the HTTP/2 client preface ("PRI * HTTP/2.0…"): no HTTP/1.1 request begins so.
@@ -691,12 +695,18 @@ impl AsyncRead for Watched {
         let result = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.conn.touch();
-            if std::mem::take(&mut self.first) {
+            if let Some(matched) = self.preface {
+                let want = &H2_PREFACE[matched..];
                 let got = &buf.filled()[before..];
-                let n = got.len().min(H2_PREFACE.len());
-                if n >= 3 && got[..n] == H2_PREFACE[..n] {
+                let n = got.len().min(want.len());
+                self.preface = if got[..n] != want[..n] {
+                    None
+                } else if n == want.len() {
                     self.conn.mark_h2();
-                }
+                    None
+                } else {
+                    Some(matched + n)
+                };
             }
         }
         result

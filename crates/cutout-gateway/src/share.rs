@@ -159,9 +159,9 @@ impl Conn {
     /// A request arrived: until the returned guard is dropped (with its response body), the
     /// connection is not closed for a newcomer.
     pub fn request(self: &Arc<Self>) -> InFlight {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let before = self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.served.fetch_add(1, Ordering::Relaxed);
-        InFlight(Arc::clone(self))
+        InFlight(Arc::clone(self), before == 0)
     }
 
     /// Whether a request is in flight.
@@ -175,9 +175,19 @@ impl Conn {
     }
 }
 
-/// A request in flight on a [`Conn`] (see [`Conn::request`]).
+/// A request in flight on a [`Conn`] (see [`Conn::request`]), and whether no other was in
+/// flight on it when it began (then it is the one its connection's slot stands for:
+/// [`crate::budget`]).
 #[derive(Debug)]
-pub struct InFlight(Arc<Conn>);
+pub struct InFlight(Arc<Conn>, bool);
+
+impl InFlight {
+    /// Whether no other request was in flight on its connection when it began: at most one
+    /// such request is in flight on a connection at a time.
+    pub fn alone(&self) -> bool {
+        self.1
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {

@@ -1,0 +1,158 @@
+//! SRE review 32c: the listener's request budget (`crate::budget`) is one FIFO semaphore of
+//! `max-connections` slots shared by every client and both protocols, with no fair share, and
+//! a slot is held until the response body is sent. budget.rs says "an HTTP/1.1 request always
+//! finds one (its connection holds a connection slot)"; the README says of `max-connections`
+//! "one client can fill the listener but not keep others out". Neither holds for the request
+//! slots: one client with 11 HTTP/2 connections (1% of the shipped 1024 connection slots) ×
+//! 100 GET streams of a 1 MiB answer that it never reads (HTTP/2 flow control: it sends no
+//! WINDOW_UPDATE) and keep-alive PINGs every second (so `idle-timeout`, "no byte moves either
+//! way", never ends its connections) holds all 1024 request slots for as long as it likes, and
+//! a plain HTTP/1.1 GET from another client, to a healthy upstream that answers at once, gets
+//! no answer. Shipped defaults but `h2c = true`.
+//!
+//! Fixed (`crate::budget`): a connection's slot stands for its first request in flight, and
+//! extra HTTP/2 streams never take the last eighth of the slots, kept for new connections.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::any;
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
+use tokio::sync::watch;
+
+/// A plain HTTP/1.1 GET from `source` on a fresh connection: its status line, and how long it
+/// took (at most `limit`).
+async fn get_from(source: [u8; 4], addr: SocketAddr, limit: Duration) -> (String, Duration) {
+    let started = Instant::now();
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from((source, 0))).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let _ = stream
+        .write_all(b"GET /small HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await;
+    let mut buf = vec![0u8; 1024];
+    let line = match tokio::time::timeout(limit, stream.read(&mut buf)).await {
+        Ok(Ok(n)) if !buf.starts_with(b"HTTP/1.1 200") => {
+            String::from_utf8_lossy(&buf[..n]).replace("\r\n", " | ")
+        }
+        Ok(Ok(n)) => String::from_utf8_lossy(&buf[..n])
+            .lines()
+            .next()
+            .unwrap_or("(closed)")
+            .to_owned(),
+        Ok(Err(e)) => format!("(error {e})"),
+        Err(_) => format!("(no answer in {limit:?})"),
+    };
+    (line, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_client_s_unread_h2_answers_cannot_take_every_request_slot() {
+    let _ = common::log();
+    let (stop, _) = watch::channel(false);
+    // A healthy upstream: /big answers 1 MiB, anything else "ok", at once.
+    let router = Router::new()
+        .route("/big", any(|| async { vec![b'x'; 1 << 20] }))
+        .fallback(any(|| async { "ok" }));
+    let listener = cutout_gateway::server::bind("upstream", "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let mut rx = stop.subscribe();
+    tokio::spawn(cutout_gateway::server::serve_with(
+        "upstream",
+        listener,
+        router,
+        cutout_gateway::server::ListenerLimits {
+            max_connections: 8192,
+            half_close: false,
+            ..cutout_gateway::server::ListenerLimits::default()
+        },
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        },
+    ));
+    let gateway = common::start_gateway(
+        &common::shipped("up", &[upstream.port()], "h2c = true")
+            .replace("access-log = false", "access-log = true"),
+        None,
+    )
+    .await;
+    let (line, took) = get_from([127, 0, 0, 2], gateway.proxy, Duration::from_secs(5)).await;
+    assert_eq!(line, "HTTP/1.1 200 OK", "the victim's GET alone ({took:?})");
+
+    // The hostile client (127.0.0.1): 11 HTTP/2 connections, 100 streams each (the gateway's
+    // SETTINGS_MAX_CONCURRENT_STREAMS), each a GET of /big whose answer it never reads.
+    let url: http::Uri = format!("http://{}/big", gateway.proxy).parse().unwrap();
+    let mut hostile = Vec::new();
+    for _ in 0..11 {
+        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .http2_initial_stream_window_size(65_535)
+            .http2_initial_connection_window_size(65_535)
+            .http2_keep_alive_interval(Duration::from_secs(1))
+            .http2_keep_alive_while_idle(true)
+            .timer(hyper_util::rt::TokioTimer::new())
+            .build_http();
+        for _ in 0..100 {
+            let client = client.clone();
+            let url = url.clone();
+            // The response (head only) is kept in the task's output, its body never read.
+            hostile.push(tokio::spawn(async move { client.get(url).await }));
+        }
+        // A connection's hundred at a time: each stream makes an upstream connection, and a
+        // thousand connects at once overflow the test upstream's accept queue (its backlog is
+        // 1024), which then fails them after the 2 s attempt timeout as a real overloaded
+        // upstream would, and opens the cluster: not what this test is about.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // All it can get: every slot but the reserve kept for new connections (before the fix,
+    // all 1024).
+    let most = 1024 - cutout_gateway::budget::reserve(1024);
+    let full = common::eventually(Duration::from_secs(10), || {
+        hostile.iter().filter(|t| t.is_finished()).count() >= most
+    })
+    .await;
+    let heads = hostile.iter().filter(|t| t.is_finished()).count();
+    assert!(full, "the hostile streams got their heads: {heads}");
+    // Longer than any attempt timeout (2 s), well within idle-timeout.
+    // (SRE32C_HOLD_SECS and SRE32C_WAIT_SECS lengthen the hold and the victim's wait for
+    // measuring by hand.)
+    let secs = |name: &str, default: u64| {
+        Duration::from_secs(
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default),
+        )
+    };
+    tokio::time::sleep(secs("SRE32C_HOLD_SECS", 3)).await;
+
+    // Another client's plain HTTP/1.1 GET, to an upstream that answers it at once.
+    let (line, took) = get_from([127, 0, 0, 2], gateway.proxy, secs("SRE32C_WAIT_SECS", 5)).await;
+    for task in &hostile {
+        task.abort();
+    }
+    let _ = stop.send(true);
+    assert_eq!(
+        line,
+        "HTTP/1.1 200 OK",
+        "an HTTP/1.1 GET from 127.0.0.2 while 127.0.0.1 holds {heads} request slots with 11 \
+         HTTP/2 connections whose answers it does not read (1024 shipped max-connections): \
+         {line} after {took:?}; one client took every request slot; the log: {:?}",
+        common::lines_with(&["path=/big"])
+            .iter()
+            .filter(|l| !l.contains("outcome=ok"))
+            .chain(common::lines_with(&["refused"]).iter())
+            .take(6)
+            .collect::<Vec<_>>()
+    );
+}
