@@ -13,27 +13,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::any;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::sync::watch;
-
-/// One GET on a fresh connection: its status and body (status 0: no answer within 30 s).
-async fn fetch(url: http::Uri) -> (u16, String) {
-    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let answer = async {
-        let response = client.get(url).await.ok()?;
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await.ok()?.to_bytes();
-        Some((status, String::from_utf8_lossy(&body).into_owned()))
-    };
-    tokio::time::timeout(Duration::from_secs(30), answer)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or((0, String::new()))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_out_of_descriptors_answers_503_and_opens_no_healthy_cluster() {
@@ -49,15 +29,10 @@ async fn running_out_of_descriptors_answers_503_and_opens_no_healthy_cluster() {
         &stop,
     )
     .await;
-    let (proxy, admin) = (common::dead_port(), common::dead_port());
-    let dir = std::env::temp_dir().join(format!("exhaustion-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.toml");
     // Shipped keys but the log, and health checks that eject the host on one failure (a
     // check that cannot open its socket must count as neither); `ulimit -n 40` leaves about
     // 25 descriptors for connections.
-    std::fs::write(
-        &file,
+    let gateway = common::Limited::start("exhaustion", "40", |proxy, admin| {
         format!(
             r#"
 [gateway]
@@ -77,34 +52,18 @@ path = "/health"
 interval = "50ms"
 unhealthy-threshold = 1
 "#
-        ),
-    )
-    .unwrap();
-    let log = dir.join("gateway.log");
-    let child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -n 40 && exec \"$0\" --config \"$1\" 2> \"$2\"")
-        .arg(env!("CARGO_BIN_EXE_cutout-gateway"))
-        .arg(&file)
-        .arg(&log)
-        .spawn()
-        .unwrap();
-    let _gateway = common::Proc(child);
-    assert!(
-        common::eventually(Duration::from_secs(10), || std::net::TcpStream::connect((
-            "127.0.0.1",
-            proxy
-        ))
-        .is_ok())
-        .await,
-        "the gateway starts under ulimit -n 40: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+        )
+    })
+    .await;
+    let proxy = gateway.proxy;
+    let admin = gateway.admin;
     let url: http::Uri = format!("http://127.0.0.1:{proxy}/x").parse().unwrap();
     let mut statuses = BTreeMap::<u16, usize>::new();
     let mut exhausted = 0;
     for _round in 0..4 {
-        let calls: Vec<_> = (0..40).map(|_| tokio::spawn(fetch(url.clone()))).collect();
+        let calls: Vec<_> = (0..40)
+            .map(|_| tokio::spawn(common::fetch(url.clone())))
+            .collect();
         for call in calls {
             let (status, body) = call.await.unwrap();
             *statuses.entry(status).or_default() += 1;
@@ -118,8 +77,8 @@ unhealthy-threshold = 1
         }
     }
     let health = common::get(&format!("http://127.0.0.1:{admin}/healthz")).await;
-    let after = fetch(url.clone()).await;
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let after = common::fetch(url.clone()).await;
+    let text = gateway.log_text();
     assert!(
         exhausted > 0,
         "the test ran the gateway out of descriptors (statuses {statuses:?}); the log: {text}"
@@ -138,5 +97,4 @@ unhealthy-threshold = 1
         "the refusal is logged, naming the limit: {text}"
     );
     let _ = stop.send(true);
-    let _ = std::fs::remove_dir_all(&dir);
 }

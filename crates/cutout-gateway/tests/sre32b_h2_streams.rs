@@ -146,12 +146,7 @@ async fn ten_h2_connections_do_not_open_a_healthy_cluster_within_the_warned_desc
             let _ = rx.wait_for(|s| *s).await;
         },
     ));
-    let (proxy, admin) = (common::dead_port(), common::dead_port());
-    let dir = std::env::temp_dir().join(format!("sre32b-fd-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.toml");
-    std::fs::write(
-        &file,
+    let gateway = common::Limited::start("sre32b-fd", "${SRE32B_NOFILE:-1024}", |proxy, admin| {
         format!(
             r#"
 [gateway]
@@ -168,30 +163,12 @@ cluster = "up"
 [clusters.up]
 upstreams = ["http://{upstream}"]
 "#
-        ),
-    )
-    .unwrap();
-    let log = dir.join("gateway.log");
-    let child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -n ${SRE32B_NOFILE:-1024} && exec \"$0\" --config \"$1\" 2> \"$2\"")
-        .arg(env!("CARGO_BIN_EXE_cutout-gateway"))
-        .arg(&file)
-        .arg(&log)
-        .spawn()
-        .unwrap();
-    let _gateway = common::Proc(child);
+        )
+    })
+    .await;
+    let (proxy, admin) = (gateway.proxy, gateway.admin);
     let health = format!("http://127.0.0.1:{admin}/healthz");
-    assert!(
-        common::eventually(Duration::from_secs(10), || std::net::TcpStream::connect((
-            "127.0.0.1",
-            proxy
-        ))
-        .is_ok())
-        .await,
-        "the gateway starts"
-    );
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let text = gateway.log_text();
     assert!(
         !text.contains("GW-WARN-002"),
         "no descriptor warning: {text}"
@@ -232,8 +209,8 @@ upstreams = ["http://{upstream}"]
          the log: {}",
         gauge.max.load(Ordering::SeqCst),
         after.body,
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
+        gateway
+            .log_text()
             .lines()
             .filter(|l| l.contains("Too many open files") || l.contains("breaker opened"))
             .take(4)
@@ -241,5 +218,4 @@ upstreams = ["http://{upstream}"]
             .join(" | ")
     );
     let _ = stop.send(true);
-    let _ = std::fs::remove_dir_all(&dir);
 }

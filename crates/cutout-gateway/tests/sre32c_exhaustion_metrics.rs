@@ -19,27 +19,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::any;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::sync::watch;
-
-/// One GET on a fresh connection: its status and body (status 0: no answer within 30 s).
-async fn fetch(url: http::Uri) -> (u16, String) {
-    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let answer = async {
-        let response = client.get(url).await.ok()?;
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await.ok()?.to_bytes();
-        Some((status, String::from_utf8_lossy(&body).into_owned()))
-    };
-    tokio::time::timeout(Duration::from_secs(30), answer)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or((0, String::new()))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_s_own_exhaustion_is_not_booked_as_the_host_s_5xx() {
@@ -53,12 +33,7 @@ async fn the_gateway_s_own_exhaustion_is_not_booked_as_the_host_s_5xx() {
         &stop,
     )
     .await;
-    let (proxy, admin) = (common::dead_port(), common::dead_port());
-    let dir = std::env::temp_dir().join(format!("sre32c-metrics-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gateway.toml");
-    std::fs::write(
-        &file,
+    let gateway = common::Limited::start("sre32c-metrics", "40", |proxy, admin| {
         format!(
             r#"
 [gateway]
@@ -73,32 +48,16 @@ cluster = "up"
 [clusters.up]
 upstreams = ["http://{upstream}"]
 "#
-        ),
-    )
-    .unwrap();
-    let log = dir.join("gateway.log");
-    let child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -n 40 && exec \"$0\" --config \"$1\" 2> \"$2\"")
-        .arg(env!("CARGO_BIN_EXE_cutout-gateway"))
-        .arg(&file)
-        .arg(&log)
-        .spawn()
-        .unwrap();
-    let _gateway = common::Proc(child);
-    assert!(
-        common::eventually(Duration::from_secs(10), || std::net::TcpStream::connect((
-            "127.0.0.1",
-            proxy
-        ))
-        .is_ok())
-        .await,
-        "the gateway starts under ulimit -n 40"
-    );
+        )
+    })
+    .await;
+    let (proxy, admin) = (gateway.proxy, gateway.admin);
     let url: http::Uri = format!("http://127.0.0.1:{proxy}/x").parse().unwrap();
     let mut statuses = BTreeMap::<u16, usize>::new();
     for _round in 0..3 {
-        let calls: Vec<_> = (0..40).map(|_| tokio::spawn(fetch(url.clone()))).collect();
+        let calls: Vec<_> = (0..40)
+            .map(|_| tokio::spawn(common::fetch(url.clone())))
+            .collect();
         for call in calls {
             let (status, body) = call.await.unwrap();
             *statuses.entry(status).or_default() += 1;
@@ -114,7 +73,6 @@ upstreams = ["http://{upstream}"]
         .await
         .body;
     let _ = stop.send(true);
-    let _ = std::fs::remove_dir_all(&dir);
     let host_lines: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("cutout_gateway_upstream_requests_total{"))

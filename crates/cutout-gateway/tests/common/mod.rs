@@ -2,12 +2,15 @@
 //! path: both listeners with their configured limits), an HTTP client and raw-socket helpers, all on loopback.
 #![allow(dead_code)]
 
+mod limited;
 mod logs;
 mod processes;
 mod shipped;
 pub mod tls;
 
 // Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use limited::{Limited, fetch};
 #[allow(unused_imports)]
 pub use logs::{access_lines, access_lines_under, field, five_xx, lines_with, log, log_mark};
 #[allow(unused_imports)]
