@@ -226,6 +226,8 @@ fn the_shipped_scenarios_read_cleanly() {
             "brownout-tradeoffs",
             "caller-saturation",
             "capacity-recovery",
+            "capacity-recovery-deadline",
+            "capacity-recovery-shedding",
             "fleet-24h",
             "fleet-signals-1rps",
             "fresh-connections",
@@ -241,7 +243,8 @@ fn the_shipped_scenarios_read_cleanly() {
             "outage-fleet-throttle",
             "outage-fleet-tradeoffs",
             "partial-outage",
-            "retry-storm"
+            "retry-storm",
+            "retry-storm-shedding"
         ]
     );
 }
