@@ -65,6 +65,10 @@ pub struct Metrics {
     /// Trips with no incident in force or just ended, while the dependency queued its calls:
     /// load above its capacity.
     pub trips_overloaded: u32,
+    /// Of the false trips, those on a busy dependency: no incident, a queue, but one shorter
+    /// than the callers' timeout (their latency budget), so the calls it served were answered
+    /// in time.
+    pub trips_busy: u32,
     /// Breakers re-opened from half-open (failed, slow or timed-out probes).
     pub probe_reopens: u32,
     /// Breaks ended early because a peer's probes closed its breaker (fleet recovery,
@@ -104,6 +108,9 @@ impl Metrics {
         let start = script.start().map(|d| d.as_nanos() as u64);
         // A queue counts when a call would wait at least as long as a healthy call takes.
         let backlog_floor = (scenario.dependency.mean_service().as_millis() as u64).max(1);
+        // The callers' latency budget: a queue shorter than their timeout still answers them
+        // in time, so a trip on it blames a dependency that did nothing wrong.
+        let budget_ms = scenario.traffic.timeout.as_millis() as u64;
         let mut tripped = vec![0u32; scenario.traffic.pods as usize];
         let mut pods_after = vec![false; scenario.traffic.pods as usize];
         let pod_hours = f64::from(scenario.traffic.pods) * scenario.duration.as_secs_f64() / 3600.0;
@@ -122,6 +129,7 @@ impl Metrics {
             false_trips: 0,
             trips_after_incident: 0,
             trips_overloaded: 0,
+            trips_busy: 0,
             probe_reopens: 0,
             peer_releases: 0,
             reasons: BTreeMap::new(),
@@ -172,18 +180,20 @@ impl Metrics {
                 let judged_incident = incidents().any(|i| i.start <= at && i.end() > from);
                 let ended_before = incidents().any(|i| i.end() <= at);
                 let second = (t.at / SECOND) as usize;
-                let queueing = |s: usize| {
+                let queueing = |s: usize, floor: u64| {
                     run.timeline
                         .get(s)
-                        .is_some_and(|s| u64::from(s.backlog_ms) >= backlog_floor)
+                        .is_some_and(|s| u64::from(s.backlog_ms) >= floor)
                 };
-                let queue = queueing(second) || queueing(second + 1);
+                let queue = queueing(second, backlog_floor) || queueing(second + 1, backlog_floor);
+                let over_budget = queueing(second, budget_ms) || queueing(second + 1, budget_ms);
                 if judged_incident || (queue && ended_before) {
                     m.trips_after_incident += 1;
-                } else if queue {
+                } else if over_budget {
                     m.trips_overloaded += 1;
                 } else {
                     m.false_trips += 1;
+                    m.trips_busy += u32::from(queue);
                 }
             }
             if let Some(start) = start.filter(|&s| t.at >= s) {
@@ -443,7 +453,7 @@ impl Metrics {
             f("trips", count(self.trips.into()), None, Count, "-"),
             f("re-trips", count(self.re_trips.into()), down, Count, "-"),
             f(
-                "trips on a healthy dependency (no incident, no backlog)",
+                "trips on a healthy dependency (no incident, no queue past the callers' timeout)",
                 count(self.false_trips.into()),
                 down,
                 Count,
@@ -464,7 +474,14 @@ impl Metrics {
                 "-",
             ),
             f(
-                "trips on an overloaded dependency (no incident, a queue)",
+                "trips on a busy healthy dependency (a queue within the callers' timeout; false trips too)",
+                count(self.trips_busy.into()),
+                None,
+                Count,
+                "-",
+            ),
+            f(
+                "trips on an overloaded dependency (no incident, a queue past the callers' timeout)",
                 count(self.trips_overloaded.into()),
                 None,
                 Count,

@@ -28,7 +28,8 @@ use crate::seeds::{self, Cell, Seeds, Stats, Summary};
 /// The figure the recommendation maximizes ([`Figure::name`](crate::Figure::name)).
 pub const GOODPUT: &str = "requests that succeeded";
 /// The figure that rules a value out when its mean is above 0: false trips.
-pub const FALSE_TRIPS: &str = "trips on a healthy dependency (no incident, no backlog)";
+pub const FALSE_TRIPS: &str =
+    "trips on a healthy dependency (no incident, no queue past the callers' timeout)";
 /// The figure that breaks ties: the lower the better.
 pub const REACHED_FAILING: &str = "calls that reached the failing dependency";
 

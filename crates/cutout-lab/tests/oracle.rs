@@ -98,7 +98,7 @@ fn every_shipped_scenario_reports_an_oracle_column() {
         assert!(regret.trim_end().ends_with(" -"), "{name}: {regret}");
         seen += 1;
     }
-    assert_eq!(seen, 21, "every shipped scenario");
+    assert_eq!(seen, 24, "every shipped scenario");
 }
 
 /// In a hard outage the oracle sends the dead dependency nothing (every attempt there would
