@@ -27,8 +27,13 @@
 //! requests in flight, and the upstream connections they hold, are at most `max-connections`.
 //! What is left: a client's extra streams may hold the other slots (all but the reserve) for
 //! as long as it keeps them in flight (an answer it does not read, with PINGs that keep its
-//! connection from `idle-timeout`); other clients' HTTP/2 streams past their first then wait
-//! or get 503, their first streams and HTTP/1.1 requests do not.
+//! connection from `idle-timeout`: there is no per-stream idle timeout yet, as Envoy's
+//! `stream_idle_timeout`); other clients' HTTP/2 streams past their first then wait or get
+//! 503, their first streams and HTTP/1.1 requests do not. And the reserve is for any new
+//! connection, the same client's too: the client that holds the streams can take the reserve
+//! with connections that each keep a request in flight, which are never closed to make room
+//! ([`crate::share`]), and then keep others out with 139 connections on the shipped 1024
+//! (pinned by `tests/sre32d_reserve_by_connections.rs`, ignored).
 
 use std::sync::Arc;
 use std::time::Duration;

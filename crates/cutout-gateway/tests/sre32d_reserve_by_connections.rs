@@ -1,0 +1,147 @@
+//! SRE review 32d: the reserve kept "for new connections" (an eighth of `max-connections`) is
+//! taken by connections themselves, so the HTTP/2 streams' share still keeps another client
+//! out. budget.rs: "however many streams one client runs, another client can still connect
+//! and have its request served"; README (`max-connections`): "nor keep another client from
+//! connecting and being served". One client (127.0.0.1) with 11 HTTP/2 connections × 100
+//! unread GET streams holds every slot but the reserve (896 of 1024); the same client then
+//! opens 128 plain HTTP/1.1 connections, each with one slow request in flight (not idle, so
+//! the fair share never closes them). That is 139 connections, an eighth of the 1024 that an
+//! HTTP/1.1-only client would need, and a GET from 127.0.0.2 is closed unserved. Shipped
+//! defaults but `h2c = true`.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::any;
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::watch;
+
+async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from((source, 0))).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+async fn get_from(source: [u8; 4], addr: SocketAddr, limit: Duration) -> (String, Duration) {
+    let started = Instant::now();
+    let mut stream = connect_from(source, addr).await;
+    let _ = stream
+        .write_all(b"GET /small HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await;
+    let mut buf = vec![0u8; 1024];
+    let line = match tokio::time::timeout(limit, stream.read(&mut buf)).await {
+        Ok(Ok(0)) => "(closed unanswered)".to_owned(),
+        Ok(Ok(n)) => String::from_utf8_lossy(&buf[..n])
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_owned(),
+        Ok(Err(e)) => format!("(error {e})"),
+        Err(_) => format!("(no answer in {limit:?})"),
+    };
+    (line, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "known limit, documented in budget.rs and the README's max-connections row: streams a client does not read, kept alive by PINGs, hold their slots until it stops (no per-stream idle timeout, such as Envoy's stream_idle_timeout), and connections each with a request in flight are never closed to make room (share.rs)"]
+async fn streams_plus_an_eighth_of_connections_cannot_keep_another_client_out() {
+    let _ = common::log();
+    let (stop, _) = watch::channel(false);
+    let router = Router::new()
+        .route("/big", any(|| async { vec![b'x'; 1 << 20] }))
+        .route(
+            "/slow",
+            any(|| async {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                "slow"
+            }),
+        )
+        .fallback(any(|| async { "ok" }));
+    let listener = cutout_gateway::server::bind("upstream", "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let mut rx = stop.subscribe();
+    tokio::spawn(cutout_gateway::server::serve_with(
+        "upstream",
+        listener,
+        router,
+        cutout_gateway::server::ListenerLimits {
+            max_connections: 8192,
+            half_close: false,
+            ..cutout_gateway::server::ListenerLimits::default()
+        },
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        },
+    ));
+    let gateway = common::start_gateway(
+        &common::shipped("up", &[upstream.port()], "h2c = true"),
+        None,
+    )
+    .await;
+    let (line, took) = get_from([127, 0, 0, 2], gateway.proxy, Duration::from_secs(5)).await;
+    assert_eq!(line, "HTTP/1.1 200 OK", "the victim's GET alone ({took:?})");
+
+    // 127.0.0.1: 11 HTTP/2 connections × 100 unread /big streams (as in sre32c).
+    let url: http::Uri = format!("http://{}/big", gateway.proxy).parse().unwrap();
+    let mut hostile = Vec::new();
+    for _ in 0..11 {
+        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .http2_initial_stream_window_size(65_535)
+            .http2_initial_connection_window_size(65_535)
+            .http2_keep_alive_interval(Duration::from_secs(1))
+            .http2_keep_alive_while_idle(true)
+            .timer(hyper_util::rt::TokioTimer::new())
+            .build_http();
+        for _ in 0..100 {
+            let client = client.clone();
+            let url = url.clone();
+            hostile.push(tokio::spawn(async move { client.get(url).await }));
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let most = 1024 - cutout_gateway::budget::reserve(1024);
+    let full = common::eventually(Duration::from_secs(10), || {
+        hostile.iter().filter(|t| t.is_finished()).count() >= most
+    })
+    .await;
+    let heads = hostile.iter().filter(|t| t.is_finished()).count();
+    assert!(full, "the hostile streams got their heads: {heads}");
+
+    // The same client: 128 HTTP/1.1 connections (the reserve), each one slow request in flight.
+    let reserve = cutout_gateway::budget::reserve(1024);
+    let mut held = Vec::new();
+    for _ in 0..reserve {
+        let mut stream = connect_from([127, 0, 0, 1], gateway.proxy).await;
+        stream
+            .write_all(b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        held.push(stream);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let (line, took) = get_from([127, 0, 0, 2], gateway.proxy, Duration::from_secs(5)).await;
+    for task in &hostile {
+        task.abort();
+    }
+    drop(held);
+    let _ = stop.send(true);
+    assert_eq!(
+        line, "HTTP/1.1 200 OK",
+        "a GET from 127.0.0.2 while 127.0.0.1 holds {heads} unread HTTP/2 streams on 11 \
+         connections and {reserve} HTTP/1.1 connections each with one request in flight (139 \
+         of 1024 connections): {line} after {took:?}; the reserve went to connections and \
+         the streams' slots keep another client out"
+    );
+}
