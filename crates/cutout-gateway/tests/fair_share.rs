@@ -11,22 +11,13 @@ use std::time::{Duration, Instant};
 use common::{eventually, read_response, read_until_closed, start};
 use cutout_gateway::upstream::Mode;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpSocket, TcpStream};
-
-/// A connection to `addr` from `source` (a loopback address).
-async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket
-        .bind(SocketAddr::from((source, 0)))
-        .expect("bind a loopback source address");
-    socket.connect(addr).await.unwrap()
-}
+use tokio::net::TcpStream;
 
 /// Opens `n` silent connections from 127.0.0.1 and keeps those the listener kept open.
 async fn hog(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     let mut held = Vec::new();
     for _ in 0..n {
-        held.push(connect_from([127, 0, 0, 1], addr).await);
+        held.push(common::connect_from([127, 0, 0, 1], addr).await);
     }
     // Those over the limit are closed at once; keep the rest.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -37,7 +28,7 @@ async fn hog(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
 /// the connect, and the connection.
 async fn get_from(source: [u8; 4], addr: SocketAddr) -> (String, Duration, TcpStream) {
     let started = Instant::now();
-    let mut stream = connect_from(source, addr).await;
+    let mut stream = common::connect_from(source, addr).await;
     let answer = ask(&mut stream).await;
     (answer, started.elapsed(), stream)
 }
@@ -79,7 +70,7 @@ async fn one_client_holding_150_silent_connections_cannot_keep_another_out() {
     // Its new connections are refused: it holds the most, so nothing makes room for it, and
     // the other client's idle connections stay.
     for _ in 0..5 {
-        let mut extra = connect_from([127, 0, 0, 1], h.proxy).await;
+        let mut extra = common::connect_from([127, 0, 0, 1], h.proxy).await;
         let (_, closed, _) = read_until_closed(&mut extra, Duration::from_millis(500)).await;
         assert!(closed, "the client holding the most got another connection");
     }
@@ -109,7 +100,7 @@ async fn a_client_alone_fills_the_listener_and_is_not_made_to_make_room_for_itse
     let held = hog(h.proxy, 6).await;
     assert_eq!(held.len(), 4, "no cap per source while there is room");
     // Its own next connection is refused, and none of its held ones is closed for it.
-    let mut extra = connect_from([127, 0, 0, 1], h.proxy).await;
+    let mut extra = common::connect_from([127, 0, 0, 1], h.proxy).await;
     let (_, closed, _) = read_until_closed(&mut extra, Duration::from_millis(500)).await;
     assert!(closed, "a fifth connection from the same client was kept");
     assert_eq!(survivors(held).await.len(), 4);
@@ -122,7 +113,7 @@ async fn a_connection_with_a_request_in_flight_is_never_closed_to_make_room() {
     h.account.set_mode(Mode::Slow);
     let mut busy = Vec::new();
     for _ in 0..3 {
-        let mut stream = connect_from([127, 0, 0, 1], h.proxy).await;
+        let mut stream = common::connect_from([127, 0, 0, 1], h.proxy).await;
         stream
             .write_all(b"GET /accounts/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await
@@ -134,7 +125,7 @@ async fn a_connection_with_a_request_in_flight_is_never_closed_to_make_room() {
         "three requests in flight"
     );
     // A newcomer from another source finds no idle connection to take the place of.
-    let mut newcomer = connect_from([127, 0, 0, 2], h.proxy).await;
+    let mut newcomer = common::connect_from([127, 0, 0, 2], h.proxy).await;
     let (_, closed, _) = read_until_closed(&mut newcomer, Duration::from_millis(1500)).await;
     assert!(closed, "the newcomer was served though every slot was busy");
     // And every busy request still gets its answer.

@@ -10,17 +10,10 @@ use std::net::SocketAddr;
 use common::{read_response, start};
 use cutout::State;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpSocket, TcpStream};
-
-async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::from((source, 0))).unwrap();
-    socket.connect(addr).await.unwrap()
-}
 
 /// `n` requests on one kept-alive connection from `source`: their answers.
 async fn ask(source: [u8; 4], addr: SocketAddr, n: usize) -> Vec<String> {
-    let mut stream = connect_from(source, addr).await;
+    let mut stream = common::connect_from(source, addr).await;
     let mut answers = Vec::new();
     for _ in 0..n {
         stream

@@ -15,19 +15,11 @@ use tokio::sync::watch;
 
 const GET: &[u8] = b"GET /accounts/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 
-async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket
-        .bind(SocketAddr::from((source, 0)))
-        .expect("bind a loopback source address");
-    socket.connect(addr).await.unwrap()
-}
-
 /// `n` silent connections from 127.0.0.1; those the listener kept.
 async fn hog(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     let mut held = Vec::new();
     for _ in 0..n {
-        held.push(connect_from([127, 0, 0, 1], addr).await);
+        held.push(common::connect_from([127, 0, 0, 1], addr).await);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut open = Vec::new();
@@ -44,7 +36,7 @@ async fn hog(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
 /// pool's connection): the status line (empty when the connection was closed) and the time.
 async fn get_and_keep(source: [u8; 4], addr: SocketAddr) -> (String, Duration, TcpStream) {
     let started = Instant::now();
-    let mut stream = connect_from(source, addr).await;
+    let mut stream = common::connect_from(source, addr).await;
     let _ = stream.write_all(GET).await;
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -104,7 +96,7 @@ async fn a_client_holding_the_listener_with_slow_uploads_cannot_keep_another_out
     let (stop, _) = watch::channel(false);
     let mut uploads = Vec::new();
     for _ in 0..10 {
-        let mut stream = connect_from([127, 0, 0, 1], h.proxy).await;
+        let mut stream = common::connect_from([127, 0, 0, 1], h.proxy).await;
         stream
             .write_all(
                 b"POST /accounts/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n",
@@ -224,7 +216,7 @@ async fn a_holder_spread_over_many_sources_cannot_keep_another_out() {
     let mut held = Vec::new();
     for i in 1..=50u8 {
         for _ in 0..2 {
-            held.push(connect_from([127, 0, 1, i], h.proxy).await);
+            held.push(common::connect_from([127, 0, 1, i], h.proxy).await);
         }
     }
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -128,24 +128,7 @@ async fn ten_h2_connections_do_not_open_a_healthy_cluster_within_the_warned_desc
     let (stop, _) = watch::channel(false);
     let gauge = Arc::new(Gauge::default());
     // An upstream that takes every connection (the test helpers' listeners stop at 1024).
-    let listener = cutout_gateway::server::bind("upstream", "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let upstream = listener.local_addr().unwrap();
-    let mut rx = stop.subscribe();
-    tokio::spawn(cutout_gateway::server::serve_with(
-        "upstream",
-        listener,
-        slow(&gauge, Duration::from_millis(500)),
-        cutout_gateway::server::ListenerLimits {
-            max_connections: 8192,
-            half_close: false,
-            ..cutout_gateway::server::ListenerLimits::default()
-        },
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        },
-    ));
+    let upstream = common::wide_upstream(slow(&gauge, Duration::from_millis(500)), &stop).await;
     let gateway = common::Limited::start("sre32b-fd", "${SRE32B_NOFILE:-1024}", |proxy, admin| {
         format!(
             r#"

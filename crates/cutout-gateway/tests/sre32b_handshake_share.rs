@@ -19,16 +19,7 @@ use std::time::Duration;
 use common::tls::{Pki, toml_path};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::watch;
-
-async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket
-        .bind(SocketAddr::from((source, 0)))
-        .expect("bind a loopback source address");
-    socket.connect(addr).await.unwrap()
-}
 
 fn config(gateway_extra: &str, upstream: SocketAddr) -> String {
     format!(
@@ -68,7 +59,7 @@ async fn tls_get_from(source: [u8; 4], addr: SocketAddr, ca: &Path) -> Result<St
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = connect_from(source, addr).await;
+    let tcp = common::connect_from(source, addr).await;
     let name = ServerName::try_from("127.0.0.1").unwrap();
     let attempt = async {
         let mut tls = connector
@@ -119,7 +110,7 @@ async fn half_tls_handshakes_from_one_client_cannot_keep_another_out() {
     );
     let mut held = Vec::new();
     for i in 0..30 {
-        let mut stream = connect_from([127, 0, 0, 1], gateway.proxy).await;
+        let mut stream = common::connect_from([127, 0, 0, 1], gateway.proxy).await;
         if i % 2 == 0 {
             let _ = stream.write_all(HALF_HELLO).await;
         }
@@ -159,7 +150,7 @@ async fn silent_h2c_connections_from_one_client_cannot_keep_another_out() {
     let upstream = common::serve_router(ok_upstream(), &stop).await;
     let gateway = common::start_gateway(&config("h2c = true", upstream), None).await;
     let get = |addr| async move {
-        let mut stream = connect_from([127, 0, 0, 2], addr).await;
+        let mut stream = common::connect_from([127, 0, 0, 2], addr).await;
         let _ = stream
             .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await;
@@ -177,7 +168,7 @@ async fn silent_h2c_connections_from_one_client_cannot_keep_another_out() {
     assert_eq!(get(gateway.proxy).await, "HTTP/1.1 200 OK");
     let mut held = Vec::new();
     for _ in 0..30 {
-        let mut stream = connect_from([127, 0, 0, 1], gateway.proxy).await;
+        let mut stream = common::connect_from([127, 0, 0, 1], gateway.proxy).await;
         let _ = stream.write_all(PREFACE).await;
         held.push(stream);
     }
@@ -219,7 +210,7 @@ async fn idle_websocket_tunnels_from_one_client_cannot_keep_another_out() {
     let gateway = common::start_gateway(&config("", ws.addr), None).await;
     let mut held = Vec::new();
     for _ in 0..20 {
-        let mut stream = connect_from([127, 0, 0, 1], gateway.proxy).await;
+        let mut stream = common::connect_from([127, 0, 0, 1], gateway.proxy).await;
         stream
             .write_all(
                 b"GET /chat HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\n\
@@ -239,7 +230,7 @@ async fn idle_websocket_tunnels_from_one_client_cannot_keep_another_out() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut answers = Vec::new();
     for _ in 0..3 {
-        let mut stream = connect_from([127, 0, 0, 2], gateway.proxy).await;
+        let mut stream = common::connect_from([127, 0, 0, 2], gateway.proxy).await;
         let _ = stream
             .write_all(b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await;

@@ -13,38 +13,13 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
-
-async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::from((source, 0))).unwrap();
-    socket.connect(addr).await.unwrap()
-}
 
 /// The HTTP/2 client preface and an empty SETTINGS frame.
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
-
-async fn get_from(source: [u8; 4], addr: SocketAddr) -> String {
-    let mut stream = connect_from(source, addr).await;
-    let _ = stream
-        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .await;
-    let mut buf = vec![0u8; 1024];
-    match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
-        Ok(Ok(n)) => String::from_utf8_lossy(&buf[..n])
-            .lines()
-            .next()
-            .unwrap_or("(closed)")
-            .to_owned(),
-        Ok(Err(e)) => format!("(error {e})"),
-        Err(_) => "(no answer in 5 s)".to_owned(),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_h2c_connections_with_a_split_preface_cannot_keep_another_client_out() {
@@ -60,7 +35,9 @@ async fn silent_h2c_connections_with_a_split_preface_cannot_keep_another_client_
     )
     .await;
     assert_eq!(
-        get_from([127, 0, 0, 2], gateway.proxy).await,
+        common::get_from([127, 0, 0, 2], gateway.proxy, "/", Duration::from_secs(5))
+            .await
+            .0,
         "HTTP/1.1 200 OK"
     );
     // 1024 connections (the shipped max-connections) from 127.0.0.1: "PR" first, the rest of
@@ -73,7 +50,7 @@ async fn silent_h2c_connections_with_a_split_preface_cannot_keep_another_client_
     };
     let mut held = Vec::new();
     for _ in 0..1024 {
-        let mut stream = connect_from([127, 0, 0, 1], gateway.proxy).await;
+        let mut stream = common::connect_from([127, 0, 0, 1], gateway.proxy).await;
         stream.write_all(&PREFACE[..cut]).await.unwrap();
         held.push(stream);
     }
@@ -84,7 +61,11 @@ async fn silent_h2c_connections_with_a_split_preface_cannot_keep_another_client_
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut answers = Vec::new();
     for _ in 0..3 {
-        answers.push(get_from([127, 0, 0, 2], gateway.proxy).await);
+        answers.push(
+            common::get_from([127, 0, 0, 2], gateway.proxy, "/", Duration::from_secs(5))
+                .await
+                .0,
+        );
     }
     drop(held);
     let _ = stop.send(true);

@@ -15,8 +15,7 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::any;
@@ -24,35 +23,7 @@ use bytes::Bytes;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpSocket;
 use tokio::sync::watch;
-
-/// A plain HTTP/1.1 GET from `source` on a fresh connection: its status line, and how long it
-/// took (at most `limit`).
-async fn get_from(source: [u8; 4], addr: SocketAddr, limit: Duration) -> (String, Duration) {
-    let started = Instant::now();
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::from((source, 0))).unwrap();
-    let mut stream = socket.connect(addr).await.unwrap();
-    let _ = stream
-        .write_all(b"GET /small HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .await;
-    let mut buf = vec![0u8; 1024];
-    let line = match tokio::time::timeout(limit, stream.read(&mut buf)).await {
-        Ok(Ok(n)) if !buf.starts_with(b"HTTP/1.1 200") => {
-            String::from_utf8_lossy(&buf[..n]).replace("\r\n", " | ")
-        }
-        Ok(Ok(n)) => String::from_utf8_lossy(&buf[..n])
-            .lines()
-            .next()
-            .unwrap_or("(closed)")
-            .to_owned(),
-        Ok(Err(e)) => format!("(error {e})"),
-        Err(_) => format!("(no answer in {limit:?})"),
-    };
-    (line, started.elapsed())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_client_s_unread_h2_answers_cannot_take_every_request_slot() {
@@ -62,31 +33,20 @@ async fn one_client_s_unread_h2_answers_cannot_take_every_request_slot() {
     let router = Router::new()
         .route("/big", any(|| async { vec![b'x'; 1 << 20] }))
         .fallback(any(|| async { "ok" }));
-    let listener = cutout_gateway::server::bind("upstream", "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let upstream = listener.local_addr().unwrap();
-    let mut rx = stop.subscribe();
-    tokio::spawn(cutout_gateway::server::serve_with(
-        "upstream",
-        listener,
-        router,
-        cutout_gateway::server::ListenerLimits {
-            max_connections: 8192,
-            half_close: false,
-            ..cutout_gateway::server::ListenerLimits::default()
-        },
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        },
-    ));
+    let upstream = common::wide_upstream(router, &stop).await;
     let gateway = common::start_gateway(
         &common::shipped("up", &[upstream.port()], "h2c = true")
             .replace("access-log = false", "access-log = true"),
         None,
     )
     .await;
-    let (line, took) = get_from([127, 0, 0, 2], gateway.proxy, Duration::from_secs(5)).await;
+    let (line, took) = common::get_from(
+        [127, 0, 0, 2],
+        gateway.proxy,
+        "/small",
+        Duration::from_secs(5),
+    )
+    .await;
     assert_eq!(line, "HTTP/1.1 200 OK", "the victim's GET alone ({took:?})");
 
     // The hostile client (127.0.0.1): 11 HTTP/2 connections, 100 streams each (the gateway's
@@ -137,7 +97,13 @@ async fn one_client_s_unread_h2_answers_cannot_take_every_request_slot() {
     tokio::time::sleep(secs("SRE32C_HOLD_SECS", 3)).await;
 
     // Another client's plain HTTP/1.1 GET, to an upstream that answers it at once.
-    let (line, took) = get_from([127, 0, 0, 2], gateway.proxy, secs("SRE32C_WAIT_SECS", 5)).await;
+    let (line, took) = common::get_from(
+        [127, 0, 0, 2],
+        gateway.proxy,
+        "/small",
+        secs("SRE32C_WAIT_SECS", 5),
+    )
+    .await;
     for task in &hostile {
         task.abort();
     }

@@ -11,8 +11,7 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::any;
@@ -20,35 +19,8 @@ use bytes::Bytes;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
-
-async fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::from((source, 0))).unwrap();
-    socket.connect(addr).await.unwrap()
-}
-
-async fn get_from(source: [u8; 4], addr: SocketAddr, limit: Duration) -> (String, Duration) {
-    let started = Instant::now();
-    let mut stream = connect_from(source, addr).await;
-    let _ = stream
-        .write_all(b"GET /small HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .await;
-    let mut buf = vec![0u8; 1024];
-    let line = match tokio::time::timeout(limit, stream.read(&mut buf)).await {
-        Ok(Ok(0)) => "(closed unanswered)".to_owned(),
-        Ok(Ok(n)) => String::from_utf8_lossy(&buf[..n])
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_owned(),
-        Ok(Err(e)) => format!("(error {e})"),
-        Err(_) => format!("(no answer in {limit:?})"),
-    };
-    (line, started.elapsed())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "known limit, documented in budget.rs and the README's max-connections row: streams a client does not read, kept alive by PINGs, hold their slots until it stops (no per-stream idle timeout, such as Envoy's stream_idle_timeout), and connections each with a request in flight are never closed to make room (share.rs)"]
@@ -65,30 +37,19 @@ async fn streams_plus_an_eighth_of_connections_cannot_keep_another_client_out() 
             }),
         )
         .fallback(any(|| async { "ok" }));
-    let listener = cutout_gateway::server::bind("upstream", "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let upstream = listener.local_addr().unwrap();
-    let mut rx = stop.subscribe();
-    tokio::spawn(cutout_gateway::server::serve_with(
-        "upstream",
-        listener,
-        router,
-        cutout_gateway::server::ListenerLimits {
-            max_connections: 8192,
-            half_close: false,
-            ..cutout_gateway::server::ListenerLimits::default()
-        },
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        },
-    ));
+    let upstream = common::wide_upstream(router, &stop).await;
     let gateway = common::start_gateway(
         &common::shipped("up", &[upstream.port()], "h2c = true"),
         None,
     )
     .await;
-    let (line, took) = get_from([127, 0, 0, 2], gateway.proxy, Duration::from_secs(5)).await;
+    let (line, took) = common::get_from(
+        [127, 0, 0, 2],
+        gateway.proxy,
+        "/small",
+        Duration::from_secs(5),
+    )
+    .await;
     assert_eq!(line, "HTTP/1.1 200 OK", "the victim's GET alone ({took:?})");
 
     // 127.0.0.1: 11 HTTP/2 connections × 100 unread /big streams (as in sre32c).
@@ -122,7 +83,7 @@ async fn streams_plus_an_eighth_of_connections_cannot_keep_another_client_out() 
     let reserve = cutout_gateway::budget::reserve(1024);
     let mut held = Vec::new();
     for _ in 0..reserve {
-        let mut stream = connect_from([127, 0, 0, 1], gateway.proxy).await;
+        let mut stream = common::connect_from([127, 0, 0, 1], gateway.proxy).await;
         stream
             .write_all(b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await
@@ -131,7 +92,13 @@ async fn streams_plus_an_eighth_of_connections_cannot_keep_another_client_out() 
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let (line, took) = get_from([127, 0, 0, 2], gateway.proxy, Duration::from_secs(5)).await;
+    let (line, took) = common::get_from(
+        [127, 0, 0, 2],
+        gateway.proxy,
+        "/small",
+        Duration::from_secs(5),
+    )
+    .await;
     for task in &hostile {
         task.abort();
     }

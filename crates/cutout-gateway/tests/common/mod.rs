@@ -6,6 +6,7 @@ mod limited;
 mod logs;
 mod processes;
 mod shipped;
+mod sources;
 pub mod tls;
 
 // Not every test binary uses every helper.
@@ -20,6 +21,8 @@ pub use shipped::{
     HttpClient, Running, client, opens, serve_gateway, shipped, skip_breaks_until_grown,
     start_gateway, status,
 };
+#[allow(unused_imports)]
+pub use sources::{connect_from, get_from, wide_upstream};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
