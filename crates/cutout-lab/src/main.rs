@@ -98,6 +98,20 @@ impl From<String> for Failure {
     }
 }
 
+/// Writes `text` to stdout. A reader that has closed it (`cutout-lab … | head`) is not an
+/// error: the rest of the report is not written, the files still are, and the run ends
+/// well (where `print!` would panic).
+fn out(text: std::fmt::Arguments<'_>) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure::Run(format!("cannot write the report: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `path` with `suffix` put before its extension (`out.svg`, `-2` → `out-2.svg`).
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     if suffix.is_empty() {
@@ -307,14 +321,14 @@ impl Bar {
 fn run(args: Vec<String>) -> Result<(), Failure> {
     let options = match parse(args)? {
         Command::Help => {
-            println!(
-                "cutout-lab {}\n\n{USAGE}\n\n{HELP}",
+            out(format_args!(
+                "cutout-lab {}\n\n{USAGE}\n\n{HELP}\n",
                 env!("CARGO_PKG_VERSION")
-            );
+            ))?;
             return Ok(());
         }
         Command::Version => {
-            println!("cutout-lab {}", env!("CARGO_PKG_VERSION"));
+            out(format_args!("cutout-lab {}\n", env!("CARGO_PKG_VERSION")))?;
             return Ok(());
         }
         Command::Run(options) => options,
@@ -347,15 +361,18 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
     let elapsed = started.elapsed();
     let many = runs.seeds.len() > 1 || sweep.is_some();
     match &sweep {
-        Some(sweep) => print!("{}", sweep.table(&runs)),
-        None if many => print!("{}", runs.table()),
-        None => print!("{}", runs.first.table()),
+        Some(sweep) => out(format_args!("{}", sweep.table(&runs)))?,
+        None if many => out(format_args!("{}", runs.table()))?,
+        None => out(format_args!("{}", runs.first.table()))?,
     }
     if options.per_seed {
         for (seed, metrics) in runs.seeds.iter().zip(&runs.metrics) {
             let mut this = scenario.clone();
             this.seed = *seed;
-            print!("\n{}", cutout_lab::report::table(&this, metrics));
+            out(format_args!(
+                "\n{}",
+                cutout_lab::report::table(&this, metrics)
+            ))?;
         }
     }
     if let Some(path) = &options.json {
@@ -386,9 +403,9 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
     } else {
         "timeline".to_owned()
     };
-    println!("\n{which}: {}", written.join(", "));
+    out(format_args!("\n{which}: {}\n", written.join(", ")))?;
     if let Some(path) = &options.json {
-        println!("every seed's figures: {}", path.display());
+        out(format_args!("every seed's figures: {}\n", path.display()))?;
     }
     eprintln!("simulated in {:.1} s", elapsed.as_secs_f64());
     Ok(())

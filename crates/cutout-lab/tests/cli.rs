@@ -438,3 +438,26 @@ fn per_seed_prints_each_seed_s_own_report() {
     assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
     assert!(stderr(&alone).contains("--per-seed needs --seeds"));
 }
+
+/// A reader that closes stdout early (`cutout-lab … | head`) ends nothing badly: no panic, exit
+/// status 0, and the SVG is still written.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let dir = Dir::new("closed-stdout");
+    let svg = dir.join("a.svg");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cutout-lab"))
+        .arg(dir.join("tiny.toml"))
+        .arg("--svg")
+        .arg(&svg)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end closes before the report is written: every write then fails with EPIPE.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = stderr(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
