@@ -38,7 +38,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderValue, Response, StatusCode};
+use http::Response;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -104,17 +104,10 @@ impl RequestBudget {
         }
     }
 
-    /// What a request on listener `what` needs before it is served: nothing when it is
-    /// `alone` on its connection (the connection's slot stands for it), else a slot of its own
-    /// past the reserve; or the 503 its client gets when none freed within the wait.
-    pub async fn admit(
-        &self,
-        what: &str,
-        alone: bool,
-    ) -> Result<Option<Slot>, Box<Response<String>>> {
-        if alone {
-            return Ok(None);
-        }
+    /// A slot past the reserve for an HTTP/2 stream on listener `what` that is not alone on
+    /// its connection (one that is needs none: its connection's slot stands for it); or the
+    /// 503 its client gets when none freed within the wait.
+    pub async fn admit(&self, what: &str) -> Result<Slot, Box<Response<String>>> {
         let until = Instant::now() + self.wait;
         loop {
             // Registered before looking, so a slot freed in between is not missed.
@@ -122,7 +115,7 @@ impl RequestBudget {
             let mut freed = std::pin::pin!(freed);
             freed.as_mut().enable();
             if let Some(slot) = self.try_extra() {
-                return Ok(Some(slot));
+                return Ok(slot);
             }
             if tokio::time::timeout_at(until, freed).await.is_err() {
                 return Err(Box::new(self.refuse(what)));
@@ -150,20 +143,10 @@ impl RequestBudget {
                 cutout::HumanDuration(self.wait)
             ),
         );
-        let mut response = Response::new(
-            "the gateway is serving as many requests as max-connections allows; retry after \
-             1s\n"
-                .to_owned(),
-        );
-        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-        response
-            .headers_mut()
-            .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-        response
+        crate::error::refused(
+            "the gateway is serving as many requests as max-connections allows",
+            Some(Duration::from_secs(1)),
+        )
     }
 }
 
@@ -179,29 +162,26 @@ mod tests {
         let _connection = budget.hold(Arc::clone(budget.slots()).try_acquire_owned().unwrap());
         let mut extra = Vec::new();
         for _ in 0..13 {
-            extra.push(budget.admit("proxy", false).await.unwrap().unwrap());
+            extra.push(budget.admit("proxy").await.unwrap());
         }
         assert_eq!(budget.slots().available_permits(), 2, "the reserve is left");
-        // A request alone on its connection needs nothing, even now.
-        assert!(budget.admit("proxy", true).await.unwrap().is_none());
         // A new connection may take a reserved slot.
         let newcomer = Arc::clone(budget.slots()).try_acquire_owned();
         assert!(newcomer.is_ok());
         // Another extra stream waits, and begins as soon as a slot frees.
         let waiting = {
             let budget = budget.clone();
-            tokio::spawn(async move { budget.admit("proxy", false).await })
+            tokio::spawn(async move { budget.admit("proxy").await })
         };
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert!(!waiting.is_finished(), "no slot past the reserve: it waits");
         drop(extra.pop());
         drop(extra.pop());
-        let _started = waiting.await.unwrap().unwrap();
-        assert!(_started.is_some(), "a freed slot goes to it");
+        let _started = waiting.await.unwrap().expect("a freed slot goes to it");
         assert_eq!(budget.slots().available_permits(), 2);
         // With no slot past the reserve, a stream waits out the wait and is answered 503.
-        let refused = budget.admit("proxy", false).await.unwrap_err();
-        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let refused = budget.admit("proxy").await.unwrap_err();
+        assert_eq!(refused.status(), http::StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(refused.headers()[http::header::RETRY_AFTER], "1");
     }
 }

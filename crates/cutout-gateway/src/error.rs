@@ -345,7 +345,7 @@ impl ProxyError {
                         &format!(
                             "the gateway is out of resources reaching {cluster} ({}), not the \
                              upstream's failure",
-                            std::io::Error::from_raw_os_error(errno.raw_os_error())
+                            crate::exhaustion::reason(errno)
                         ),
                         Some(EXHAUSTED_RETRY_AFTER),
                     )
@@ -378,7 +378,10 @@ pub const ALLOWED_BY_DEFAULT: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIO
 const EXHAUSTED_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A 503 saying `what`, with `Retry-After` (whole seconds, rounded up) when the end is known.
-fn refused(what: &str, retry_after: Option<std::time::Duration>) -> http::Response<String> {
+pub(crate) fn refused(
+    what: &str,
+    retry_after: Option<std::time::Duration>,
+) -> http::Response<String> {
     let body = match retry_after {
         Some(after) => format!("{what}; retry after {}\n", HumanDuration(after)),
         None => format!("{what}\n"),

@@ -43,6 +43,12 @@ pub fn exhausted(error: &(dyn StdError + 'static)) -> Option<Errno> {
     None
 }
 
+/// What `errno` says, as the log lines and answers name it ("Too many open files (os error
+/// 24)").
+pub fn reason(errno: Errno) -> io::Error {
+    io::Error::from_raw_os_error(errno.raw_os_error())
+}
+
 /// [`exhausted`] as a yes or no.
 pub fn is_exhausted(error: &(dyn StdError + 'static)) -> bool {
     exhausted(error).is_some()

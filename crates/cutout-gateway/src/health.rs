@@ -403,7 +403,7 @@ impl Checker {
                          limit (raise ulimit -n?), counted neither a pass nor a fail",
                         self.cluster,
                         self.host,
-                        std::io::Error::from_raw_os_error(errno.raw_os_error())
+                        crate::exhaustion::reason(errno)
                     ),
                 );
                 None

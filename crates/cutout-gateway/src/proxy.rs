@@ -454,7 +454,9 @@ impl Running {
                 if decision != Decision::Admitted {
                     access.decide(decision);
                 }
-                if let Some(errno) = crate::exhaustion::exhausted(&error) {
+                if outcome == Outcome::Exhausted
+                    && let Some(errno) = crate::exhaustion::exhausted(&error)
+                {
                     note(
                         Refusal::Exhausted,
                         "proxy",
@@ -463,7 +465,7 @@ impl Running {
                              ulimit -n?), not counted against the cluster or its hosts; \
                              answered 503",
                             self.cluster.name,
-                            std::io::Error::from_raw_os_error(errno.raw_os_error())
+                            crate::exhaustion::reason(errno)
                         ),
                     );
                 }

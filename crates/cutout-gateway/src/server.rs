@@ -370,21 +370,17 @@ pub async fn serve_protocols(
                             // In flight until its response body is sent or dropped: never
                             // closed to make room until then.
                             let in_flight = conn.request();
-                            let (router, budget) = (router.clone(), budget.clone());
+                            let router = router.clone();
+                            // Alone on its connection (every HTTP/1.1 request), it needs no
+                            // slot of its own and touches no shared budget state.
+                            let budget = (!in_flight.alone()).then(|| budget.clone());
                             async move {
-                                let slot = match budget.admit(what, in_flight.alone()).await {
-                                    Ok(slot) => slot,
-                                    Err(busy) => {
-                                        let busy = *busy;
-                                        let busy = if crate::grpc_answer::is_grpc_content(
-                                            request.headers(),
-                                        ) {
-                                            crate::grpc_answer::shaped(busy)
-                                        } else {
-                                            busy.map(axum::body::Body::from)
-                                        };
-                                        return Ok(busy);
-                                    }
+                                let slot = match budget {
+                                    None => None,
+                                    Some(budget) => match budget.admit(what).await {
+                                        Ok(slot) => Some(slot),
+                                        Err(busy) => return Ok(refused(*busy, request.headers())),
+                                    },
                                 };
                                 let response = router.oneshot(request).await?;
                                 Ok::<_, std::convert::Infallible>(response.map(|body| {
@@ -641,6 +637,16 @@ async fn room(
                 book.make_room(source);
             }
         }
+    }
+}
+
+/// The 503 of a stream the request budget refused ([`crate::budget`]), in gRPC's shape for a
+/// gRPC call.
+fn refused(answer: http::Response<String>, headers: &http::HeaderMap) -> axum::response::Response {
+    if crate::grpc_answer::is_grpc_content(headers) {
+        crate::grpc_answer::shaped(answer)
+    } else {
+        answer.map(axum::body::Body::from)
     }
 }
 
