@@ -478,10 +478,7 @@ impl Dependency {
         }
         let service = self.service(condition, draws);
         let ok = self.succeeds(condition, draws);
-        let (shed, drop) = (
-            self.max_queue_wait.map(nanos),
-            self.drop_after_wait.map(nanos),
-        );
+        let limit = self.wait_limit();
         let host = &mut self.hosts[replica as usize];
         host.slow_to(now, condition.latency_factor);
         let workers = host.workers();
@@ -489,9 +486,9 @@ impl Dependency {
             now,
             available(workers, condition.capacity_factor),
             service,
-            shed.into_iter().chain(drop).min(),
+            limit,
         ) {
-            Err(start) => turned_away(now, start, shed, fast_failure),
+            Err(start) => self.turned_away(now, start, fast_failure),
             Ok(start) => Answer {
                 at: start.saturating_add(service),
                 ok,
@@ -528,21 +525,38 @@ impl Dependency {
             available(host.workers(), condition.capacity_factor),
             condition.latency_factor,
         );
-        let (shed, drop) = (
-            self.max_queue_wait.map(nanos),
-            self.drop_after_wait.map(nanos),
-        );
-        if shed
-            .into_iter()
-            .chain(drop)
-            .min()
-            .is_some_and(|max| start - now > max)
-        {
-            return turned_away(now, start, shed, fast_failure);
+        if self.wait_limit().is_some_and(|max| start - now > max) {
+            return self.turned_away(now, start, fast_failure);
         }
         Answer {
             at: start.saturating_add(service),
             ok: self.succeeds(condition, draws),
+        }
+    }
+
+    /// The longest a call may wait for a worker before it is turned away, in nanoseconds: the
+    /// shorter of `max-queue-wait` and `drop-after-wait` (`None`: it always waits).
+    fn wait_limit(&self) -> Option<u64> {
+        let shed = self.max_queue_wait.map(nanos);
+        shed.into_iter()
+            .chain(self.drop_after_wait.map(nanos))
+            .min()
+    }
+
+    /// The answer of a call turned away at `now` that would have started at `start`: shed at
+    /// once (`fast_failure`) when its wait passes `max-queue-wait`, else dropped unserved when
+    /// a worker reaches it (`drop-after-wait`), failing then.
+    fn turned_away(&self, now: u64, start: u64, fast_failure: Answer) -> Answer {
+        if self
+            .max_queue_wait
+            .is_some_and(|max| start - now > nanos(max))
+        {
+            fast_failure
+        } else {
+            Answer {
+                at: start,
+                ok: false,
+            }
         }
     }
 
@@ -573,20 +587,6 @@ impl Dependency {
     /// If `replica >= self.replicas()`.
     pub fn backlog(&self, now: u64, replica: u32) -> Duration {
         Duration::from_nanos(self.hosts[replica as usize].wait(now))
-    }
-}
-
-/// The answer of a call turned away at `now` that would have started at `start`: shed at
-/// once (`fast_failure`) when its wait passes `max-queue-wait` (`shed`), else dropped unserved
-/// when a worker reaches it (`drop-after-wait`), failing then.
-fn turned_away(now: u64, start: u64, shed: Option<u64>, fast_failure: Answer) -> Answer {
-    if shed.is_some_and(|max| start - now > max) {
-        fast_failure
-    } else {
-        Answer {
-            at: start,
-            ok: false,
-        }
     }
 }
 
