@@ -19,10 +19,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::any;
-use bytes::Bytes;
-use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::sync::watch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -51,38 +47,15 @@ async fn one_client_s_unread_h2_answers_cannot_take_every_request_slot() {
 
     // The hostile client (127.0.0.1): 11 HTTP/2 connections, 100 streams each (the gateway's
     // SETTINGS_MAX_CONCURRENT_STREAMS), each a GET of /big whose answer it never reads.
-    let url: http::Uri = format!("http://{}/big", gateway.proxy).parse().unwrap();
-    let mut hostile = Vec::new();
-    for _ in 0..11 {
-        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
-            .http2_only(true)
-            .http2_initial_stream_window_size(65_535)
-            .http2_initial_connection_window_size(65_535)
-            .http2_keep_alive_interval(Duration::from_secs(1))
-            .http2_keep_alive_while_idle(true)
-            .timer(hyper_util::rt::TokioTimer::new())
-            .build_http();
-        for _ in 0..100 {
-            let client = client.clone();
-            let url = url.clone();
-            // The response (head only) is kept in the task's output, its body never read.
-            hostile.push(tokio::spawn(async move { client.get(url).await }));
-        }
-        // A connection's hundred at a time: each stream makes an upstream connection, and a
-        // thousand connects at once overflow the test upstream's accept queue (its backlog is
-        // 1024), which then fails them after the 2 s attempt timeout as a real overloaded
-        // upstream would, and opens the cluster: not what this test is about.
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
+    let hostile = common::UnreadStreams::open(gateway.proxy, "/big", 11, 100).await;
     // All it can get: every slot but the reserve kept for new connections (before the fix,
     // all 1024).
     let most = 1024 - cutout_gateway::budget::reserve(1024);
-    let full = common::eventually(Duration::from_secs(10), || {
-        hostile.iter().filter(|t| t.is_finished()).count() >= most
-    })
-    .await;
-    let heads = hostile.iter().filter(|t| t.is_finished()).count();
-    assert!(full, "the hostile streams got their heads: {heads}");
+    let heads = hostile.heads(most).await;
+    assert!(
+        heads >= most,
+        "the hostile streams got their heads: {heads}"
+    );
     // Longer than any attempt timeout (2 s), well within idle-timeout.
     // (SRE32C_HOLD_SECS and SRE32C_WAIT_SECS lengthen the hold and the victim's wait for
     // measuring by hand.)
@@ -104,9 +77,7 @@ async fn one_client_s_unread_h2_answers_cannot_take_every_request_slot() {
         secs("SRE32C_WAIT_SECS", 5),
     )
     .await;
-    for task in &hostile {
-        task.abort();
-    }
+    drop(hostile);
     let _ = stop.send(true);
     assert_eq!(
         line,

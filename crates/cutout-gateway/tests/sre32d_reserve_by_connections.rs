@@ -15,10 +15,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::any;
-use bytes::Bytes;
-use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
@@ -53,31 +49,13 @@ async fn streams_plus_an_eighth_of_connections_cannot_keep_another_client_out() 
     assert_eq!(line, "HTTP/1.1 200 OK", "the victim's GET alone ({took:?})");
 
     // 127.0.0.1: 11 HTTP/2 connections × 100 unread /big streams (as in sre32c).
-    let url: http::Uri = format!("http://{}/big", gateway.proxy).parse().unwrap();
-    let mut hostile = Vec::new();
-    for _ in 0..11 {
-        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
-            .http2_only(true)
-            .http2_initial_stream_window_size(65_535)
-            .http2_initial_connection_window_size(65_535)
-            .http2_keep_alive_interval(Duration::from_secs(1))
-            .http2_keep_alive_while_idle(true)
-            .timer(hyper_util::rt::TokioTimer::new())
-            .build_http();
-        for _ in 0..100 {
-            let client = client.clone();
-            let url = url.clone();
-            hostile.push(tokio::spawn(async move { client.get(url).await }));
-        }
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
+    let hostile = common::UnreadStreams::open(gateway.proxy, "/big", 11, 100).await;
     let most = 1024 - cutout_gateway::budget::reserve(1024);
-    let full = common::eventually(Duration::from_secs(10), || {
-        hostile.iter().filter(|t| t.is_finished()).count() >= most
-    })
-    .await;
-    let heads = hostile.iter().filter(|t| t.is_finished()).count();
-    assert!(full, "the hostile streams got their heads: {heads}");
+    let heads = hostile.heads(most).await;
+    assert!(
+        heads >= most,
+        "the hostile streams got their heads: {heads}"
+    );
 
     // The same client: 128 HTTP/1.1 connections (the reserve), each one slow request in flight.
     let reserve = cutout_gateway::budget::reserve(1024);
@@ -99,9 +77,7 @@ async fn streams_plus_an_eighth_of_connections_cannot_keep_another_client_out() 
         Duration::from_secs(5),
     )
     .await;
-    for task in &hostile {
-        task.abort();
-    }
+    drop(hostile);
     drop(held);
     let _ = stop.send(true);
     assert_eq!(

@@ -8,6 +8,7 @@ mod processes;
 mod shipped;
 mod sources;
 pub mod tls;
+mod unread;
 
 // Not every test binary uses every helper.
 #[allow(unused_imports)]
@@ -23,6 +24,8 @@ pub use shipped::{
 };
 #[allow(unused_imports)]
 pub use sources::{connect_from, get_from, wide_upstream};
+#[allow(unused_imports)]
+pub use unread::UnreadStreams;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
