@@ -188,6 +188,11 @@ async fn a_flood_of_give_ups_beyond_the_bound_leaks_nothing_and_counts_nothing_b
             eventually(Duration::from_secs(3), || s.detached() == 0.0).await,
             "round {round}: the detached count returns to 0"
         );
+        // The give-ups are counted as the requests' records end, after their attempts.
+        eventually(Duration::from_secs(2), || {
+            s.give_ups("detached") + s.give_ups("dropped") == detached + dropped + 50.0
+        })
+        .await;
         let (now_detached, now_dropped) = (s.give_ups("detached"), s.give_ups("dropped"));
         let (round_detached, round_dropped) = (now_detached - detached, now_dropped - dropped);
         (detached, dropped) = (now_detached, now_dropped);
@@ -272,7 +277,10 @@ async fn with_no_detached_budget_a_give_up_is_cancelled_and_counts_nothing() {
     );
     let snap = s.snapshot();
     assert_eq!((snap.calls, snap.failures), (0, 0), "{snap:?}");
-    assert_eq!((s.give_ups("dropped"), s.give_ups("detached")), (5.0, 0.0));
+    // Each give-up is counted when its request's record ends, not ordered with the
+    // upstream seeing its stream cancelled.
+    assert!(eventually(Duration::from_secs(2), || s.give_ups("dropped") == 5.0).await);
+    assert_eq!(s.give_ups("detached"), 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,7 +292,7 @@ async fn a_detached_body_past_max_detached_body_is_cancelled_and_counts_nothing(
     assert!(eventually(Duration::from_secs(3), || s.up.cancelled() == 5).await);
     let snap = s.snapshot();
     assert_eq!((snap.calls, snap.failures), (0, 0), "{snap:?}");
-    assert_eq!(s.give_ups("detached"), 5.0);
+    assert!(eventually(Duration::from_secs(2), || s.give_ups("detached") == 5.0).await);
     assert!(eventually(Duration::from_secs(2), || s.detached() == 0.0).await);
     let lines = lines_with(&["cluster=capped", "counted=detached"]);
     assert_eq!(lines.len(), 5, "{lines:#?}");
@@ -330,12 +338,17 @@ async fn a_request_cut_by_the_gateway_s_shutdown_is_judged_by_its_upstream_s_own
     let snap = gateway.registry().snapshot(cluster).unwrap();
     assert_eq!((snap.calls, snap.failures), (1, 0), "{snap:?}");
     assert_eq!(up.cancelled(), 0);
-    let text = gateway.metrics().unwrap().render();
-    assert_eq!(
+    // The give-up is counted when the request's record ends, after the attempt's permit
+    // counted its call: the two are not ordered, so the metric is waited for.
+    let give_ups = || {
         metric_value(
-            &text,
-            "cutout_gateway_give_ups_total{cluster=\"cut\",counted=\"detached\"}"
-        ),
-        Some(1.0)
+            &gateway.metrics().unwrap().render(),
+            "cutout_gateway_give_ups_total{cluster=\"cut\",counted=\"detached\"}",
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(2), || give_ups() == Some(1.0)).await,
+        "{:?}",
+        give_ups()
     );
 }
