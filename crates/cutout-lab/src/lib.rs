@@ -36,6 +36,8 @@ pub mod latency;
 pub mod oracle;
 pub mod phases;
 pub mod plot;
+pub mod record;
+pub mod replay;
 pub mod report;
 pub mod saturation;
 pub mod scenario;

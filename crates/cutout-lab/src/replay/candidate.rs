@@ -1,0 +1,158 @@
+//! The settings a replay runs: a block of cutout keys each, read by cutout itself, from the
+//! shipped defaults, a configuration file or a sweep.
+
+use cutout::Settings;
+use toml::{Table, Value};
+
+use crate::record::Shape;
+use crate::sweep::Spec;
+
+/// A setting to replay: its name, its settings, and the one TOML table that reads as them.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The name shown in the report.
+    pub name: String,
+    /// The settings.
+    pub settings: Settings,
+    /// The keys that give these settings over cutout's built-in defaults.
+    pub block: Table,
+}
+
+impl Candidate {
+    /// A candidate from a table of cutout keys (`[configs.<name>]`'s body), checked by
+    /// cutout.
+    pub fn from_block(name: &str, block: Table) -> Result<Candidate, String> {
+        let settings = settings_of(&block).map_err(|e| format!("{name}: {e}"))?;
+        Ok(Candidate {
+            name: name.to_owned(),
+            settings,
+            block,
+        })
+    }
+
+    /// The candidate a record of `shape` is replayed with when none is given: cutout's
+    /// defaults, and for the gateway's access log the settings a gateway cluster gets with
+    /// no `[breakers]` section (no relative slow-call rule; cutout-gateway's README, "Shipped
+    /// breaker defaults").
+    pub fn shipped(shape: Shape) -> Candidate {
+        let (name, block) = match shape {
+            Shape::Access => {
+                let mut block = Table::new();
+                block.insert("slow-calls".into(), Value::String("off".into()));
+                ("gateway-defaults", block)
+            }
+            Shape::Csv | Shape::Jsonl => ("defaults", Table::new()),
+        };
+        Candidate::from_block(name, block).expect("the shipped settings are valid")
+    }
+
+    /// The candidates of a configuration file: a cutout document, or a file with one under
+    /// `[breakers]` (a gateway config, a lab scenario). Each instance, else each config, else
+    /// its defaults; each written as one block (its layers merged key by key).
+    pub fn from_document(text: &str) -> Result<Vec<Candidate>, String> {
+        let mut doc: Table = toml::from_str(text).map_err(|e| e.to_string())?;
+        if let Some(Value::Table(breakers)) = doc.remove("breakers") {
+            doc = breakers;
+        }
+        let section = |doc: &Table, name: &str| match doc.get(name) {
+            Some(Value::Table(t)) => Ok(t.clone()),
+            None => Ok(Table::new()),
+            Some(_) => Err(format!("[{name}] is not a table")),
+        };
+        let defaults = section(&doc, "defaults")?;
+        let configs = section(&doc, "configs")?;
+        let instances = section(&doc, "instances")?;
+        let layered = |layers: &[&Table]| {
+            let mut block = Table::new();
+            for layer in layers {
+                for (key, value) in layer.iter() {
+                    if key != "base-config" {
+                        block.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            block
+        };
+        let table = |value: &Value, what: &str| match value {
+            Value::Table(t) => Ok(t.clone()),
+            _ => Err(format!("{what} is not a table")),
+        };
+        let mut candidates = Vec::new();
+        for (name, instance) in &instances {
+            let instance = table(instance, &format!("[instances.{name}]"))?;
+            let base = match instance.get("base-config") {
+                Some(Value::String(base)) => Some(table(
+                    configs
+                        .get(base)
+                        .ok_or_else(|| format!("[instances.{name}]: no config {base:?}"))?,
+                    &format!("[configs.{base}]"),
+                )?),
+                Some(_) => return Err(format!("[instances.{name}]: base-config is not a name")),
+                None => None,
+            };
+            let mut layers = vec![&defaults];
+            layers.extend(base.as_ref());
+            layers.push(&instance);
+            candidates.push(Candidate::from_block(name, layered(&layers))?);
+        }
+        if candidates.is_empty() {
+            for (name, config) in &configs {
+                let config = table(config, &format!("[configs.{name}]"))?;
+                candidates.push(Candidate::from_block(name, layered(&[&defaults, &config]))?);
+            }
+        }
+        if candidates.is_empty() {
+            candidates.push(Candidate::from_block("defaults", defaults)?);
+        }
+        // What cutout itself reads from the document must be what each block reads as.
+        let config =
+            cutout::config::Config::from_toml(&toml::to_string(&doc).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+        for candidate in &candidates {
+            let theirs = config
+                .instance(&candidate.name)
+                .or_else(|| config.config(&candidate.name))
+                .unwrap_or(config.defaults());
+            if *theirs != candidate.settings {
+                return Err(format!(
+                    "{}: its layers do not merge into one block of the same settings; give it \
+                     as one [instances.{}] without base-config",
+                    candidate.name, candidate.name
+                ));
+            }
+        }
+        Ok(candidates)
+    }
+
+    /// `spec`'s variants of this candidate: one per value, named `<key>=<value>`.
+    pub fn swept(&self, spec: &Spec) -> Result<Vec<Candidate>, String> {
+        spec.values
+            .iter()
+            .map(|v| {
+                let mut block = self.block.clone();
+                block.insert(spec.key.clone(), crate::sweep::value(v));
+                Candidate::from_block(&format!("{}={v}", spec.key), block)
+            })
+            .collect()
+    }
+
+    /// The block as a `[configs.<name>]` section.
+    pub fn section(&self, name: &str) -> String {
+        let body = toml::to_string(&self.block).unwrap_or_default();
+        if body.trim().is_empty() {
+            return format!("[configs.{name}]\n# cutout's defaults: no key to set\n");
+        }
+        format!("[configs.{name}]\n{body}")
+    }
+}
+
+/// The settings a block of cutout keys reads as, as `[configs.<name>]` of a document.
+fn settings_of(block: &Table) -> Result<Settings, String> {
+    let mut configs = Table::new();
+    configs.insert("it".into(), Value::Table(block.clone()));
+    let mut doc = Table::new();
+    doc.insert("configs".into(), Value::Table(configs));
+    let text = toml::to_string(&doc).map_err(|e| e.to_string())?;
+    let config = cutout::config::Config::from_toml(&text).map_err(|e| e.to_string())?;
+    Ok(config.config("it").cloned().unwrap_or_default())
+}
