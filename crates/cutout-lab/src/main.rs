@@ -11,6 +11,8 @@
 
 #![forbid(unsafe_code)]
 
+mod cli;
+
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,7 +25,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 const USAGE: &str = "usage: cutout-lab SCENARIO.toml [--svg OUT.svg] [--json OUT.json] [--seed N] \
                      [--seeds N [--per-seed]] [--sweep KEY=V1,V2,...]\n       cutout-lab \
-                     --help | --version";
+                     replay LOG [--format F] [--config FILE] [--sweep ...] (replay --help)\n       \
+                     cutout-lab --help | --version";
 
 const HELP: &str = "\
 Runs a scenario: a fleet of pods calling a dependency through cutout breakers while the
@@ -32,6 +35,9 @@ compares, all on the same seed. Prints a table with one row per figure and one c
 setting, between a column with no breaker and one for the oracle (an admission that refuses
 exactly the attempts that would fail: each setting's regret is read against it), and writes
 an SVG timeline.
+
+`cutout-lab replay LOG` replays settings against a service's own recorded calls instead
+(`cutout-lab replay --help`).
 
 arguments:
   SCENARIO.toml          the scenario file; a relative path not found from here is also
@@ -319,6 +325,9 @@ impl Bar {
 }
 
 fn run(args: Vec<String>) -> Result<(), Failure> {
+    if args.first().is_some_and(|a| a == "replay") {
+        return cli::replay::run(args[1..].to_vec());
+    }
     let options = match parse(args)? {
         Command::Help => {
             out(format_args!(

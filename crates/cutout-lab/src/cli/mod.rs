@@ -1,0 +1,3 @@
+//! The binary's subcommands beside a scenario run (`cutout-lab replay`).
+
+pub mod replay;
