@@ -134,7 +134,11 @@ pub fn run(args: Vec<String>) -> Result<(), Failure> {
     let mut record = Record::new(input, shape, asked.cluster.clone());
     let started = Instant::now();
     let replayed = replay::run(&mut record, &candidates, &asked.options);
-    warn(&record, &asked.log);
+    warn(
+        &record,
+        &asked.log,
+        replayed.as_ref().ok().map(|r| r.calls.iter().sum()),
+    );
     let replayed = replayed.map_err(|e| format!("{}: {e}", asked.log))?;
     out(format_args!("{}", replayed.report()))?;
     if let Some(path) = &asked.json {
@@ -150,18 +154,22 @@ pub fn run(args: Vec<String>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// What the record held, and its first warnings, on stderr.
-fn warn<R: BufRead>(record: &Record<R>, log: &str) {
+/// What the record held (the calls replayed, when the replay ran to its end), and its first
+/// warnings, on stderr.
+fn warn<R: BufRead>(record: &Record<R>, log: &str, replayed: Option<u64>) {
     let Tally {
         lines,
         skipped,
         bad,
         reordered,
     } = record.tally();
+    let calls = match replayed {
+        Some(n) => format!("{n} calls replayed"),
+        None => "the replay stopped".to_owned(),
+    };
     eprintln!(
-        "{log}: {lines} lines: {} calls replayed, {skipped} skipped (no call to the \
-         dependency), {bad} unreadable, {reordered} out of start order",
-        lines.saturating_sub(skipped + bad)
+        "{log}: {lines} lines: {calls}, {skipped} skipped (no call to the dependency), {bad} \
+         unreadable or misplaced, {reordered} replayed out of start order"
     );
     let warnings = record.warnings();
     for w in warnings.iter().take(20) {

@@ -80,7 +80,8 @@ pub(super) fn entry(
     let (Some(outcome), Some(text)) = (fields.outcome, fields.duration.as_deref()) else {
         return Err("an access line without outcome= or duration= (truncated?)".into());
     };
-    match (cluster, fields.cluster) {
+    // `cluster=-` is no cluster (a request no route took, a bad request).
+    match (cluster, fields.cluster.filter(|c| *c != "-")) {
         (Some(wanted), named) if named != Some(wanted) => return Ok(Entry::Skip),
         (Some(_), _) | (None, None) => {}
         (None, Some(named)) => match seen {
@@ -121,7 +122,7 @@ fn judged(word: &str) -> Result<Option<Answer>, String> {
         "refused" | "ejected" => Some(Answer::Unknown),
         "client_fault" | "gave_up" | "capped" | "deadline" | "bad_request" | "no_route"
         | "rate_limited" | "exhausted" => None,
-        other => return Err(format!("unknown outcome {other:?}")),
+        other => return Err(format!("unknown outcome {}", super::quoted(other))),
     })
 }
 

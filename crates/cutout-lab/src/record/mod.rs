@@ -29,9 +29,12 @@
 //! number. Memory stays bounded whatever the input's size: lines are read one at a time into
 //! a buffer of at most [`MAX_LINE`] bytes, and calls wait to be replayed in start order for at
 //! most [`REORDER`] of log time (a log written at each call's end is out of start order by
-//! the calls' durations). A call that starts before one already handed on (the log's clock
-//! went backwards, or lines out of order by more than [`REORDER`]) is handed on at that
-//! call's start, with a warning.
+//! the calls' durations). A line dated more than [`REORDER`] before the latest time read (the
+//! log's clock went back, lines out of order, a garbled field) or more than [`MAX_GAP`] after
+//! it is skipped with a warning, and so is a timestamp outside 2000–2100 or a duration over
+//! [`MAX_DURATION`]; an access-log call longer than [`REORDER`], whose start falls before
+//! calls already handed on, is handed on at the last start, with a warning. A byte-order mark
+//! is read as no part of the first line.
 
 mod access;
 mod table;
@@ -45,6 +48,14 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// How far out of start order a call may be logged and still be replayed in order, in
 /// nanoseconds (2 minutes): longer than any attempt timeout a gateway or client should run.
 pub const REORDER: u64 = 120_000_000_000;
+
+/// How far after the latest time read a line may be dated (a day): a later one is a bad
+/// field, skipped with a warning, unless [`GAP_RUN`] lines in a row are.
+pub const MAX_GAP: u64 = 86_400_000_000_000;
+
+/// How many lines in a row dated past [`MAX_GAP`] make a gap in the record (an error) rather
+/// than bad fields.
+pub const GAP_RUN: u64 = 1000;
 
 /// The most distinct hosts a record names; further ones are read as no host.
 pub const MAX_HOSTS: usize = 4096;
@@ -100,11 +111,15 @@ impl Shape {
         }
     }
 
-    /// The shape a file's name suggests (past a `.gz`): `.csv`, `.jsonl`/`.json`, else the
-    /// access log.
+    /// The shape a file's name suggests (past a rotation's `.gz` and `.1`): `.csv`,
+    /// `.jsonl`/`.json`, else the access log.
     pub fn guess(path: &str) -> Shape {
         let lower = path.to_ascii_lowercase();
         let lower = lower.strip_suffix(".gz").unwrap_or(&lower);
+        let lower = match lower.rsplit_once('.') {
+            Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => stem,
+            _ => lower,
+        };
         if lower.ends_with(".csv") {
             Shape::Csv
         } else if lower.ends_with(".jsonl") || lower.ends_with(".json") {
@@ -174,6 +189,10 @@ pub struct Record<R> {
     waiting: BinaryHeap<std::cmp::Reverse<(u64, u64, Waiting)>>,
     /// The latest timestamp read: calls starting more than [`REORDER`] before it are handed on.
     front: u64,
+    /// The line that set `front`.
+    front_line: u64,
+    /// Lines skipped in a row for being more than [`MAX_GAP`] after `front`.
+    ahead: u64,
     /// The start of the last call handed on.
     last: u64,
     done: bool,
@@ -203,6 +222,8 @@ impl<R: BufRead> Record<R> {
             buffer: Vec::with_capacity(1024),
             waiting: BinaryHeap::new(),
             front: 0,
+            front_line: 0,
+            ahead: 0,
             last: 0,
             done: false,
             hosts: Vec::new(),
@@ -282,6 +303,14 @@ impl<R: BufRead> Record<R> {
     /// Reads lines until a call is waiting to be handed on or the input ends.
     fn fill(&mut self) -> Result<(), String> {
         while !self.done {
+            if self.ahead >= GAP_RUN {
+                return Err(format!(
+                    "line {}: the last {GAP_RUN} calls are all more than a day after line \
+                     {}'s time: a gap in the record, or a bad time on line {}; replay each \
+                     stretch apart",
+                    self.tally.lines, self.front_line, self.front_line
+                ));
+            }
             if let Some(std::cmp::Reverse((start, _, _))) = self.waiting.peek()
                 && start.saturating_add(REORDER) < self.front
             {
@@ -299,6 +328,11 @@ impl<R: BufRead> Record<R> {
                 continue;
             }
             let text = match std::str::from_utf8(&self.buffer) {
+                // A byte-order mark is no part of the first line.
+                Ok(text) if line == 1 => text
+                    .trim_start_matches('\u{feff}')
+                    .trim_end_matches('\r')
+                    .to_owned(),
                 Ok(text) => text.trim_end_matches('\r').to_owned(),
                 Err(_) => {
                     self.tally.bad += 1;
@@ -340,7 +374,16 @@ impl<R: BufRead> Record<R> {
                         Shape::Access => at.saturating_sub(duration),
                         Shape::Csv | Shape::Jsonl => at,
                     };
-                    self.front = self.front.max(at);
+                    if let Some(why) = self.misplaced(at) {
+                        self.tally.bad += 1;
+                        self.warn(line, format!("{why}: skipped"));
+                        continue;
+                    }
+                    self.ahead = 0;
+                    if at > self.front {
+                        self.front = at;
+                        self.front_line = line;
+                    }
                     let host = self.host(host);
                     let waiting = Waiting {
                         duration,
@@ -356,6 +399,37 @@ impl<R: BufRead> Record<R> {
             }
         }
         Ok(())
+    }
+
+    /// Why a line dated `at` is not where the record is, if it is not: more than
+    /// [`REORDER`] before the latest time read (a clock that went back, lines out of order,
+    /// a bad field), or more than [`MAX_GAP`] after it. A run of [`GAP_RUN`] lines after such
+    /// a gap is a gap in the record, not a bad line, and stops the replay (by the counter
+    /// this keeps).
+    fn misplaced(&mut self, at: u64) -> Option<String> {
+        let span = |n: u64| cutout::HumanDuration(std::time::Duration::from_nanos(n));
+        if self.front == 0 {
+            return None;
+        }
+        if at.saturating_add(REORDER) < self.front {
+            return Some(format!(
+                "dated {} before line {}'s time: out of order by more than {} (a clock that \
+                 went back?)",
+                span(self.front - at),
+                self.front_line,
+                span(REORDER)
+            ));
+        }
+        if at > self.front.saturating_add(MAX_GAP) {
+            self.ahead += 1;
+            return Some(format!(
+                "dated {} after line {}'s time, more than {} ahead (a bad field?)",
+                span(at - self.front),
+                self.front_line,
+                span(MAX_GAP)
+            ));
+        }
+        None
     }
 
     /// The next call in start order, or the reason the record cannot be read on.
@@ -390,61 +464,146 @@ impl<R: BufRead> Record<R> {
     }
 }
 
+/// The longest call a record may hold: a line with a longer duration is misread.
+pub const MAX_DURATION: u64 = 86_400_000_000_000;
+
+/// The earliest and latest timestamps read (2000-01-01 and 2100-01-01): anything else is a
+/// null or garbled field, not a call.
+const PLAUSIBLE: std::ops::Range<u64> = 946_684_800_000_000_000..4_102_444_800_000_000_000;
+
+/// A field as a warning quotes it: at most 80 characters, so that a warning stays small
+/// whatever the line.
+pub(crate) fn quoted(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{:?}…", &text[..at]),
+        None => format!("{text:?}"),
+    }
+}
+
 /// A duration as people write it: `850ns`, `120µs` (or `us`), `12ms`, `1.2s`, `2m 30s`,
-/// `1h 5m`, or a plain number of milliseconds when `bare_millis`. Nanoseconds.
+/// `1h 5m`, or a plain number of milliseconds when `bare_millis`; at most [`MAX_DURATION`].
+/// Nanoseconds.
 pub(crate) fn duration(text: &str, bare_millis: bool) -> Result<u64, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err("an empty duration".into());
     }
-    if bare_millis && let Ok(ms) = text.parse::<f64>() {
-        if !(0.0..=1e12).contains(&ms) {
-            return Err(format!("duration {text:?}: out of range"));
+    let out_of_range = || {
+        format!(
+            "duration {}: out of range (a call of at most a day)",
+            quoted(text)
+        )
+    };
+    let total = match text.parse::<f64>() {
+        Ok(ms) if bare_millis => ms * 1e6,
+        _ => {
+            let mut total: f64 = 0.0;
+            for part in text.split_whitespace() {
+                let split = part
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .ok_or_else(|| format!("duration {}: a number without a unit", quoted(text)))?;
+                let (number, unit) = part.split_at(split);
+                let n: f64 = number.parse().map_err(|_| {
+                    format!(
+                        "duration {}: {} is not a number",
+                        quoted(text),
+                        quoted(number)
+                    )
+                })?;
+                let scale = match unit {
+                    "ns" => 1.0,
+                    // The micro sign (U+00B5) and the Greek mu (U+03BC) both.
+                    "µs" | "\u{3bc}s" | "us" => 1e3,
+                    "ms" => 1e6,
+                    "s" => 1e9,
+                    "m" | "min" => 60e9,
+                    "h" => 3600e9,
+                    _ => {
+                        return Err(format!(
+                            "duration {}: unknown unit {}",
+                            quoted(text),
+                            quoted(unit)
+                        ));
+                    }
+                };
+                total += n * scale;
+            }
+            total
         }
-        return Ok((ms * 1e6).round() as u64);
-    }
-    let mut total: f64 = 0.0;
-    for part in text.split_whitespace() {
-        let split = part
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("duration {text:?}: a number without a unit"))?;
-        let (number, unit) = part.split_at(split);
-        let n: f64 = number
-            .parse()
-            .map_err(|_| format!("duration {text:?}: {number:?} is not a number"))?;
-        let scale = match unit {
-            "ns" => 1.0,
-            "µs" | "us" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" | "min" => 60e9,
-            "h" => 3600e9,
-            _ => return Err(format!("duration {text:?}: unknown unit {unit:?}")),
-        };
-        total += n * scale;
-    }
-    if !(0.0..=1e21).contains(&total) {
-        return Err(format!("duration {text:?}: out of range"));
+    };
+    if !(0.0..=MAX_DURATION as f64).contains(&total) {
+        return Err(out_of_range());
     }
     Ok(total.round() as u64)
 }
 
-/// A timestamp: RFC 3339, or seconds since the Unix epoch. Nanoseconds since the epoch.
+/// A timestamp: RFC 3339 with `Z` or an offset (`2026-12-04T11:00:00.5+01:00`), one without
+/// a zone read as UTC (`2026-12-04 10:00:00`), or seconds since the Unix epoch; from 2000 to
+/// 2100. Nanoseconds since the epoch.
 pub(crate) fn timestamp(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    if let Ok(seconds) = text.parse::<f64>() {
-        if !(0.0..4e9).contains(&seconds) {
-            return Err(format!("timestamp {text:?}: out of range"));
+    let nanos = if let Ok(seconds) = text.parse::<f64>() {
+        if !(0.0..4.2e9).contains(&seconds) {
+            return Err(format!("timestamp {}: out of range", quoted(text)));
         }
-        return Ok((seconds * 1e9).round() as u64);
+        epoch_nanos(text).unwrap_or((seconds * 1e9).round() as u64)
+    } else {
+        use time::format_description::well_known::Rfc3339;
+        let nanos = match time::OffsetDateTime::parse(text, &Rfc3339) {
+            Ok(time) => Some(time.unix_timestamp_nanos()),
+            // No zone: humantime reads it as UTC.
+            Err(_) => humantime::parse_rfc3339_weak(text)
+                .ok()
+                .filter(|_| !has_zone(text))
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos() as i128),
+        };
+        let nanos = nanos.ok_or_else(|| {
+            format!(
+                "timestamp {}: expected RFC 3339 (2026-12-04T10:00:00.250Z, or with an \
+                 offset) or seconds since the epoch",
+                quoted(text)
+            )
+        })?;
+        u64::try_from(nanos).unwrap_or(0)
+    };
+    if !PLAUSIBLE.contains(&nanos) {
+        return Err(format!(
+            "timestamp {}: not between 2000 and 2100 (a null or garbled field?)",
+            quoted(text)
+        ));
     }
-    let time = humantime::parse_rfc3339_weak(text.trim_end_matches('Z'))
-        .or_else(|_| humantime::parse_rfc3339(text))
-        .map_err(|e| format!("timestamp {text:?}: {e}"))?;
-    let since = time
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| format!("timestamp {text:?}: before 1970"))?;
-    u64::try_from(since.as_nanos()).map_err(|_| format!("timestamp {text:?}: out of range"))
+    Ok(nanos)
+}
+
+/// Seconds since the epoch in plain decimal (`1796378400.25`), exactly to the nanosecond: a
+/// 64-bit float holds such a time only to about 250 ns.
+fn epoch_nanos(text: &str) -> Option<u64> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut nanos: u64 = 0;
+    for (i, digit) in fraction.bytes().take(9).enumerate() {
+        nanos += u64::from(digit - b'0') * 10u64.pow(8 - i as u32);
+    }
+    whole
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(nanos)
+}
+
+/// Whether an RFC 3339-like text ends with a zone (`Z`, `+01:00`, `-0500`), which humantime's
+/// weak reading would drop.
+fn has_zone(text: &str) -> bool {
+    let Some((_, time)) = text.split_once(['T', 't', ' ']) else {
+        return false;
+    };
+    time.ends_with(['Z', 'z']) || time.contains(['+', '-'])
 }
 
 /// An outcome word of CSV or JSON lines.
@@ -458,7 +617,8 @@ pub(crate) fn answer(word: &str) -> Result<Option<Answer>, String> {
         "ignored" => None,
         other => {
             return Err(format!(
-                "unknown outcome {other:?} (expected ok, error, timeout, refused or ignored)"
+                "unknown outcome {} (expected ok, error, timeout, refused or ignored)",
+                quoted(other)
             ));
         }
     })
@@ -489,31 +649,68 @@ mod tests {
     }
 
     #[test]
-    fn timestamps_read_rfc3339_and_epoch_seconds() {
+    fn timestamps_read_rfc3339_with_offsets_and_epoch_seconds() {
         let a = timestamp("2026-12-04T10:00:00.250Z").unwrap();
-        let b = timestamp("2026-12-04T10:00:00.250000Z").unwrap();
-        assert_eq!(a, b);
-        assert_eq!(timestamp("1.5"), Ok(1_500_000_000));
+        assert_eq!(timestamp("2026-12-04T10:00:00.250000Z"), Ok(a));
+        assert_eq!(timestamp("2026-12-04T12:00:00.250+02:00"), Ok(a));
+        assert_eq!(timestamp("2026-12-04T05:00:00.25-05:00"), Ok(a));
+        assert_eq!(timestamp("2026-12-04 10:00:00.250"), Ok(a), "no zone: UTC");
+        assert_eq!(timestamp("1796378400.25"), Ok(a));
         assert!(timestamp("yesterday").is_err());
+        // A null exported as 0, and a year off by a century, are no calls.
+        assert!(
+            timestamp("0")
+                .unwrap_err()
+                .contains("not between 2000 and 2100")
+        );
+        assert!(timestamp("2126-12-04T10:00:00Z").is_err());
     }
 
     #[test]
-    fn calls_come_out_in_start_order_and_a_clock_going_back_is_named() {
+    fn durations_past_a_day_are_refused_and_warnings_stay_short() {
+        assert!(duration("25h", false).is_err());
+        assert!(duration("100000000h", false).is_err());
+        assert_eq!(duration("24h", false), Ok(MAX_DURATION));
+        assert_eq!(duration("5\u{3bc}s", false), Ok(5_000), "the Greek mu");
+        let long = "x".repeat(60_000);
+        assert!(duration(&long, false).unwrap_err().len() < 200);
+        assert!(answer(&long).unwrap_err().len() < 200);
+    }
+
+    /// A CSV record of `rows` (seconds after 2026-12-04T10:00:00Z, duration, outcome).
+    fn csv(rows: &[(&str, &str, &str)]) -> String {
+        let mut text = String::from("timestamp,duration,outcome\n");
+        for (at, duration, outcome) in rows {
+            let at = match at.parse::<f64>() {
+                Ok(offset) => format!("{:.3}", 1_796_378_400.0 + offset),
+                Err(_) => (*at).to_owned(),
+            };
+            text += &format!("{at},{duration},{outcome}\n");
+        }
+        text
+    }
+
+    const T0: u64 = 1_796_378_400_000_000_000;
+
+    #[test]
+    fn calls_come_out_in_start_order_and_bad_lines_are_named() {
         // Written at each call's end: the second line's call started first.
-        let text = "timestamp,duration,outcome\n\
-                    100,10,ok\n\
-                    99.5,10,error\n\
-                    101,5,ok\n\
-                    -3,5,ok\n\
-                    101.5,abc,ok\n\
-                    102,5,maybe\n";
-        let (calls, warnings, tally) = calls(text, Shape::Csv);
-        let starts: Vec<u64> = calls.iter().map(|c| c.start).collect();
+        let text = csv(&[
+            ("100", "10", "ok"),
+            ("99.5", "10", "error"),
+            ("101", "5", "ok"),
+            ("-300", "5", "ok"),
+            ("101.5", "abc", "ok"),
+            ("102", "5", "maybe"),
+        ]);
+        let (calls, warnings, tally) = calls(&text, Shape::Csv);
+        let starts: Vec<u64> = calls.iter().map(|c| c.start - T0).collect();
         assert_eq!(starts, [99_500_000_000, 100_000_000_000, 101_000_000_000]);
         assert_eq!(calls[0].answer, Answer::Failure);
         assert_eq!(calls[0].line, 3);
         let lines: Vec<u64> = warnings.iter().map(|w| w.line).collect();
         assert_eq!(lines, [5, 6, 7], "{warnings:?}");
+        assert!(warnings[0].message.contains("out of order"), "{warnings:?}");
         assert_eq!(tally.bad, 3);
     }
 
@@ -521,7 +718,7 @@ mod tests {
     fn a_line_longer_than_the_limit_is_skipped_and_the_next_read() {
         let mut text = String::from("timestamp,duration,outcome\n");
         text.push_str(&"x".repeat(MAX_LINE + 10));
-        text.push_str("\n1,5,ok\n2,5,ok");
+        text.push_str("\n1796378401,5,ok\n1796378402,5,ok");
         let (calls, warnings, _) = calls(&text, Shape::Csv);
         assert_eq!(
             calls.len(),
@@ -533,17 +730,75 @@ mod tests {
     }
 
     #[test]
-    fn a_start_far_behind_is_replayed_at_the_last_start_with_a_warning() {
-        // 10 minutes later, then a line 5 minutes back: beyond the reorder window.
-        let text = "timestamp,duration,outcome\n0,5,ok\n600,5,ok\n900,5,ok\n300,5,error\n";
-        let (calls, warnings, tally) = calls(text, Shape::Csv);
-        assert_eq!(calls.len(), 4);
+    fn a_line_far_behind_or_far_ahead_is_skipped_with_a_warning() {
+        // 10 minutes on, then a line 5 minutes back (beyond the reorder window), one a year
+        // ahead, and one 1970 line.
+        let text = csv(&[
+            ("0", "5", "ok"),
+            ("600", "5", "ok"),
+            ("900", "5", "ok"),
+            ("600", "5", "error"),
+            ("31536000", "5", "ok"),
+            ("1.5", "5", "ok"),
+            ("901", "5", "ok"),
+        ]);
+        let (calls, warnings, tally) = calls(&text, Shape::Csv);
+        assert_eq!(calls.len(), 4, "{warnings:?}");
+        assert_eq!((tally.bad, tally.reordered), (3, 0));
+        let lines: Vec<u64> = warnings.iter().map(|w| w.line).collect();
+        assert_eq!(lines, [5, 6, 7], "{warnings:?}");
+        assert!(warnings[1].message.contains("ahead"), "{warnings:?}");
+    }
+
+    #[test]
+    fn a_record_that_moves_on_by_more_than_a_day_is_a_gap_not_bad_lines() {
+        let mut rows = vec![("0".to_owned(), "5", "ok")];
+        for i in 0..GAP_RUN + 5 {
+            rows.push(((200_000 + i).to_string(), "5", "ok"));
+        }
+        let rows: Vec<(&str, &str, &str)> =
+            rows.iter().map(|(a, b, c)| (a.as_str(), *b, *c)).collect();
+        let text = csv(&rows);
+        let mut record = Record::new(text.as_bytes(), Shape::Csv, None);
+        let mut error = None;
+        loop {
+            match record.next_call() {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        let error = error.expect("a gap of two days is named");
+        assert!(error.contains("a gap in the record"), "{error}");
+    }
+
+    #[test]
+    fn an_access_call_longer_than_the_reorder_window_is_replayed_at_the_last_start() {
+        // A 5-minute call ends after calls that started after it: its start is before calls
+        // already handed on.
+        let line = |at: &str, duration: &str| {
+            format!(
+                "2026-12-04T10:{at}Z  INFO request request_id=r method=GET path=/a cluster=a \
+                 host=h status=200 duration={duration} decision=admitted outcome=ok\n"
+            )
+        };
+        let text = line("00:00.000000", "1ms")
+            + &line("03:00.000000", "1ms")
+            + &line("06:00.000000", "1ms")
+            + &line("06:30.000000", "5m")
+            + &line("06:31.000000", "1ms");
+        let (calls, warnings, tally) = calls(&text, Shape::Access);
+        assert_eq!(calls.len(), 5, "{warnings:?}");
         assert_eq!(tally.reordered, 1);
         assert!(calls.windows(2).all(|w| w[0].start <= w[1].start));
         assert!(
             warnings
                 .iter()
-                .any(|w| w.line == 5 && w.message.contains("backwards"))
+                .any(|w| w.line == 4 && w.message.contains("went backwards")),
+            "{warnings:?}"
         );
     }
 }

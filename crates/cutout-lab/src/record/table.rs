@@ -65,8 +65,9 @@ impl Header {
         let need = |name: &str| {
             find(name).ok_or_else(|| {
                 format!(
-                    "the CSV header {line:?} has no {name:?} column (it needs timestamp, \
-                     duration and outcome; host is optional)"
+                    "the CSV header {} has no {name:?} column (it needs timestamp, \
+                     duration and outcome; host is optional)",
+                    super::quoted(line)
                 )
             })
         };

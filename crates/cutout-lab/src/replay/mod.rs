@@ -174,6 +174,8 @@ struct Bin {
     known: u32,
     failures: u32,
     log_duration: f64,
+    /// The latest end of its calls.
+    last_end: u64,
 }
 
 /// A stretch of the record when the dependency failed or was slow.
@@ -183,6 +185,9 @@ pub struct Incident {
     pub start: u64,
     /// Its last bin's end.
     pub end: u64,
+    /// The latest end of its calls: a call that started in it may fail (a timeout) after
+    /// its last bin, and a trip on that failure is still the incident's.
+    pub last_end: u64,
     /// Whether any of its bins was failing (else every one was slow).
     pub failing: bool,
     /// Its calls of known answer, and how many failed.
@@ -192,9 +197,11 @@ pub struct Incident {
 }
 
 impl Incident {
-    /// Whether a trip at `at` is this incident's: within `bin` of it.
+    /// Whether a trip at `at` is this incident's: within `bin` of it, or before its last
+    /// call ended.
     pub fn holds(&self, at: u64, bin: u64) -> bool {
-        at.saturating_add(bin) >= self.start && at <= self.end.saturating_add(bin)
+        at.saturating_add(bin) >= self.start
+            && at <= self.end.max(self.last_end).saturating_add(bin)
     }
 }
 
@@ -327,6 +334,7 @@ pub fn run<R: BufRead>(
             b.known += 1;
             b.failures += u32::from(judged == Answer::Failure);
             b.log_duration += (call.duration.max(1) as f64).ln();
+            b.last_end = b.last_end.max(ends);
         }
         for (i, breaker) in breakers.iter().enumerate() {
             match breaker.try_acquire_owned() {
@@ -408,6 +416,7 @@ fn incidents(bins: &[Bin], options: &Options) -> (Vec<Incident>, f64) {
         match found.last_mut() {
             Some(last) if start <= last.end + options.bin => {
                 last.end = end;
+                last.last_end = last.last_end.max(b.last_end);
                 last.failing |= failing;
                 last.calls += u64::from(b.known);
                 last.failures += u64::from(b.failures);
@@ -415,6 +424,7 @@ fn incidents(bins: &[Bin], options: &Options) -> (Vec<Incident>, f64) {
             _ => found.push(Incident {
                 start,
                 end,
+                last_end: b.last_end,
                 failing,
                 calls: u64::from(b.known),
                 failures: u64::from(b.failures),
@@ -442,14 +452,32 @@ impl Replay {
             .count()
     }
 
-    /// How long after `incident` began a candidate first opened in it, if it did.
-    pub fn time_to_open(&self, outcome: &Outcome, incident: &Incident) -> Option<u64> {
+    /// When a candidate first opened in `incident`, if it did (nanoseconds since the
+    /// record's first call).
+    pub fn opened_in(&self, outcome: &Outcome, incident: &Incident) -> Option<u64> {
         let bin = self.options.bin;
         outcome
             .opens()
             .map(|(at, _)| at)
             .find(|&at| incident.holds(at, bin))
+    }
+
+    /// How long after `incident` began a candidate first opened in it, if it did.
+    pub fn time_to_open(&self, outcome: &Outcome, incident: &Incident) -> Option<u64> {
+        self.opened_in(outcome, incident)
             .map(|at| at.saturating_sub(incident.start))
+    }
+
+    /// How long after `incident` ended a candidate that opened in it first closed after
+    /// that opening: `None` if it did not open in it, `Some(None)` if it was still open at
+    /// the end of the record (0 for a close before the incident's end).
+    pub fn closed_after_end(&self, outcome: &Outcome, incident: &Incident) -> Option<Option<u64>> {
+        let opened = self.opened_in(outcome, incident)?;
+        Some(
+            outcome
+                .closed_after(opened)
+                .map(|t| t.saturating_sub(incident.end)),
+        )
     }
 
     /// The longest a candidate took to first open in an incident, over the incidents it

@@ -15,7 +15,7 @@ impl Replay {
         let mut out = String::new();
         let span = |n: u64| HumanDuration(Duration::from_nanos(n));
         let at = |n: u64| {
-            let time = std::time::UNIX_EPOCH + Duration::from_nanos(self.origin + n);
+            let time = std::time::UNIX_EPOCH + Duration::from_nanos(self.origin.saturating_add(n));
             humantime::format_rfc3339_seconds(time).to_string()
         };
         let [ok, failed, unknown] = self.calls;
@@ -102,12 +102,10 @@ impl Replay {
                 &format!("incident {}: closed after it ended", n + 1),
                 around(
                     "-".into(),
-                    each(&|o| match self.time_to_open(o, incident) {
+                    each(&|o| match self.closed_after_end(o, incident) {
                         None => "-".into(),
-                        Some(_) => o.closed_after(incident.start).map_or_else(
-                            || "still open at the end".into(),
-                            |t| span(t.saturating_sub(incident.end)).to_string(),
-                        ),
+                        Some(None) => "still open at the end".into(),
+                        Some(Some(t)) => span(t).to_string(),
                     }),
                     "0s".into(),
                 ),
@@ -297,9 +295,7 @@ impl Replay {
                     .iter()
                     .map(|i| {
                         let opened = self.time_to_open(o, i);
-                        let closed = opened
-                            .and_then(|_| o.closed_after(i.start))
-                            .map(|t| seconds(t.saturating_sub(i.end)));
+                        let closed = self.closed_after_end(o, i).flatten().map(seconds);
                         json!({
                             "opened_after_seconds": opened.map(seconds),
                             "closed_after_end_seconds": closed,
