@@ -92,6 +92,7 @@
 //! The model was fixed before any scenario was run and is not tuned to any outcome.
 
 mod host;
+pub mod service;
 
 use std::time::Duration;
 
@@ -100,9 +101,8 @@ use serde::Deserialize;
 use crate::duration::{nanos, parse};
 use crate::incident::Condition;
 use host::Host;
+pub use service::ServiceTime;
 
-/// The z-score of the 99th percentile of a standard normal distribution.
-const Z99: f64 = 2.326_347_874;
 /// The most workers the model holds over all replicas (each costs 16 bytes per copy).
 const MAX_WORKERS: f64 = 1_000_000.0;
 /// The fewest workers a replica's share of the capacity may come to before rounding
@@ -115,9 +115,13 @@ const MIN_WORKERS: f64 = 0.5;
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct DependencySpec {
     /// The median latency of a healthy call with no wait (`"20ms"`): its service time.
-    pub latency_median: String,
+    pub latency_median: Option<String>,
     /// The 99th percentile of the same (`"80ms"`); service time is log-normal.
-    pub latency_p99: String,
+    pub latency_p99: Option<String>,
+    /// Instead of the two above: the service time's empirical distribution, as pairs of a
+    /// probability and a duration (`[[0.0, "0.4ms"], [0.5, "1ms"], …, [1.0, "40ms"]]`, what
+    /// `cutout-lab fit` writes; [`service`]).
+    pub latency_quantiles: Option<Vec<(f64, String)>>,
     /// The share of healthy calls that fail, in [0, 1].
     pub error_rate: f64,
     /// Calls per second all replicas together serve when healthy. Capacity × mean service
@@ -143,13 +147,30 @@ pub struct DependencySpec {
 impl DependencySpec {
     /// Checks the spec and builds the model.
     pub fn build(&self) -> Result<Dependency, String> {
-        let median = parse("latency-median", &self.latency_median)?;
-        let p99 = parse("latency-p99", &self.latency_p99)?;
-        if median.is_zero() || p99 < median {
-            return Err(
-                "latency-p99 must be at least latency-median, which must be above 0".into(),
-            );
-        }
+        let service = match (
+            &self.latency_median,
+            &self.latency_p99,
+            &self.latency_quantiles,
+        ) {
+            (Some(median), Some(p99), None) => {
+                let median = parse("latency-median", median)?;
+                let p99 = parse("latency-p99", p99)?;
+                if median.is_zero() || p99 < median {
+                    return Err(
+                        "latency-p99 must be at least latency-median, which must be above 0".into(),
+                    );
+                }
+                ServiceTime::log_normal(median, p99)
+            }
+            (None, None, Some(points)) => ServiceTime::quantiles(points)?,
+            _ => {
+                return Err(
+                    "needs latency-median and latency-p99 (a log-normal), or latency-quantiles \
+                     (a recorded distribution) alone"
+                        .into(),
+                );
+            }
+        };
         if !(0.0..=1.0).contains(&self.error_rate) {
             return Err(format!(
                 "error-rate = {}: needs a ratio in [0, 1]",
@@ -178,8 +199,7 @@ impl DependencySpec {
             Some(text) => Some(parse("drop-after-wait", text)?),
             None => None,
         };
-        let sigma = sigma(median, p99);
-        let mean_s = mean_secs(median, sigma);
+        let mean_s = service.mean_secs();
         let mean_shown =
             humantime::format_duration(Duration::from_micros((mean_s * 1e6).round() as u64));
         // Calls in service at once over all replicas at full load (Little's law).
@@ -218,7 +238,7 @@ impl DependencySpec {
                 digits = digits as usize,
             ));
         }
-        let per_replica = workers_per_replica(self.capacity, replicas, median, sigma);
+        let per_replica = workers_per_replica(self.capacity, replicas, &service);
         let workers = per_replica * f64::from(replicas);
         if workers > MAX_WORKERS {
             return Err(format!(
@@ -229,7 +249,7 @@ impl DependencySpec {
             ));
         }
         Ok(
-            Dependency::new(median, p99, self.error_rate, self.capacity, outage_latency)
+            Dependency::with_service(service, self.error_rate, self.capacity, outage_latency)
                 .with_replicas(replicas)
                 .with_max_queue_wait(max_queue_wait)
                 .with_drop_after_wait(drop_after_wait),
@@ -285,8 +305,7 @@ impl Draws {
 /// The dependency model: see the module docs for how load acts on it.
 #[derive(Debug, Clone)]
 pub struct Dependency {
-    median: Duration,
-    sigma: f64,
+    service: ServiceTime,
     error_rate: f64,
     capacity: f64,
     outage_latency: Duration,
@@ -294,11 +313,6 @@ pub struct Dependency {
     drop_after_wait: Option<Duration>,
     /// One per replica.
     hosts: Vec<Host>,
-}
-
-/// σ of the log-normal with this median and 99th percentile.
-fn sigma(median: Duration, p99: Duration) -> f64 {
-    (p99.as_secs_f64() / median.as_secs_f64()).ln() / Z99
 }
 
 /// `x` to 3 significant digits (or more, for a whole number).
@@ -310,16 +324,10 @@ fn significant(x: f64) -> String {
     format!("{x:.digits$}")
 }
 
-/// The mean of the log-normal service time of this median and σ, in seconds: median ×
-/// exp(σ²/2).
-fn mean_secs(median: Duration, sigma: f64) -> f64 {
-    median.as_secs_f64() * (sigma * sigma / 2.0).exp()
-}
-
 /// `c` of each replica, before the bounds check: max(1, round(per-replica capacity × mean
 /// service time)). A spec is refused below [`MIN_WORKERS`] before the floor of one applies.
-fn workers_per_replica(capacity: f64, replicas: u32, median: Duration, sigma: f64) -> f64 {
-    let mean = mean_secs(median, sigma);
+fn workers_per_replica(capacity: f64, replicas: u32, service: &ServiceTime) -> f64 {
+    let mean = service.mean_secs();
     (capacity / f64::from(replicas) * mean).round().max(1.0)
 }
 
@@ -336,9 +344,24 @@ impl Dependency {
         capacity: f64,
         outage_latency: Duration,
     ) -> Dependency {
+        Dependency::with_service(
+            ServiceTime::log_normal(median, p99),
+            error_rate,
+            capacity,
+            outage_latency,
+        )
+    }
+
+    /// A dependency of one replica and an unbounded queue whose healthy service time is
+    /// `service`, serving `capacity` calls per second.
+    pub fn with_service(
+        service: ServiceTime,
+        error_rate: f64,
+        capacity: f64,
+        outage_latency: Duration,
+    ) -> Dependency {
         Dependency {
-            median,
-            sigma: sigma(median, p99),
+            service,
             error_rate,
             capacity,
             outage_latency,
@@ -356,7 +379,7 @@ impl Dependency {
     /// If `replicas` is 0, or the model would hold more than a million workers.
     pub fn with_replicas(mut self, replicas: u32) -> Dependency {
         assert!(replicas >= 1, "a dependency has at least one replica");
-        let c = workers_per_replica(self.capacity, replicas, self.median, self.sigma);
+        let c = workers_per_replica(self.capacity, replicas, &self.service);
         assert!(
             c * f64::from(replicas) <= MAX_WORKERS,
             "{c} workers per replica: too many"
@@ -405,9 +428,9 @@ impl Dependency {
         self.hosts[0].workers() as u32
     }
 
-    /// The mean healthy service time: median × exp(σ²/2).
+    /// The mean healthy service time (median × exp(σ²/2) for a log-normal).
     pub fn mean_service(&self) -> Duration {
-        self.median.mul_f64((self.sigma * self.sigma / 2.0).exp())
+        Duration::from_secs_f64(self.service.mean_secs())
     }
 
     /// The bound on a call's wait for a worker, if any.
@@ -570,8 +593,7 @@ impl Dependency {
 
     /// A call's service time in `condition`, in nanoseconds (saturating).
     fn service(&self, condition: &Condition, draws: Draws) -> u64 {
-        let service =
-            self.median.as_nanos() as f64 * (self.sigma * draws.z).exp() * condition.latency_factor;
+        let service = self.service.nanos(draws.z) * condition.latency_factor;
         service as u64 // saturating
     }
 
@@ -740,7 +762,7 @@ mod tests {
         let term = |k: i32| a.powi(k) / (1..=k).map(f64::from).product::<f64>();
         let tail = term(c) / (1.0 - a / f64::from(c));
         let erlang_c = tail / ((0..c).map(term).sum::<f64>() + tail);
-        let sigma = dep().sigma;
+        let sigma = dep().service.sigma();
         let cs2 = (sigma * sigma).exp() - 1.0;
         let expected = erlang_c * mean_service / (f64::from(c) - a) * (1.0 + cs2) / 2.0;
         let wait = sojourn[2] - mean_service;
