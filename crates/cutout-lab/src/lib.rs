@@ -28,6 +28,7 @@ pub mod caller;
 pub mod connections;
 pub mod dependency;
 pub mod duration;
+pub mod fit;
 pub mod fleet;
 pub mod incident;
 pub mod json;

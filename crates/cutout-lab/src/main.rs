@@ -26,6 +26,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 const USAGE: &str = "usage: cutout-lab SCENARIO.toml [--svg OUT.svg] [--json OUT.json] [--seed N] \
                      [--seeds N [--per-seed]] [--sweep KEY=V1,V2,...]\n       cutout-lab \
                      replay LOG [--format F] [--config FILE] [--sweep ...] (replay --help)\n       \
+                     cutout-lab fit LOG [--out SCENARIO.toml] (fit --help)\n       \
                      cutout-lab --help | --version";
 
 const HELP: &str = "\
@@ -37,7 +38,8 @@ exactly the attempts that would fail: each setting's regret is read against it),
 an SVG timeline.
 
 `cutout-lab replay LOG` replays settings against a service's own recorded calls instead
-(`cutout-lab replay --help`).
+(`cutout-lab replay --help`), and `cutout-lab fit LOG` writes a scenario fitted to them
+(`cutout-lab fit --help`).
 
 arguments:
   SCENARIO.toml          the scenario file; a relative path not found from here is also
@@ -325,8 +327,10 @@ impl Bar {
 }
 
 fn run(args: Vec<String>) -> Result<(), Failure> {
-    if args.first().is_some_and(|a| a == "replay") {
-        return cli::replay::run(args[1..].to_vec());
+    match args.first().map(String::as_str) {
+        Some("replay") => return cli::replay::run(args[1..].to_vec()),
+        Some("fit") => return cli::fit::run(args[1..].to_vec()),
+        _ => {}
     }
     let options = match parse(args)? {
         Command::Help => {

@@ -34,9 +34,11 @@
 //! opening in the incidents; it is printed as a `[configs.recommended]` block that
 //! `cutout::config` (and the gateway's `[breakers]`) reads as those settings, checked here.
 
+mod bins;
 mod candidate;
 mod report;
 
+pub use bins::{Bins, MAX_BINS};
 pub use candidate::Candidate;
 pub use report::OBJECTIVE;
 
@@ -46,12 +48,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cutout::clock::ManualClock;
-use cutout::{Breaker, HumanDuration, OwnedPermit, Transition};
+use cutout::{Breaker, OwnedPermit, Transition};
 
 use crate::record::{Answer, Record};
-
-/// The longest record replayed, in bins of the shortest width: about a week of 10 s bins.
-pub const MAX_BINS: usize = 60_480;
 
 /// How incidents are found and the replay seeded.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -168,16 +167,6 @@ impl Outcome {
     }
 }
 
-/// One bin of the record.
-#[derive(Debug, Clone, Copy, Default)]
-struct Bin {
-    known: u32,
-    failures: u32,
-    log_duration: f64,
-    /// The latest end of its calls.
-    last_end: u64,
-}
-
 /// A stretch of the record when the dependency failed or was slow.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Incident {
@@ -194,6 +183,8 @@ pub struct Incident {
     pub calls: u64,
     /// How many of them failed.
     pub failures: u64,
+    /// The geometric mean of its calls' durations over the usual one.
+    pub slowdown: f64,
 }
 
 impl Incident {
@@ -280,7 +271,7 @@ pub fn run<R: BufRead>(
     let mut end = 0u64;
     let mut calls = [0u64; 3];
     let mut late = 0u64;
-    let mut bins: Vec<Bin> = Vec::new();
+    let mut bins = Bins::new(options.bin);
     let move_to = |now: &mut u64, to: u64| {
         if to > *now {
             clock.advance(Duration::from_nanos(to - *now));
@@ -317,25 +308,8 @@ pub fn run<R: BufRead>(
             _ => call.answer,
         };
         calls[index(judged)] += 1;
-        let bin = usize::try_from(start / options.bin).unwrap_or(usize::MAX);
-        if bin >= MAX_BINS {
-            return Err(format!(
-                "line {}: past the longest record replayed ({MAX_BINS} bins of {}); replay \
-                 a shorter stretch, or give a wider --bin",
-                call.line,
-                HumanDuration(Duration::from_nanos(options.bin))
-            ));
-        }
-        if bins.len() <= bin {
-            bins.resize(bin + 1, Bin::default());
-        }
-        if judged != Answer::Unknown {
-            let b = &mut bins[bin];
-            b.known += 1;
-            b.failures += u32::from(judged == Answer::Failure);
-            b.log_duration += (call.duration.max(1) as f64).ln();
-            b.last_end = b.last_end.max(ends);
-        }
+        bins.add(start, call.duration, judged)
+            .map_err(|e| format!("line {}: {e}", call.line))?;
         for (i, breaker) in breakers.iter().enumerate() {
             match breaker.try_acquire_owned() {
                 Ok(permit) => {
@@ -363,7 +337,7 @@ pub fn run<R: BufRead>(
     let Some(origin) = origin else {
         return Err("the record holds no call to replay".into());
     };
-    let (incidents, usual) = incidents(&bins, options);
+    let (incidents, usual) = bins.incidents(options.incident_errors, options.incident_slowdown);
     drop(breakers);
     let outcomes = candidates
         .iter()
@@ -389,49 +363,6 @@ pub fn run<R: BufRead>(
         outcomes,
         usual,
     })
-}
-
-/// The incidents of `bins`, and the usual duration.
-fn incidents(bins: &[Bin], options: &Options) -> (Vec<Incident>, f64) {
-    let mut means: Vec<f64> = bins
-        .iter()
-        .filter(|b| b.known > 0)
-        .map(|b| b.log_duration / f64::from(b.known))
-        .collect();
-    means.sort_by(f64::total_cmp);
-    let usual_log = means.get(means.len() / 2).copied().unwrap_or(0.0);
-    let slow_log = usual_log + options.incident_slowdown.max(1.0).ln();
-    let mut found: Vec<Incident> = Vec::new();
-    for (i, b) in bins.iter().enumerate() {
-        if b.known < 5 {
-            continue;
-        }
-        let failing = f64::from(b.failures) >= options.incident_errors * f64::from(b.known);
-        let slow = b.log_duration / f64::from(b.known) > slow_log;
-        if !(failing || slow) {
-            continue;
-        }
-        let start = i as u64 * options.bin;
-        let end = start + options.bin;
-        match found.last_mut() {
-            Some(last) if start <= last.end + options.bin => {
-                last.end = end;
-                last.last_end = last.last_end.max(b.last_end);
-                last.failing |= failing;
-                last.calls += u64::from(b.known);
-                last.failures += u64::from(b.failures);
-            }
-            _ => found.push(Incident {
-                start,
-                end,
-                last_end: b.last_end,
-                failing,
-                calls: u64::from(b.known),
-                failures: u64::from(b.failures),
-            }),
-        }
-    }
-    (found, usual_log.exp())
 }
 
 impl Replay {
