@@ -544,3 +544,32 @@ fn a_streamed_record_is_replayed_in_bounded_memory() {
         "peak memory grew with the record: {peaks:?} kB"
     );
 }
+
+#[test]
+fn a_gateway_config_s_clusters_are_replayed_on_the_settings_the_gateway_gives_them() {
+    assert_eq!(
+        cutout_lab::replay::SLOW_CALL_KEYS,
+        cutout_gateway::config::SLOW_CALL_KEYS
+    );
+    let config = "[[routes]]\nprefix = \"/a\"\ncluster = \"accounts\"\n[[routes]]\nprefix = \
+                  \"/p\"\ncluster = \"payments\"\n[clusters.accounts]\nupstreams = \
+                  [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]\n[clusters.payments]\n\
+                  upstreams = [\"http://127.0.0.1:3\", \"http://127.0.0.1:4\"]\n\
+                  [breakers.defaults]\nminimum-calls = 20\n[breakers.instances.payments]\n\
+                  slow-calls-multiple = 4\n";
+    let gateway = cutout_gateway::GatewayConfig::from_toml(config).unwrap();
+    let candidates = cutout_lab::replay::Candidate::from_document(config).unwrap();
+    let payments = candidates.iter().find(|c| c.name == "payments").unwrap();
+    assert_eq!(payments.settings, gateway.cluster_settings("payments"));
+    // With no instance of its own, a cluster is the gateway's defaults.
+    let just_defaults = config.split("[breakers.instances").next().unwrap();
+    let candidates = cutout_lab::replay::Candidate::from_document(just_defaults).unwrap();
+    let gateway = cutout_gateway::GatewayConfig::from_toml(just_defaults).unwrap();
+    assert_eq!(candidates.len(), 1);
+    assert_eq!(candidates[0].settings, gateway.cluster_settings("accounts"));
+    // And a gateway config with no [breakers] at all.
+    let bare = config.split("[breakers.defaults]").next().unwrap();
+    let candidates = cutout_lab::replay::Candidate::from_document(bare).unwrap();
+    let gateway = cutout_gateway::GatewayConfig::from_toml(bare).unwrap();
+    assert_eq!(candidates[0].settings, gateway.cluster_settings("accounts"));
+}

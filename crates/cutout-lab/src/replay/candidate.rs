@@ -47,12 +47,30 @@ impl Candidate {
     }
 
     /// The candidates of a configuration file: a cutout document, or a file with one under
-    /// `[breakers]` (a gateway config, a lab scenario). Each instance, else each config, else
+    /// `[breakers]` (a gateway config, read over the gateway's base, or a lab scenario). Each instance, else each config, else
     /// its defaults; each written as one block (its layers merged key by key).
     pub fn from_document(text: &str) -> Result<Vec<Candidate>, String> {
         let mut doc: Table = toml::from_str(text).map_err(|e| e.to_string())?;
+        let gateway = ["clusters", "routes", "gateway"]
+            .iter()
+            .any(|k| doc.contains_key(*k));
         if let Some(Value::Table(breakers)) = doc.remove("breakers") {
             doc = breakers;
+        } else if gateway {
+            doc = Table::new();
+        }
+        // A gateway's [breakers] is read over its base: the relative slow-call rule off in
+        // [defaults] unless that section sets one of its keys (cutout-gateway's README,
+        // "Shipped breaker defaults").
+        if gateway
+            && let Value::Table(defaults) = doc
+                .entry("defaults")
+                .or_insert_with(|| Value::Table(Table::new()))
+            && !SLOW_CALL_KEYS
+                .iter()
+                .any(|key| defaults.contains_key(*key))
+        {
+            defaults.insert("slow-calls".into(), Value::String("off".into()));
         }
         let section = |doc: &Table, name: &str| match doc.get(name) {
             Some(Value::Table(t)) => Ok(t.clone()),
@@ -65,6 +83,14 @@ impl Candidate {
         let layered = |layers: &[&Table]| {
             let mut block = Table::new();
             for layer in layers {
+                // A later section's key of the relative slow-call rule switches it back on
+                // over an earlier `slow-calls = "off"` (cutout's layering), which one block
+                // must say by leaving the "off" out.
+                if !layer.contains_key("slow-calls")
+                    && SLOW_CALL_KEYS.iter().any(|k| layer.contains_key(*k))
+                {
+                    block.remove("slow-calls");
+                }
                 for (key, value) in layer.iter() {
                     if key != "base-config" {
                         block.insert(key.clone(), value.clone());
@@ -145,6 +171,19 @@ impl Candidate {
         format!("[configs.{name}]\n{body}")
     }
 }
+
+/// The keys of cutout's relative slow-call rule (the gateway's base knows the same list as
+/// `cutout_gateway::config::SLOW_CALL_KEYS`, checked equal by a test): one of them in a
+/// gateway config's `[breakers.defaults]` keeps the rule on, and one in a later section
+/// switches it back on over an earlier `slow-calls = "off"`.
+pub const SLOW_CALL_KEYS: [&str; 6] = [
+    "slow-calls",
+    "slow-calls-multiple",
+    "slow-calls-quantile",
+    "slow-calls-floor",
+    "slow-calls-margin",
+    "latency-baseline-window",
+];
 
 /// The settings a block of cutout keys reads as, as `[configs.<name>]` of a document.
 fn settings_of(block: &Table) -> Result<Settings, String> {
