@@ -34,6 +34,7 @@ pub mod incident;
 pub mod json;
 pub mod keys;
 pub mod latency;
+pub mod load_sweep;
 pub mod oracle;
 pub mod phases;
 pub mod plot;

@@ -19,6 +19,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use cutout_lab::load_sweep::LoadSweep;
+use cutout_lab::seeds::Seeds;
 use cutout_lab::sweep::{Spec, Sweep};
 use cutout_lab::{Progress, Scenario, seeds};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -347,6 +349,9 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
         Command::Run(options) => options,
     };
     let mut scenario = Scenario::load(&options.scenario)?;
+    if let Some(spec) = options.sweep.as_ref().filter(|s| LoadSweep::is_load(s)) {
+        return run_load(&options, &scenario, spec.clone());
+    }
     let sweep = match options.sweep {
         None => None,
         Some(spec) => {
@@ -397,9 +402,21 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
         }
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let svg_path = options
-        .svg
-        .unwrap_or_else(|| Path::new("target/cutout-lab").join(format!("{}.svg", scenario.name)));
+    timelines(&runs, options.svg.as_deref(), &scenario)?;
+    if let Some(path) = &options.json {
+        out(format_args!("every seed's figures: {}\n", path.display()))?;
+    }
+    eprintln!("simulated in {:.1} s", elapsed.as_secs_f64());
+    Ok(())
+}
+
+/// Writes the first seed's SVG timelines of `runs` (to `svg`, or by default
+/// `target/cutout-lab/<scenario>.svg`) and says where they went.
+fn timelines(runs: &Seeds, svg: Option<&Path>, scenario: &Scenario) -> Result<(), Failure> {
+    let svg_path = svg.map_or_else(
+        || Path::new("target/cutout-lab").join(format!("{}.svg", scenario.name)),
+        Path::to_path_buf,
+    );
     if let Some(dir) = svg_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
@@ -416,10 +433,44 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
     } else {
         "timeline".to_owned()
     };
-    out(format_args!("\n{which}: {}\n", written.join(", ")))?;
-    if let Some(path) = &options.json {
-        out(format_args!("every seed's figures: {}\n", path.display()))?;
+    out(format_args!("\n{which}: {}\n", written.join(", ")))
+}
+
+/// A sweep over a load key ([`LoadSweep`]): one run of every setting per value, each
+/// value's table and the headline figures side by side; the first value's timeline.
+fn run_load(options: &Options, scenario: &Scenario, spec: Spec) -> Result<(), Failure> {
+    if options.json.is_some() || options.per_seed {
+        return Err(Failure::Usage(
+            "--json and --per-seed are not given with a load key's --sweep: run each value \
+             on its own for them"
+                .into(),
+        ));
     }
+    let path = &options.scenario;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let sweep = LoadSweep::build(&text, spec)
+        .map_err(|e| Failure::Rejected(format!("{}: --sweep: {e}", path.display())))?;
+    let mut scenarios = sweep
+        .scenarios(&scenario.name)
+        .map_err(|e| Failure::Rejected(format!("{}: {e}", path.display())))?;
+    for s in &mut scenarios {
+        if let Some(seed) = options.seed {
+            s.seed = seed;
+        }
+        seeds::seeds(s.seed, options.seeds).map_err(Failure::Usage)?;
+    }
+    let bar = Bar::new();
+    let started = Instant::now();
+    let mut runs = Vec::with_capacity(scenarios.len());
+    for s in &scenarios {
+        let run = seeds::run(s, options.seeds, &|p| bar.update(p));
+        runs.push(run.inspect_err(|_| bar.finish())?);
+    }
+    bar.finish();
+    let elapsed = started.elapsed();
+    out(format_args!("{}", sweep.table(&runs)))?;
+    timelines(&runs[0], options.svg.as_deref(), &scenarios[0])?;
     eprintln!("simulated in {:.1} s", elapsed.as_secs_f64());
     Ok(())
 }

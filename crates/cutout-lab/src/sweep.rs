@@ -56,11 +56,11 @@ impl FromStr for Spec {
         }
         if let Some(c) = key
             .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
         {
             return Err(format!(
                 "--sweep {spec:?}: {c:?} in the key {key:?}: keys are kebab-case words \
-                 (break-duration)"
+                 (break-duration), or section.key for a load key (fleet.rate)"
             ));
         }
         let values: Vec<String> = values.split(',').map(|v| v.trim().to_owned()).collect();

@@ -234,6 +234,59 @@ fn a_sweep_compares_each_value_and_recommends_one() {
 }
 
 #[test]
+fn a_load_key_sweep_runs_the_scenario_once_per_value() {
+    let dir = Dir::new("load-sweep");
+    let out = report(&dir, "a.svg", &["--sweep", "fleet.rate=5,20"]);
+    // Each value's own table, its header saying the load it ran...
+    let five = out
+        .find("## fleet.rate = 5\n")
+        .unwrap_or_else(|| panic!("{out}"));
+    let twenty = out
+        .find("## fleet.rate = 20\n")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(five < twenty, "{out}");
+    assert!(out[five..twenty].contains("5 pods x 5 req/s"), "{out}");
+    assert!(out[twenty..].contains("5 pods x 20 req/s"), "{out}");
+    // ...then the headline figures with a row per value and the settings as columns.
+    let side = &out[out
+        .find("## fleet.rate across 5, 20")
+        .unwrap_or_else(|| panic!("{out}"))..];
+    assert!(
+        side.contains("| fleet.rate | no breaker | equal | none | oracle |"),
+        "{side}"
+    );
+    let requests = |rate: &str| -> f64 {
+        let line = side
+            .lines()
+            .skip_while(|l| *l != "requests that succeeded")
+            .find(|l| l.starts_with(&format!("| {rate} |")))
+            .unwrap_or_else(|| panic!("{side}"));
+        line.split('|')
+            .nth(2)
+            .unwrap()
+            .trim()
+            .trim_end_matches('%')
+            .parse()
+            .unwrap()
+    };
+    assert!(requests("5") > 0.0 && requests("20") > 0.0, "{side}");
+    // A value the lab refuses is named; a breaker key with its section is pointed to the
+    // breaker sweep; an unknown section is refused.
+    for (spec, says) in [
+        ("fleet.rate=5,-1", "--sweep fleet.rate=-1"),
+        (
+            "breakers.break-duration=5s",
+            "a breaker key is swept without its section",
+        ),
+        ("weather.rain=1,2", "a load key is one of [fleet]"),
+    ] {
+        let out = lab(&[&dir.join("tiny.toml"), &"--sweep", &spec]);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{spec}: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn a_key_cutout_does_not_know_fails_with_cutouts_code() {
     let dir = Dir::new("sweep-key");
     let out = lab(&[&dir.join("tiny.toml"), &"--sweep", &"brake-duration=5s,30s"]);
