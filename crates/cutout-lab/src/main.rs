@@ -82,7 +82,8 @@ output:
   stdout                 the report (the same for the same command line) and where the
                          timeline went
   stderr                 a progress bar, on a terminal only and once the run has taken
-                         2 s; then how long the simulation took
+                         2 s (elsewhere one line then, with the time left); then how long
+                         the simulation took
 
 exit status:
   0                      the report was printed
@@ -309,6 +310,22 @@ impl Bar {
 
     fn update(&self, p: Progress) {
         let Some(bar) = &self.bar else {
+            // Not a terminal: no bar, but one estimate of the time left, once the run has
+            // gone on for as long as a bar waits.
+            let elapsed = self.started.elapsed();
+            if elapsed >= Bar::AFTER
+                && p.done > 0
+                && p.done < p.total
+                && !self.shown.swap(true, Ordering::Relaxed)
+            {
+                let left = elapsed.as_secs_f64() * (p.total - p.done) as f64 / p.done as f64;
+                eprintln!(
+                    "cutout-lab: {:.0}% simulated in {:.0} s: about {:.0} s to go",
+                    100.0 * p.done as f64 / p.total as f64,
+                    elapsed.as_secs_f64(),
+                    left.ceil()
+                );
+            }
             return;
         };
         bar.set_length(p.total);

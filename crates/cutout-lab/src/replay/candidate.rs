@@ -66,9 +66,7 @@ impl Candidate {
             && let Value::Table(defaults) = doc
                 .entry("defaults")
                 .or_insert_with(|| Value::Table(Table::new()))
-            && !SLOW_CALL_KEYS
-                .iter()
-                .any(|key| defaults.contains_key(*key))
+            && !SLOW_CALL_KEYS.iter().any(|key| defaults.contains_key(*key))
         {
             defaults.insert("slow-calls".into(), Value::String("off".into()));
         }
