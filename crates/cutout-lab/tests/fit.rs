@@ -3,34 +3,16 @@
 //! tail, the error rate, the hosts, the incidents and their kinds), loads as a scenario and
 //! runs; and its command line.
 
+mod common;
+
+use common::Dir;
+
 use std::process::{Command, Output};
 
 use cutout_lab::Scenario;
 
 /// 2026-12-04T10:00:00Z, in seconds since the Unix epoch.
 const T0: f64 = 1_796_378_400.0;
-
-/// A fresh directory, removed when dropped.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(test: &str) -> Dir {
-        let dir =
-            std::env::temp_dir().join(format!("cutout-lab-fit-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn lab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cutout-lab"))
@@ -116,7 +98,7 @@ fn at(points: &[(f64, f64)], q: f64) -> f64 {
 
 #[test]
 fn a_fitted_scenario_reads_back_the_record_that_made_it_and_runs() {
-    let dir = Dir::new("outage");
+    let dir = Dir::new("fit-outage");
     // 20 calls a second for 10 minutes, then 60 for 10: log-normal 20 ms (p99 ≈ 64 ms),
     // 1% errors; a 2-minute outage (fast failures) from 5 to 7 minutes.
     let text = record(
@@ -179,7 +161,7 @@ fn a_fitted_scenario_reads_back_the_record_that_made_it_and_runs() {
 
 #[test]
 fn bursts_a_second_mode_and_a_hang_are_fitted_as_such() {
-    let dir = Dir::new("shapes");
+    let dir = Dir::new("fit-shapes");
     // Bunches of 5 at 10 calls a second; 70% cache hits at 1 ms, 30% misses at 40 ms; a
     // minute of calls that time out at 1 s.
     let text = record(
@@ -220,7 +202,7 @@ fn bursts_a_second_mode_and_a_hang_are_fitted_as_such() {
 
 #[test]
 fn a_brownout_and_an_error_spike_are_fitted_with_their_sizes() {
-    let dir = Dir::new("brownout");
+    let dir = Dir::new("fit-brownout");
     let text = record(
         900.0,
         &|_| 20.0,
@@ -255,7 +237,7 @@ fn fit_refuses_stdin_and_a_record_with_no_call() {
     let out = lab(&["fit", "-", "--format", "csv"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("reads the record twice"));
-    let dir = Dir::new("empty");
+    let dir = Dir::new("fit-empty");
     let empty = dir.path("empty.csv");
     std::fs::write(&empty, "timestamp,duration,outcome\n").unwrap();
     let out = lab(&["fit", &empty]);

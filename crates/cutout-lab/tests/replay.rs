@@ -4,8 +4,11 @@
 //! same settings, that malformed lines are named by number, and that memory stays bounded
 //! on a streamed record.
 
+mod common;
+
+use common::Dir;
+
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 /// 2026-12-04T10:00:00Z, in seconds since the Unix epoch.
@@ -107,30 +110,6 @@ fn access(calls: &[Call], cluster: &str) -> String {
     text
 }
 
-/// A fresh directory, removed when dropped.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(test: &str) -> Dir {
-        let dir =
-            std::env::temp_dir().join(format!("cutout-lab-replay-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn lab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cutout-lab"))
         .arg("replay")
@@ -163,7 +142,7 @@ fn candidate<'a>(json: &'a serde_json::Value, name: &str) -> &'a serde_json::Val
 
 #[test]
 fn a_healthy_record_trips_nothing_on_the_defaults_over_many_seeds() {
-    let dir = Dir::new("healthy");
+    let dir = Dir::new("replay-healthy");
     for seed in 1..=5 {
         let path = dir.write("healthy.csv", &csv(&calls(1200.0, 20.0, None, seed)));
         let (json, stdout, _) = replay(&dir, &[&path]);
@@ -178,7 +157,7 @@ fn a_healthy_record_trips_nothing_on_the_defaults_over_many_seeds() {
 
 #[test]
 fn an_outage_opens_the_defaults_inside_it_and_the_report_says_when() {
-    let dir = Dir::new("outage");
+    let dir = Dir::new("replay-outage");
     let path = dir.write(
         "outage.csv",
         &csv(&calls(1200.0, 20.0, Some((600.0, 780.0)), 7)),
@@ -221,7 +200,7 @@ fn an_outage_opens_the_defaults_inside_it_and_the_report_says_when() {
 
 #[test]
 fn the_three_shapes_of_one_record_replay_alike() {
-    let dir = Dir::new("shapes");
+    let dir = Dir::new("replay-shapes");
     let record = calls(900.0, 20.0, Some((300.0, 420.0)), 3);
     let (from_csv, ..) = replay(&dir, &[&dir.write("r.csv", &csv(&record))]);
     let (from_json, ..) = replay(&dir, &[&dir.write("r.jsonl", &jsonl(&record))]);
@@ -281,7 +260,7 @@ fn the_three_shapes_of_one_record_replay_alike() {
 
 #[test]
 fn the_access_log_is_replayed_on_the_gateway_s_shipped_defaults() {
-    let dir = Dir::new("gateway");
+    let dir = Dir::new("replay-gateway");
     let log = dir.write(
         "gateway.log",
         &access(&calls(900.0, 20.0, Some((300.0, 420.0)), 5), "accounts"),
@@ -326,7 +305,7 @@ fn recommended_block(stdout: &str) -> String {
 
 #[test]
 fn a_sweep_recommends_a_block_that_reads_back_as_its_settings() {
-    let dir = Dir::new("sweep");
+    let dir = Dir::new("replay-sweep");
     let path = dir.write(
         "outage.csv",
         &csv(&calls(900.0, 20.0, Some((300.0, 420.0)), 11)),
@@ -369,7 +348,7 @@ fn a_sweep_recommends_a_block_that_reads_back_as_its_settings() {
 
 #[test]
 fn an_access_log_s_recommendation_gives_the_gateway_cluster_the_replayed_settings() {
-    let dir = Dir::new("gateway-block");
+    let dir = Dir::new("replay-gateway-block");
     let log = dir.write(
         "gateway.log",
         &access(&calls(900.0, 20.0, Some((300.0, 420.0)), 13), "accounts"),
@@ -401,7 +380,7 @@ fn an_access_log_s_recommendation_gives_the_gateway_cluster_the_replayed_setting
 
 #[test]
 fn malformed_lines_are_named_by_number_and_the_rest_replayed() {
-    let dir = Dir::new("malformed");
+    let dir = Dir::new("replay-malformed");
     let mut text = csv(&calls(300.0, 10.0, None, 2));
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     lines.insert(5, "1796378401.5,12".into()); // truncated: line 6
@@ -441,7 +420,7 @@ fn malformed_lines_are_named_by_number_and_the_rest_replayed() {
 
 #[test]
 fn bad_command_lines_exit_2_with_the_reason() {
-    let dir = Dir::new("usage");
+    let dir = Dir::new("replay-usage");
     let path = dir.write("r.csv", &csv(&calls(10.0, 10.0, None, 1)));
     for (args, says) in [
         (vec![], "no record given"),

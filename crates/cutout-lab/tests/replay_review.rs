@@ -5,7 +5,10 @@
 //! stray date stopping the replay or becoming its origin, an incident's own timeouts called a
 //! false trip, a close measured from the wrong opening, durations past u64).
 
-use std::path::PathBuf;
+mod common;
+
+use common::Dir;
+
 use std::process::{Command, Output};
 
 use cutout_lab::record::{Answer, Call, Record, Shape, Tally, Warning};
@@ -13,36 +16,6 @@ use cutout_lab::replay::{self, Candidate, Options, Replay};
 
 /// 2026-12-04T10:00:00Z, in seconds since the Unix epoch.
 const T0: u64 = 1_796_378_400;
-
-/// A fresh directory, removed when dropped.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(test: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!(
-            "cutout-lab-replay-review-{test}-{}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, bytes).unwrap();
-        path.display().to_string()
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn lab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cutout-lab"))
@@ -222,7 +195,7 @@ fn very_long_durations_do_not_panic_the_report() {
 /// still names `timestamp`; the record must be read.
 #[test]
 fn a_csv_with_a_byte_order_mark_is_read() {
-    let dir = Dir::new("bom");
+    let dir = Dir::new("replay-review-bom");
     let mut text = String::from("\u{feff}timestamp,duration,outcome\n");
     text += &healthy_csv(0.0, 50, 1.0);
     let path = dir.write("calls.csv", text.as_bytes());
@@ -286,7 +259,7 @@ fn a_crlf_csv_with_quoted_fields_reads_every_call() {
 /// documented exit status); neither panics (checked and found right).
 #[test]
 fn an_empty_or_header_only_record_exits_1_with_the_reason() {
-    let dir = Dir::new("empty");
+    let dir = Dir::new("replay-review-empty");
     for (name, body) in [
         ("empty.csv", ""),
         ("header.csv", "timestamp,duration,outcome\n"),
@@ -309,7 +282,7 @@ fn an_empty_or_header_only_record_exits_1_with_the_reason() {
 /// ahead) must be warned of by number, not end the replay of the other 200 calls.
 #[test]
 fn one_line_dated_a_year_ahead_does_not_stop_the_replay() {
-    let dir = Dir::new("future");
+    let dir = Dir::new("replay-review-future");
     let mut text = String::from("timestamp,duration,outcome\n");
     text += &healthy_csv(0.0, 100, 1.0);
     text += "2027-12-04T10:01:40Z,20,ok\n"; // line 102
@@ -329,7 +302,7 @@ fn one_line_dated_a_year_ahead_does_not_stop_the_replay() {
 /// become the record's origin and then stop the replay of the real calls 56 years later.
 #[test]
 fn a_zero_timestamp_near_the_start_does_not_become_the_origin() {
-    let dir = Dir::new("zero");
+    let dir = Dir::new("replay-review-zero");
     let mut text = String::from("timestamp,duration,outcome\n");
     text += &healthy_csv(0.0, 3, 1.0);
     text += "0,20,ok\n"; // line 5
@@ -349,7 +322,7 @@ fn a_zero_timestamp_near_the_start_does_not_become_the_origin() {
 /// (checked and found right).
 #[test]
 fn more_than_twenty_bad_lines_are_named_then_counted() {
-    let dir = Dir::new("many-bad");
+    let dir = Dir::new("replay-review-many-bad");
     let mut text = String::from("timestamp,duration,outcome\n");
     text += &healthy_csv(0.0, 10, 1.0);
     for i in 0..25 {
@@ -396,7 +369,7 @@ fn a_warning_does_not_copy_a_whole_long_line() {
 /// --cluster, not be refused as "several clusters".
 #[test]
 fn a_no_route_line_does_not_make_a_single_cluster_log_several_clusters() {
-    let dir = Dir::new("no-route");
+    let dir = Dir::new("replay-review-no-route");
     let mut text = String::new();
     for n in 0..60 {
         text += &access_line(
@@ -424,7 +397,7 @@ fn a_no_route_line_does_not_make_a_single_cluster_log_several_clusters() {
 /// The same when the no-route line comes first.
 #[test]
 fn a_first_no_route_line_does_not_claim_the_log_for_cluster_dash() {
-    let dir = Dir::new("no-route-first");
+    let dir = Dir::new("replay-review-no-route-first");
     let mut text = access_line(
         0.0,
         1000,
@@ -672,7 +645,7 @@ fn each_candidate_s_counts_add_up_to_the_record() {
 /// (checked).
 #[test]
 fn a_recommended_block_from_a_layered_config_reads_back() {
-    let dir = Dir::new("layered");
+    let dir = Dir::new("replay-review-layered");
     let config = "[defaults]\nbreak-duration = \"20s\"\nminimum-calls = 10\n\n\
                   [configs.tight]\nfailure-ratio = \"30%\"\n\n\
                   [configs.loose]\nfailure-ratio = \"90%\"\nconsecutive-failures = 50\n";

@@ -7,7 +7,7 @@ use std::time::Duration;
 use cutout_lab::fit::{self, Options};
 use cutout_lab::replay::Candidate;
 
-use super::record::{FLAGS_HELP, Source, duration, walk, warn};
+use super::record::{Source, duration, help, walk, warn};
 use crate::{Failure, out};
 
 /// The usage line.
@@ -62,12 +62,7 @@ pub fn run(args: Vec<String>) -> Result<(), Failure> {
         Ok(true)
     })?;
     let Some(positional) = positional else {
-        let help = HELP.replace("{SOURCE_FLAGS}", FLAGS_HELP);
-        out(format_args!(
-            "cutout-lab {}\n\n{USAGE}\n\n{help}\n",
-            env!("CARGO_PKG_VERSION")
-        ))?;
-        return Ok(());
+        return help(USAGE, HELP);
     };
     for arg in positional {
         source.take_log(arg)?;

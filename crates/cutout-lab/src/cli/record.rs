@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cutout_lab::record::{Record, Shape, Tally};
 
-use crate::Failure;
+use crate::{Failure, out};
 
 /// The record a command reads, and how incidents are found in it.
 #[derive(Debug, Default)]
@@ -40,6 +40,15 @@ pub const FLAGS_HELP: &str = "\
                          (default 20%; 0.2 is the same)
   --incident-slowdown X  a bin is slow when its calls took more than X times the usual
                          duration (geometric means; default 5)";
+
+/// Prints a command's `usage` and `text`, with [`FLAGS_HELP`] in place of `{SOURCE_FLAGS}`.
+pub fn help(usage: &str, text: &str) -> Result<(), Failure> {
+    let text = text.replace("{SOURCE_FLAGS}", FLAGS_HELP);
+    out(format_args!(
+        "cutout-lab {}\n\n{usage}\n\n{text}\n",
+        env!("CARGO_PKG_VERSION")
+    ))
+}
 
 /// A share: `20%` or `0.2`, in [0, 1].
 fn share(flag: &str, text: &str) -> Result<f64, Failure> {

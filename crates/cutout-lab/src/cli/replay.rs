@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use cutout_lab::replay::{self, Candidate, Options};
 use cutout_lab::sweep::Spec;
 
-use super::record::{FLAGS_HELP, Source, duration, walk, warn};
+use super::record::{Source, duration, help, walk, warn};
 use crate::{Failure, out};
 
 /// The usage line.
@@ -76,12 +76,7 @@ struct Asked {
 /// `cutout-lab replay ARGS`.
 pub fn run(args: Vec<String>) -> Result<(), Failure> {
     let Some(asked) = parse(args)? else {
-        let help = HELP.replace("{SOURCE_FLAGS}", FLAGS_HELP);
-        out(format_args!(
-            "cutout-lab {}\n\n{USAGE}\n\n{help}\n",
-            env!("CARGO_PKG_VERSION")
-        ))?;
-        return Ok(());
+        return help(USAGE, HELP);
     };
     let (log, shape) = asked.source.checked()?;
     let defaults = Options::default();

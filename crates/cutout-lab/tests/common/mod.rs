@@ -1,0 +1,35 @@
+//! What the record tests (replay, its review, fit) share: a scratch directory.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// A fresh directory for one test, removed when dropped.
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    /// `cutout-lab-<test>-<pid>` in the system's temporary directory.
+    pub fn new(test: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!("cutout-lab-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+
+    /// The path of `name` in it.
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+
+    /// Writes `bytes` to `name` in it, and returns its path.
+    pub fn write(&self, name: &str, bytes: &(impl AsRef<[u8]> + ?Sized)) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, bytes.as_ref()).unwrap();
+        path
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
