@@ -28,7 +28,8 @@ arguments:
 
 options:
   --out SCENARIO.toml    write the scenario there (default: stdout)
-  --phase DURATION       one phase of the arrival rate (default 5m; 1s to 1h)
+  --phase DURATION       one phase of the arrival rate (default 5m; whole seconds, 1s
+                         to 1h)
 {SOURCE_FLAGS}
   -h, --help             print this help and exit
 
@@ -50,12 +51,18 @@ pub fn run(args: Vec<String>) -> Result<(), Failure> {
             "--out" => path = Some(PathBuf::from(value("a path")?)),
             "--phase" => {
                 let text = value("a duration such as 5m")?;
-                phase = Some(duration(
+                let nanos = duration(
                     "--phase",
                     &text,
                     Duration::from_secs(1),
                     Duration::from_secs(3600),
-                )?);
+                )?;
+                if nanos % 1_000_000_000 != 0 {
+                    return Err(Failure::Usage(format!(
+                        "--phase {text:?}: a phase is whole seconds (the lab's phases are)"
+                    )));
+                }
+                phase = Some(nanos);
             }
             _ => return Ok(false),
         }

@@ -104,7 +104,7 @@ use host::Host;
 pub use service::ServiceTime;
 
 /// The most workers the model holds over all replicas (each costs 16 bytes per copy).
-const MAX_WORKERS: f64 = 1_000_000.0;
+pub const MAX_WORKERS: f64 = 1_000_000.0;
 /// The fewest workers a replica's share of the capacity may come to before rounding
 /// (capacity / replicas × mean service time): below it, rounding to one worker would more
 /// than double the replica's capacity, and a spec is refused.

@@ -56,6 +56,9 @@ impl ServiceTime {
         }
         let mut out = Vec::with_capacity(points.len());
         for (p, text) in points {
+            if !(0.0..=1.0).contains(p) {
+                return Err(format!("{shape}: probability {p} is not in [0, 1]"));
+            }
             let d = parse("latency-quantiles", text)?;
             let nanos = d.as_nanos() as f64;
             if let Some(&(last_p, last)) = out.last()
@@ -210,6 +213,7 @@ mod tests {
             points(&[(0.0, "1ms"), (0.5, "2ms"), (0.5, "3ms"), (1.0, "4ms")]),
             points(&[(0.0, "0ms"), (1.0, "1ms")]),
             points(&[(0.0, "soon"), (1.0, "1ms")]),
+            points(&[(0.0, "1ms"), (f64::NAN, "2ms"), (1.0, "3ms")]),
         ] {
             let e = ServiceTime::quantiles(&bad).unwrap_err();
             assert!(e.contains("latency-quantiles"), "{bad:?}: {e}");

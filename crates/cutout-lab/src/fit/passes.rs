@@ -1,0 +1,311 @@
+//! The two readings of a record `fit` makes: the first finds its span, phases, bursts and
+//! incidents; the second measures the dependency outside the incidents and each incident's
+//! own span and failures.
+
+use std::collections::BinaryHeap;
+use std::io::BufRead;
+
+use crate::latency::Histogram;
+use crate::record::{Answer, Record};
+use crate::replay::{Bins, Incident};
+
+/// Seconds in one block of the burst estimate: a block's mean is the local rate, so a rate
+/// that steps or stops within a phase is not read as bunching.
+const BLOCK: usize = 10;
+
+/// The most phases a fit writes.
+pub const MAX_PHASES: u64 = 2016;
+
+/// One phase of the record.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Phase {
+    /// Its calls.
+    pub calls: u64,
+    /// Its seconds (the last phase's may be fewer than the others').
+    pub seconds: u64,
+    /// The most calls in one of its seconds.
+    pub busiest: u64,
+    /// Σ (count − its block's mean)² over its seconds, the blocks' degrees of freedom, and
+    /// the calls in those blocks: the variance and mean of per-second counts around the
+    /// local rate.
+    deviation: f64,
+    freedom: u64,
+    block_calls: u64,
+    block_seconds: u64,
+}
+
+impl Phase {
+    /// The calls that arrive together: the per-second counts' variance over their mean
+    /// around the local rate (1 for Poisson arrivals, b for bunches of b), rounded.
+    pub fn burst(&self) -> u64 {
+        if self.freedom == 0 || self.block_calls == 0 {
+            return 1;
+        }
+        let variance = self.deviation / self.freedom as f64;
+        let mean = self.block_calls as f64 / self.block_seconds as f64;
+        (variance / mean).round().clamp(1.0, 10_000.0) as u64
+    }
+}
+
+/// What the first reading finds.
+pub(super) struct Shape {
+    /// The first call's start, nanoseconds since the epoch.
+    pub origin: u64,
+    pub phases: Vec<Phase>,
+    pub bins: Bins,
+    pub hosts: usize,
+    pub calls: u64,
+    /// The longest call.
+    pub longest: u64,
+}
+
+/// Per-second counts, closed into phases and blocks as the seconds pass.
+struct Seconds {
+    per_phase: u64,
+    current: u64,
+    count: u64,
+    block: Vec<u64>,
+    block_start: u64,
+}
+
+impl Seconds {
+    fn phase(phases: &mut Vec<Phase>, p: u64) -> &mut Phase {
+        let p = usize::try_from(p).unwrap_or(usize::MAX);
+        if phases.len() <= p {
+            phases.resize(p + 1, Phase::default());
+        }
+        &mut phases[p]
+    }
+
+    fn close_block(&mut self, phases: &mut Vec<Phase>) {
+        let n = self.block.len();
+        if n == 0 {
+            return;
+        }
+        let sum: u64 = self.block.iter().sum();
+        let mean = sum as f64 / n as f64;
+        let deviation: f64 = self.block.iter().map(|&c| (c as f64 - mean).powi(2)).sum();
+        let phase = Seconds::phase(phases, self.block_start / self.per_phase);
+        phase.deviation += deviation;
+        phase.freedom += n as u64 - 1;
+        phase.block_calls += sum;
+        phase.block_seconds += n as u64;
+        self.block.clear();
+    }
+
+    /// Closes every second before `until`.
+    fn close(&mut self, phases: &mut Vec<Phase>, until: u64) {
+        while self.current < until {
+            let phase = Seconds::phase(phases, self.current / self.per_phase);
+            phase.seconds += 1;
+            phase.busiest = phase.busiest.max(self.count);
+            // A block ends at BLOCK seconds or at its phase's end.
+            if self.block.is_empty() {
+                self.block_start = self.current;
+            }
+            self.block.push(self.count);
+            let phase_ends = (self.current + 1).is_multiple_of(self.per_phase);
+            if self.block.len() == BLOCK || phase_ends {
+                self.close_block(phases);
+            }
+            self.count = 0;
+            self.current += 1;
+        }
+    }
+}
+
+/// Reads `record` to its end: phases of `phase_seconds`, bins of `bin` nanoseconds.
+pub(super) fn first<R: BufRead>(
+    record: &mut Record<R>,
+    bin: u64,
+    phase_seconds: u64,
+) -> Result<Shape, String> {
+    let mut shape = Shape {
+        origin: 0,
+        phases: Vec::new(),
+        bins: Bins::new(bin),
+        hosts: 0,
+        calls: 0,
+        longest: 0,
+    };
+    let mut seconds = Seconds {
+        per_phase: phase_seconds.max(1),
+        current: 0,
+        count: 0,
+        block: Vec::with_capacity(BLOCK),
+        block_start: 0,
+    };
+    let mut origin = None;
+    while let Some(call) = record.next_call()? {
+        let origin = *origin.get_or_insert(call.start);
+        let start = call.start - origin;
+        let second = start / 1_000_000_000;
+        if second / seconds.per_phase >= MAX_PHASES {
+            return Err(format!(
+                "line {}: past {MAX_PHASES} phases of {} s; give a longer --phase",
+                call.line, seconds.per_phase
+            ));
+        }
+        seconds.close(&mut shape.phases, second);
+        seconds.count += 1;
+        Seconds::phase(&mut shape.phases, second / seconds.per_phase).calls += 1;
+        shape
+            .bins
+            .add(start, call.duration, call.answer)
+            .map_err(|e| format!("line {}: {e}", call.line))?;
+        shape.longest = shape.longest.max(call.duration);
+        shape.calls += 1;
+    }
+    let Some(origin) = origin else {
+        return Err("the record holds no call to fit".into());
+    };
+    let last = seconds.current + 1;
+    seconds.close(&mut shape.phases, last);
+    seconds.close_block(&mut shape.phases);
+    shape.origin = origin;
+    shape.hosts = record.hosts().len();
+    Ok(shape)
+}
+
+/// One slice of an incident: its calls, failures, and failures over 10 times the usual.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slice {
+    calls: u64,
+    failures: u64,
+    slow_failures: u64,
+}
+
+/// An incident as the second reading sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Span {
+    /// Its start and end (nanoseconds since the first call): for a failing incident, from
+    /// its first failing slice to its last (the bins' edges trimmed off), else its bins'.
+    pub start: u64,
+    pub end: u64,
+    /// Its calls of known answer in that span, and how many failed.
+    pub calls: u64,
+    pub failures: u64,
+    /// How many of those failures took over 10 times the usual duration (timeouts).
+    pub slow_failures: u64,
+}
+
+/// How many of the slowest successes are kept for the tail's points.
+pub(super) const TOP: usize = 64;
+
+/// What the second reading measures.
+pub(super) struct Health {
+    /// The successes' durations outside the incidents, in nanoseconds.
+    pub latency: Histogram,
+    pub fastest: u64,
+    pub slowest: u64,
+    /// Their exact mean, nanoseconds.
+    pub mean: f64,
+    /// The [`TOP`] longest of them, longest first.
+    pub top: Vec<u64>,
+    /// Calls of known answer outside the incidents, and failures.
+    pub known: u64,
+    pub failures: u64,
+    /// Each incident's span.
+    pub spans: Vec<Span>,
+}
+
+/// Reads `record` again from its start, knowing its `incidents` (found in bins of `bin`),
+/// the usual duration, and the share of failures that makes a slice failing.
+pub(super) fn second<R: BufRead>(
+    record: &mut Record<R>,
+    origin: u64,
+    incidents: &[Incident],
+    bin: u64,
+    usual: f64,
+    errors: f64,
+) -> Result<Health, String> {
+    let slice = bin.clamp(1, 1_000_000_000);
+    let mut slices: Vec<Vec<Slice>> = incidents
+        .iter()
+        .map(|i| vec![Slice::default(); ((i.end - i.start).div_ceil(slice)) as usize])
+        .collect();
+    let mut latency = Histogram::default();
+    let (mut fastest, mut slowest, mut sum, mut successes) = (u64::MAX, 0u64, 0f64, 0u64);
+    let mut top: BinaryHeap<std::cmp::Reverse<u64>> = BinaryHeap::with_capacity(TOP + 1);
+    let (mut known, mut failures) = (0u64, 0u64);
+    while let Some(call) = record.next_call()? {
+        let start = call.start.saturating_sub(origin);
+        if let Some(i) = incidents
+            .iter()
+            .position(|i| (i.start..i.end).contains(&start))
+        {
+            if call.answer != Answer::Unknown {
+                let k = ((start - incidents[i].start) / slice) as usize;
+                if let Some(s) = slices[i].get_mut(k) {
+                    s.calls += 1;
+                    if call.answer == Answer::Failure {
+                        s.failures += 1;
+                        s.slow_failures += u64::from(call.duration as f64 > 10.0 * usual);
+                    }
+                }
+            }
+            continue;
+        }
+        match call.answer {
+            Answer::Success => {
+                known += 1;
+                latency.add(call.duration);
+                fastest = fastest.min(call.duration);
+                slowest = slowest.max(call.duration);
+                sum += call.duration as f64;
+                successes += 1;
+                top.push(std::cmp::Reverse(call.duration));
+                if top.len() > TOP {
+                    top.pop();
+                }
+            }
+            Answer::Failure => {
+                known += 1;
+                failures += 1;
+            }
+            Answer::Unknown => {}
+        }
+    }
+    let spans = incidents
+        .iter()
+        .zip(&slices)
+        .map(|(incident, slices)| {
+            let failing = |s: &Slice| s.calls > 0 && s.failures as f64 >= errors * s.calls as f64;
+            let (first, last) = if incident.failing {
+                (
+                    slices.iter().position(failing).unwrap_or(0),
+                    slices
+                        .iter()
+                        .rposition(failing)
+                        .unwrap_or(slices.len().saturating_sub(1)),
+                )
+            } else {
+                (0, slices.len().saturating_sub(1))
+            };
+            let kept = slices.get(first..=last).unwrap_or(&[]);
+            Span {
+                start: incident.start + first as u64 * slice,
+                end: (incident.start + (last as u64 + 1) * slice).min(incident.end),
+                calls: kept.iter().map(|s| s.calls).sum(),
+                failures: kept.iter().map(|s| s.failures).sum(),
+                slow_failures: kept.iter().map(|s| s.slow_failures).sum(),
+            }
+        })
+        .collect();
+    let mut top: Vec<u64> = top.into_iter().map(|r| r.0).collect();
+    top.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(Health {
+        latency,
+        fastest,
+        slowest,
+        mean: if successes > 0 {
+            sum / successes as f64
+        } else {
+            0.0
+        },
+        top,
+        known,
+        failures,
+        spans,
+    })
+}
