@@ -2,9 +2,12 @@
 //! it whose fitted scenario does not load, or reads back a figure the record does not have.
 //! Every test but those marked PASSES fails against the code it was written against.
 
+mod common;
+
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::Dir;
 use cutout_lab::Scenario;
 use cutout_lab::dependency::service::ServiceTime;
 use cutout_lab::fit::{self, Fitted, Options};
@@ -107,26 +110,6 @@ fn lab(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-/// A fresh directory, removed when dropped.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(test: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!(
-            "cutout-lab-fit-review-{test}-{}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn healthy(_: f64, rng: &mut fastrand::Rng) -> (f64, bool) {
@@ -237,7 +220,7 @@ fn a_windows_path_gives_a_scenario_that_parses() {
 /// TOML escape: the file does not parse.
 #[test]
 fn a_record_named_with_a_combining_accent_gives_a_scenario_that_parses() {
-    let dir = Dir::new("nfd");
+    let dir = Dir::new("fit-review-nfd");
     let log = dir.0.join("cafe\u{301}.csv");
     std::fs::write(&log, csv(&poisson(120.0, &|_| 10.0, 1, &healthy, 5))).unwrap();
     let out_path = dir.0.join("fitted.toml");
@@ -589,7 +572,7 @@ timeout = "1s"
     let service = ServiceTime::quantiles(&points);
     let loaded = Scenario::from_toml(text, "nan");
     // What the lab does with it: run the scenario.
-    let dir = Dir::new("nan");
+    let dir = Dir::new("fit-review-nan");
     let path = dir.0.join("nan.toml");
     std::fs::write(&path, text).unwrap();
     let out = lab(&[path.to_str().unwrap()]);
