@@ -237,10 +237,16 @@ pub fn fit<R: BufRead, S: BufRead>(
         "# Failed calls outside the incidents: {} of {}.\nerror-rate = {error_rate:.6}",
         health.failures, health.known
     );
+    let why = if capacity <= least.ceil() {
+        "a worker a replica, more than ten times its busiest second"
+    } else if capacity >= most.floor() {
+        "the most the model holds, less than ten times its busiest second"
+    } else {
+        "ten times its busiest second"
+    };
     let _ = writeln!(
         out,
-        "# Not in the record: ten times its busiest second ({busiest:.0} calls), within what\n\
-         # the model holds.\ncapacity = {capacity}"
+        "# Not in the record: {why} ({busiest:.0} calls).\ncapacity = {capacity}"
     );
     if replicas > 1 {
         let _ = writeln!(

@@ -22,7 +22,7 @@ impl Candidate {
     /// A candidate from a table of cutout keys (`[configs.<name>]`'s body), checked by
     /// cutout.
     pub fn from_block(name: &str, block: Table) -> Result<Candidate, String> {
-        let settings = settings_of(&block).map_err(|e| format!("{name}: {e}"))?;
+        let settings = settings_of(name, &block)?;
         Ok(Candidate {
             name: name.to_owned(),
             settings,
@@ -183,13 +183,14 @@ pub const SLOW_CALL_KEYS: [&str; 6] = [
     "latency-baseline-window",
 ];
 
-/// The settings a block of cutout keys reads as, as `[configs.<name>]` of a document.
-fn settings_of(block: &Table) -> Result<Settings, String> {
+/// The settings a block of cutout keys reads as, as `[configs.<name>]` of a document (an
+/// error names that section, as cutout does).
+fn settings_of(name: &str, block: &Table) -> Result<Settings, String> {
     let mut configs = Table::new();
-    configs.insert("it".into(), Value::Table(block.clone()));
+    configs.insert(name.to_owned(), Value::Table(block.clone()));
     let mut doc = Table::new();
     doc.insert("configs".into(), Value::Table(configs));
     let text = toml::to_string(&doc).map_err(|e| e.to_string())?;
     let config = cutout::config::Config::from_toml(&text).map_err(|e| e.to_string())?;
-    Ok(config.config("it").cloned().unwrap_or_default())
+    Ok(config.config(name).cloned().unwrap_or_default())
 }
