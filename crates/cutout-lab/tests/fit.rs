@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::Dir;
+use common::{Dir, normal};
 
 use std::process::{Command, Output};
 
@@ -52,10 +52,6 @@ fn record(
             );
         }
     }
-}
-
-fn normal(rng: &mut fastrand::Rng) -> f64 {
-    (-2.0 * (1.0 - rng.f64()).ln()).sqrt() * (2.0 * std::f64::consts::PI * rng.f64()).cos()
 }
 
 /// Fits `text` (written as `name`) and returns the scenario's text.

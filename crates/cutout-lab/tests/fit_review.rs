@@ -7,7 +7,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::Dir;
+use common::{Dir, normal};
 use cutout_lab::Scenario;
 use cutout_lab::dependency::service::ServiceTime;
 use cutout_lab::fit::{self, Fitted, Options};
@@ -16,10 +16,6 @@ use cutout_lab::replay::Candidate;
 
 /// 2026-12-04T10:00:00Z, in seconds since the Unix epoch.
 const T0: f64 = 1_796_378_400.0;
-
-fn normal(rng: &mut fastrand::Rng) -> f64 {
-    (-2.0 * (1.0 - rng.f64()).ln()).sqrt() * (2.0 * std::f64::consts::PI * rng.f64()).cos()
-}
 
 /// One call of a CSV record: start offset (s), duration (s), ok, host.
 type Call = (f64, f64, bool, u32);

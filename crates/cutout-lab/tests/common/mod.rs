@@ -1,4 +1,5 @@
-//! What the record tests (replay, its review, fit) share: a scratch directory.
+//! What the record tests (replay, fit, their reviews) share: a scratch directory and a
+//! standard normal draw.
 
 #![allow(dead_code)]
 
@@ -32,4 +33,9 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A standard normal draw (Box–Muller).
+pub fn normal(rng: &mut fastrand::Rng) -> f64 {
+    (-2.0 * (1.0 - rng.f64()).ln()).sqrt() * (2.0 * std::f64::consts::PI * rng.f64()).cos()
 }
