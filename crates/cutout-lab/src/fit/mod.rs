@@ -7,23 +7,27 @@
 //! - **arrivals**: one `[[phases]]` entry per `--phase` (5 min) of the record, each with the
 //!   rate the record had then, and a `burst` where its calls came in bunches: the variance of
 //!   its per-second counts over their mean (1 for Poisson arrivals, b for bunches of b),
-//!   rounded;
-//! - **the incidents**: those the replay finds ([`crate::replay`], "Incidents"), each written
-//!   as an `outage` (at least 90% failed, fast), a `hang` (at least 90% failed, most of them
+//!   rounded, the variance read from successive seconds' differences so that a change of rate
+//!   within the phase is not bunching, and 1 unless the ratio is clearly above it (three
+//!   standard errors);
+//! - **the incidents**: those the replay finds ([`crate::replay`], "Incidents"), a failing
+//!   one trimmed to its failing slices (a second, or the bin if shorter), each written as an
+//!   `outage` (at least 90% failed, fast), a `hang` (at least 90% failed, most of them
 //!   more than 10 times slower than usual: timeouts), an `error-spike` (fewer failed: the
-//!   share beyond the usual error rate) or a `brownout` (slow only: its slowdown);
+//!   extra rate the lab combines with the usual one to give the share recorded) or a `brownout` (slow only: its slowdown);
 //! - **the dependency** outside the incidents: its service time as the recorded
-//!   distribution of the successes' durations (`latency-quantiles`, 19 points from the
-//!   fastest to the slowest, so a bimodal latency and the tail past p99 are kept), its
+//!   distribution of the successes' durations (`latency-quantiles`: 17 quantiles, the
+//!   slowest calls at their own ranks, and the slowest, so a bimodal latency and the tail
+//!   past p99 keep their weight), its
 //!   error rate, and one replica per host the record names;
 //! - **the fleet**: one pod (a record is one caller's view) at the record's mean rate, with a
-//!   timeout a little over the slowest call recorded, no retries (a retry is in the record as
+//!   timeout 1.2 times the slowest call recorded (at most the lab's hour), no retries (a retry is in the record as
 //!   a call of its own).
 //!
 //! # What is not
 //! The dependency's capacity: a record shows the load it met, not the load it could take, so
-//! the scenario gives it ten times the busiest phase (the busiest second for `burst`s), and
-//! says so; set it to what you know. Durations are what the caller saw, network and queueing
+//! the scenario gives it ten times the busiest second, within what the model holds and at
+//! least a worker a replica, and says which; set it to what you know. Durations are what the caller saw, network and queueing
 //! included, where the model's service time has no queue: at a busy dependency the fitted
 //! latency is a little high. Several pods, and unevenness between them, need a pod column the
 //! shapes do not have.

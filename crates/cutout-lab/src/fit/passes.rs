@@ -9,10 +9,6 @@ use crate::latency::Histogram;
 use crate::record::{Answer, Record};
 use crate::replay::{Bins, Incident};
 
-/// Seconds in one block of the burst estimate: a block's mean is the local rate, so a rate
-/// that steps or stops within a phase is not read as bunching.
-const BLOCK: usize = 10;
-
 /// The most phases a fit writes.
 pub const MAX_PHASES: u64 = 2016;
 
@@ -25,25 +21,30 @@ pub(super) struct Phase {
     pub seconds: u64,
     /// The most calls in one of its seconds.
     pub busiest: u64,
-    /// Σ (count − its block's mean)² over its seconds, the blocks' degrees of freedom, and
-    /// the calls in those blocks: the variance and mean of per-second counts around the
-    /// local rate.
-    deviation: f64,
-    freedom: u64,
-    block_calls: u64,
-    block_seconds: u64,
+    /// Σ (count − the previous second's count)² over its pairs of consecutive seconds, and
+    /// how many pairs: half its mean is the variance of the per-second counts, read so that a
+    /// rate that steps or stops within the phase adds one pair's jump, not a variance.
+    jumps: f64,
+    pairs: u64,
 }
 
 impl Phase {
-    /// The calls that arrive together: the per-second counts' variance over their mean
-    /// around the local rate (1 for Poisson arrivals, b for bunches of b), rounded.
+    /// The calls that arrive together: the per-second counts' variance over their mean (1
+    /// for Poisson arrivals, b for bunches of b), rounded; the variance read from successive
+    /// seconds' differences (the Allan variance), so a change of rate is not bunching.
     pub fn burst(&self) -> u64 {
-        if self.freedom == 0 || self.block_calls == 0 {
+        if self.pairs == 0 || self.calls == 0 {
             return 1;
         }
-        let variance = self.deviation / self.freedom as f64;
-        let mean = self.block_calls as f64 / self.block_seconds as f64;
-        (variance / mean).round().clamp(1.0, 10_000.0) as u64
+        let variance = self.jumps / (2.0 * self.pairs as f64);
+        let mean = self.calls as f64 / self.seconds.max(1) as f64;
+        let ratio = variance / mean;
+        // Poisson arrivals give 1 give or take about √(3 / pairs): only a ratio three of
+        // those above 1 is bunching (a phase of 75 pairs needs 1.6).
+        if ratio < 1.0 + 3.0 * (3.0 / self.pairs as f64).sqrt() {
+            return 1;
+        }
+        ratio.round().clamp(1.0, 10_000.0) as u64
     }
 }
 
@@ -59,13 +60,13 @@ pub(super) struct Shape {
     pub longest: u64,
 }
 
-/// Per-second counts, closed into phases and blocks as the seconds pass.
+/// Per-second counts, closed into phases as the seconds pass.
 struct Seconds {
     per_phase: u64,
     current: u64,
     count: u64,
-    block: Vec<u64>,
-    block_start: u64,
+    /// The previous second's count, in the same phase.
+    previous: Option<u64>,
 }
 
 impl Seconds {
@@ -77,37 +78,22 @@ impl Seconds {
         &mut phases[p]
     }
 
-    fn close_block(&mut self, phases: &mut Vec<Phase>) {
-        let n = self.block.len();
-        if n == 0 {
-            return;
-        }
-        let sum: u64 = self.block.iter().sum();
-        let mean = sum as f64 / n as f64;
-        let deviation: f64 = self.block.iter().map(|&c| (c as f64 - mean).powi(2)).sum();
-        let phase = Seconds::phase(phases, self.block_start / self.per_phase);
-        phase.deviation += deviation;
-        phase.freedom += n as u64 - 1;
-        phase.block_calls += sum;
-        phase.block_seconds += n as u64;
-        self.block.clear();
-    }
-
     /// Closes every second before `until`.
     fn close(&mut self, phases: &mut Vec<Phase>, until: u64) {
         while self.current < until {
             let phase = Seconds::phase(phases, self.current / self.per_phase);
             phase.seconds += 1;
             phase.busiest = phase.busiest.max(self.count);
-            // A block ends at BLOCK seconds or at its phase's end.
-            if self.block.is_empty() {
-                self.block_start = self.current;
+            if let Some(previous) = self.previous {
+                phase.jumps += (self.count as f64 - previous as f64).powi(2);
+                phase.pairs += 1;
             }
-            self.block.push(self.count);
-            let phase_ends = (self.current + 1).is_multiple_of(self.per_phase);
-            if self.block.len() == BLOCK || phase_ends {
-                self.close_block(phases);
-            }
+            // A phase's pairs stay within it.
+            self.previous = if (self.current + 1).is_multiple_of(self.per_phase) {
+                None
+            } else {
+                Some(self.count)
+            };
             self.count = 0;
             self.current += 1;
         }
@@ -132,8 +118,7 @@ pub(super) fn first<R: BufRead>(
         per_phase: phase_seconds.max(1),
         current: 0,
         count: 0,
-        block: Vec::with_capacity(BLOCK),
-        block_start: 0,
+        previous: None,
     };
     let mut origin = None;
     while let Some(call) = record.next_call()? {
@@ -161,7 +146,6 @@ pub(super) fn first<R: BufRead>(
     };
     let last = seconds.current + 1;
     seconds.close(&mut shape.phases, last);
-    seconds.close_block(&mut shape.phases);
     shape.origin = origin;
     shape.hosts = record.hosts().len();
     Ok(shape)
