@@ -552,3 +552,60 @@ fn a_gateway_config_s_clusters_are_replayed_on_the_settings_the_gateway_gives_th
     let gateway = cutout_gateway::GatewayConfig::from_toml(bare).unwrap();
     assert_eq!(candidates[0].settings, gateway.cluster_settings("accounts"));
 }
+
+#[test]
+fn an_outage_the_recording_s_own_breaker_cut_is_still_one_incident() {
+    let dir = Dir::new("replay-cut");
+    // The gateway's breaker was not in shadow mode: after the outage's first failures it
+    // refused the calls, letting one probe through every 5 s, until the outage ended.
+    let record = calls(900.0, 20.0, Some((300.0, 420.0)), 21);
+    let mut log = String::new();
+    let mut last_probe = f64::NEG_INFINITY;
+    let mut failed = 0;
+    for line in access(&record, "accounts").lines() {
+        let at = humantime::parse_rfc3339_weak(line.split_whitespace().next().unwrap())
+            .map(|t| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs_f64()
+                    - T0
+            })
+            .unwrap_or(0.0);
+        let cut = (300.0..420.0).contains(&at) && failed >= 5 && at - last_probe < 5.0;
+        if cut {
+            log += &line
+                .replace("status=503", "status=503 reason=open")
+                .replace("status=200", "status=503 reason=open")
+                .replace("decision=admitted", "decision=refused")
+                .replace("outcome=upstream_error", "outcome=refused")
+                .replace("outcome=ok", "outcome=refused");
+        } else {
+            if (300.0..420.0).contains(&at) {
+                failed += 1;
+                last_probe = at;
+            }
+            log += line;
+        }
+        log.push('\n');
+    }
+    let path = dir.write("cut.log", &log);
+    let config = dir.write(
+        "short.toml",
+        "[instances.short-breaks]\nbreak-duration = \"1s\"\nmax-break-duration = \"1s\"\n",
+    );
+    let (json, stdout, _) = replay(&dir, &[&path, "--config", &config]);
+    let incidents = json["incidents"].as_array().unwrap();
+    assert_eq!(incidents.len(), 1, "{stdout}");
+    assert!(
+        incidents[0]["seconds"].as_f64().unwrap() >= 110.0,
+        "the whole outage, refusals included: {stdout}"
+    );
+    assert!(incidents[0]["refused"].as_u64().unwrap() > 1000, "{stdout}");
+    let short = candidate(&json, "short-breaks");
+    assert!(short["trips"].as_u64().unwrap() > 3, "{stdout}");
+    assert_eq!(short["false_trips"], 0, "{stdout}");
+    assert!(
+        stdout.contains("refused by the recording's own breaker"),
+        "{stdout}"
+    );
+}

@@ -20,6 +20,8 @@ const MIN_CALLS: u32 = 5;
 struct Bin {
     known: u32,
     failures: u32,
+    /// Calls the recording's own breaker refused (their answer unknown).
+    refused: u32,
     log_duration: f64,
     /// The latest end of its calls.
     last_end: u64,
@@ -53,13 +55,14 @@ impl Bins {
                 HumanDuration(Duration::from_nanos(self.width))
             ));
         }
-        if answer == Answer::Unknown {
-            return Ok(());
-        }
         if self.bins.len() <= bin {
             self.bins.resize(bin + 1, Bin::default());
         }
         let b = &mut self.bins[bin];
+        if answer == Answer::Unknown {
+            b.refused += 1;
+            return Ok(());
+        }
         b.known += 1;
         b.failures += u32::from(answer == Answer::Failure);
         b.log_duration += (duration.max(1) as f64).ln();
@@ -68,8 +71,10 @@ impl Bins {
     }
 
     /// The incidents: bins of at least 5 calls failing at `errors` (a share) or slow past
-    /// `slowdown` times the usual duration, one bin apart or less merged; and the usual
-    /// duration (the median over the bins of their geometric mean), in nanoseconds.
+    /// `slowdown` times the usual duration, and bins where the recording's own breaker
+    /// refused at least 5 calls and most of them (it was open: the dependency had failed),
+    /// one bin apart or less merged; and the usual duration (the median over the bins of
+    /// their geometric mean), in nanoseconds.
     pub fn incidents(&self, errors: f64, slowdown: f64) -> (Vec<Incident>, f64) {
         let mut means: Vec<f64> = self
             .bins
@@ -83,11 +88,13 @@ impl Bins {
         let mut found: Vec<Incident> = Vec::new();
         let mut logs: Vec<f64> = Vec::new();
         for (i, b) in self.bins.iter().enumerate() {
-            if b.known < MIN_CALLS {
+            let cut = b.refused >= MIN_CALLS && b.refused >= b.known;
+            if b.known < MIN_CALLS && !cut {
                 continue;
             }
-            let failing = f64::from(b.failures) >= errors * f64::from(b.known);
-            let slow = b.log_duration / f64::from(b.known) > slow_log;
+            let judged = b.known >= MIN_CALLS;
+            let failing = cut || (judged && f64::from(b.failures) >= errors * f64::from(b.known));
+            let slow = judged && b.log_duration / f64::from(b.known) > slow_log;
             if !(failing || slow) {
                 continue;
             }
@@ -100,6 +107,7 @@ impl Bins {
                     last.failing |= failing;
                     last.calls += u64::from(b.known);
                     last.failures += u64::from(b.failures);
+                    last.refused += u64::from(b.refused);
                     if let Some(log) = logs.last_mut() {
                         *log += b.log_duration;
                     }
@@ -112,6 +120,7 @@ impl Bins {
                         failing,
                         calls: u64::from(b.known),
                         failures: u64::from(b.failures),
+                        refused: u64::from(b.refused),
                         slowdown: 1.0,
                     });
                     logs.push(b.log_duration);
@@ -119,7 +128,11 @@ impl Bins {
             }
         }
         for (incident, log) in found.iter_mut().zip(logs) {
-            incident.slowdown = (log / incident.calls as f64 - usual_log).exp();
+            incident.slowdown = if incident.calls > 0 {
+                (log / incident.calls as f64 - usual_log).exp()
+            } else {
+                1.0
+            };
         }
         (found, usual_log.exp())
     }

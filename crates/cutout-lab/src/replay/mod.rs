@@ -22,7 +22,9 @@
 //! The record is cut into bins (`--bin`, 10 s). A bin with at least 5 calls of known answer
 //! is *failing* when at least `--incident-errors` (20%) of them failed, and *slow* when the
 //! geometric mean of its calls' durations is more than `--incident-slowdown` (5) times the
-//! usual one (the median over the bins of that mean). Flagged bins one bin apart or less make
+//! usual one (the median over the bins of that mean). A bin where the recording's own
+//! breaker refused at least 5 calls, and most of its calls, is failing too: that breaker was
+//! open, and the few calls it let through (its probes) are all a candidate sees there. Flagged bins one bin apart or less make
 //! one incident. A trip (an opening) within one bin of an incident is the incident's; any
 //! other is a trip on a healthy dependency, a false trip.
 //!
@@ -183,6 +185,8 @@ pub struct Incident {
     pub calls: u64,
     /// How many of them failed.
     pub failures: u64,
+    /// Its calls the recording's own breaker refused (a record not made in shadow mode).
+    pub refused: u64,
     /// The geometric mean of its calls' durations over the usual one.
     pub slowdown: f64,
 }

@@ -47,9 +47,17 @@ impl Replay {
             let _ = writeln!(out, "  none: every trip below is on a healthy dependency");
         }
         for (n, i) in self.incidents.iter().enumerate() {
+            let refused = if i.refused > 0 {
+                format!(
+                    "; {} refused by the recording's own breaker (their answer unknown)",
+                    i.refused
+                )
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "  {}. {} for {} ({}): {} of {} calls failed",
+                "  {}. {} for {} ({}): {} of {} calls failed{refused}",
                 n + 1,
                 at(i.start),
                 span(i.end - i.start),
@@ -244,7 +252,7 @@ impl Replay {
     ///               "succeeded": 5900, "failed": 100, "unknown": 0,
     ///               "usual_duration_seconds": 0.012, "bin_seconds": 10.0 },
     ///   "incidents": [ { "offset_seconds": 120.0, "seconds": 60.0, "failing": true,
-    ///                    "calls": 600, "failures": 590 } ],
+    ///                    "calls": 600, "failures": 590, "refused": 0 } ],
     ///   "candidates": [ { "name": "defaults", "block": {}, "trips": 1, "false_trips": 0,
     ///                     "opens": [ { "offset_seconds": 121.3, "reason": "…", "incident": 1 } ],
     ///                     "incidents": [ { "opened_after_seconds": 1.3,
@@ -273,6 +281,7 @@ impl Replay {
                     "failing": i.failing,
                     "calls": i.calls,
                     "failures": i.failures,
+                    "refused": i.refused,
                 })
             })
             .collect();
