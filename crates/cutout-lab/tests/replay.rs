@@ -530,27 +530,60 @@ fn a_gateway_config_s_clusters_are_replayed_on_the_settings_the_gateway_gives_th
         cutout_lab::replay::SLOW_CALL_KEYS,
         cutout_gateway::config::SLOW_CALL_KEYS
     );
-    let config = "[[routes]]\nprefix = \"/a\"\ncluster = \"accounts\"\n[[routes]]\nprefix = \
-                  \"/p\"\ncluster = \"payments\"\n[clusters.accounts]\nupstreams = \
-                  [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]\n[clusters.payments]\n\
-                  upstreams = [\"http://127.0.0.1:3\", \"http://127.0.0.1:4\"]\n\
-                  [breakers.defaults]\nminimum-calls = 20\n[breakers.instances.payments]\n\
-                  slow-calls-multiple = 4\n";
-    let gateway = cutout_gateway::GatewayConfig::from_toml(config).unwrap();
-    let candidates = cutout_lab::replay::Candidate::from_document(config).unwrap();
-    let payments = candidates.iter().find(|c| c.name == "payments").unwrap();
-    assert_eq!(payments.settings, gateway.cluster_settings("payments"));
-    // With no instance of its own, a cluster is the gateway's defaults.
-    let just_defaults = config.split("[breakers.instances").next().unwrap();
-    let candidates = cutout_lab::replay::Candidate::from_document(just_defaults).unwrap();
-    let gateway = cutout_gateway::GatewayConfig::from_toml(just_defaults).unwrap();
-    assert_eq!(candidates.len(), 1);
-    assert_eq!(candidates[0].settings, gateway.cluster_settings("accounts"));
-    // And a gateway config with no [breakers] at all.
-    let bare = config.split("[breakers.defaults]").next().unwrap();
-    let candidates = cutout_lab::replay::Candidate::from_document(bare).unwrap();
-    let gateway = cutout_gateway::GatewayConfig::from_toml(bare).unwrap();
-    assert_eq!(candidates[0].settings, gateway.cluster_settings("accounts"));
+    assert_eq!(
+        cutout_lab::replay::HOST_MAX_BREAK,
+        cutout_gateway::config::DEFAULT_HOST_MAX_BREAK
+    );
+    // Two clusters of two upstreams (one with an instance of its own, switching the slow
+    // rule back on), and two of one upstream (one capped as a host, one that sets its own
+    // max-break-duration).
+    let routes: String = ["accounts", "payments", "ledger", "search"]
+        .iter()
+        .map(|c| format!("[[routes]]\nprefix = \"/{c}\"\ncluster = \"{c}\"\n"))
+        .collect();
+    let config = format!(
+        "{routes}[clusters.accounts]\nupstreams = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]\n\
+         [clusters.payments]\nupstreams = [\"http://127.0.0.1:3\", \"http://127.0.0.1:4\"]\n\
+         [clusters.ledger]\nupstreams = [\"http://127.0.0.1:5\"]\n\
+         [clusters.search]\nupstreams = [\"http://127.0.0.1:6\"]\n\
+         [breakers.defaults]\nminimum-calls = 20\n\
+         [breakers.configs.patient]\nmax-break-duration = \"1m\"\n\
+         [breakers.instances.payments]\nslow-calls-multiple = 4\n\
+         [breakers.instances.search]\nbase-config = \"patient\"\n"
+    );
+    for text in [
+        config.clone(),
+        // With no instance of their own, and with no [breakers] at all.
+        config.split("[breakers.configs").next().unwrap().to_owned(),
+        config
+            .split("[breakers.defaults]")
+            .next()
+            .unwrap()
+            .to_owned(),
+    ] {
+        let gateway = cutout_gateway::GatewayConfig::from_toml(&text).unwrap();
+        let candidates = cutout_lab::replay::Candidate::from_document(&text).unwrap();
+        let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["accounts", "ledger", "payments", "search"],
+            "{text}"
+        );
+        for c in &candidates {
+            assert_eq!(
+                c.settings,
+                gateway.cluster_settings(&c.name),
+                "{}: {text}",
+                c.name
+            );
+        }
+        let ledger = &candidates[1];
+        assert_eq!(
+            ledger.block["max-break-duration"].as_str(),
+            Some("15s"),
+            "{text}"
+        );
+    }
 }
 
 #[test]

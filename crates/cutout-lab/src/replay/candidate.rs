@@ -47,13 +47,28 @@ impl Candidate {
     }
 
     /// The candidates of a configuration file: a cutout document, or a file with one under
-    /// `[breakers]` (a gateway config, read over the gateway's base, or a lab scenario). Each instance, else each config, else
-    /// its defaults; each written as one block (its layers merged key by key).
+    /// `[breakers]` (a lab scenario, or a gateway config, read over the gateway's base with
+    /// one candidate a cluster). Each instance, else each config, else its defaults; each
+    /// written as one block (its layers merged key by key).
     pub fn from_document(text: &str) -> Result<Vec<Candidate>, String> {
         let mut doc: Table = toml::from_str(text).map_err(|e| e.to_string())?;
         let gateway = ["clusters", "routes", "gateway"]
             .iter()
             .any(|k| doc.contains_key(*k));
+        // A gateway's clusters, each with its number of upstreams.
+        let clusters: Vec<(String, usize)> = match doc.get("clusters") {
+            Some(Value::Table(clusters)) => clusters
+                .iter()
+                .map(|(name, c)| {
+                    let upstreams = c
+                        .get("upstreams")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len);
+                    (name.clone(), upstreams)
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         if let Some(Value::Table(breakers)) = doc.remove("breakers") {
             doc = breakers;
         } else if gateway {
@@ -101,8 +116,8 @@ impl Candidate {
             Value::Table(t) => Ok(t.clone()),
             _ => Err(format!("{what} is not a table")),
         };
-        let mut candidates = Vec::new();
-        for (name, instance) in &instances {
+        // An instance's layers: the defaults, its base config, itself.
+        let layers_of = |name: &str, instance: &Value| -> Result<Vec<Table>, String> {
             let instance = table(instance, &format!("[instances.{name}]"))?;
             let base = match instance.get("base-config") {
                 Some(Value::String(base)) => Some(table(
@@ -114,10 +129,42 @@ impl Candidate {
                 Some(_) => return Err(format!("[instances.{name}]: base-config is not a name")),
                 None => None,
             };
-            let mut layers = vec![&defaults];
-            layers.extend(base.as_ref());
-            layers.push(&instance);
-            candidates.push(Candidate::from_block(name, layered(&layers))?);
+            let mut layers = vec![defaults.clone()];
+            layers.extend(base);
+            layers.push(instance);
+            Ok(layers)
+        };
+        let mut candidates = Vec::new();
+        // Of a gateway config: one a cluster, as the gateway resolves its breaker (its
+        // instance, else the defaults; a cluster of one upstream has its break capped as a
+        // host's, `cutout_gateway::GatewayConfig::cluster_settings`).
+        let mut capped = Vec::new();
+        for (name, upstreams) in &clusters {
+            let layers = match instances.get(name) {
+                Some(instance) => layers_of(name, instance)?,
+                None => vec![defaults.clone()],
+            };
+            let refs: Vec<&Table> = layers.iter().collect();
+            let mut candidate = Candidate::from_block(name, layered(&refs))?;
+            let sets_cap = layers.iter().any(|l| l.contains_key("max-break-duration"));
+            let cap = HOST_MAX_BREAK.max(candidate.settings.break_duration());
+            if *upstreams == 1 && !sets_cap && cap < candidate.settings.max_break_duration() {
+                let mut block = candidate.block.clone();
+                block.insert(
+                    "max-break-duration".into(),
+                    Value::String(humantime::format_duration(cap).to_string()),
+                );
+                candidate = Candidate::from_block(name, block)?;
+                capped.push(name.clone());
+            }
+            candidates.push(candidate);
+        }
+        if clusters.is_empty() {
+            for (name, instance) in &instances {
+                let layers = layers_of(name, instance)?;
+                let refs: Vec<&Table> = layers.iter().collect();
+                candidates.push(Candidate::from_block(name, layered(&refs))?);
+            }
         }
         if candidates.is_empty() {
             for (name, config) in &configs {
@@ -132,7 +179,7 @@ impl Candidate {
         let config =
             cutout::config::Config::from_toml(&toml::to_string(&doc).map_err(|e| e.to_string())?)
                 .map_err(|e| e.to_string())?;
-        for candidate in &candidates {
+        for candidate in candidates.iter().filter(|c| !capped.contains(&c.name)) {
             let theirs = config
                 .instance(&candidate.name)
                 .or_else(|| config.config(&candidate.name))
@@ -169,6 +216,11 @@ impl Candidate {
         format!("[configs.{name}]\n{body}")
     }
 }
+
+/// A gateway's cap on the break of a cluster of one upstream whose sections do not set
+/// `max-break-duration` (`cutout_gateway::config::DEFAULT_HOST_MAX_BREAK`, checked equal by a
+/// test), unless its first break is longer.
+pub const HOST_MAX_BREAK: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The keys of cutout's relative slow-call rule (the gateway's base knows the same list as
 /// `cutout_gateway::config::SLOW_CALL_KEYS`, checked equal by a test): one of them in a
