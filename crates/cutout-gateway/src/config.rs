@@ -228,17 +228,11 @@ pub const DEFAULT_MAX_DETACHED_BODY: usize = 1 << 20;
 /// (see [`GatewayConfig::host_settings`]): cutout's default first break, so that a host's
 /// break never grows past it.
 pub const DEFAULT_HOST_MAX_BREAK: Duration = Duration::from_secs(15);
-/// The keys of cutout's relative slow-call rule. The gateway's base switches the rule off in
-/// `[breakers.defaults]` unless that section sets one of them; any of them in a later section
-/// (a config, an instance) switches it back on there (see the [module docs](self)).
-pub const SLOW_CALL_KEYS: [&str; 6] = [
-    "slow-calls",
-    "slow-calls-multiple",
-    "slow-calls-quantile",
-    "slow-calls-floor",
-    "slow-calls-margin",
-    "latency-baseline-window",
-];
+/// The keys of cutout's relative slow-call rule (its switch first), as cutout's config knows
+/// them. The gateway's base switches the rule off in `[breakers.defaults]` unless that section
+/// sets one of them; any of them in a later section (a config, an instance) switches it back
+/// on there (see the [module docs](self)).
+pub use cutout_keys::SLOW_CALL_KEYS;
 
 /// The gateway's resource limits (`[gateway]` keys), each with a default.
 ///

@@ -46,6 +46,24 @@ pub const SETTINGS_KEYS: &[&str] = &[
     "throttle",
 ];
 
+/// The relative slow-call rule's switch, `slow-calls` (first), and the keys that tune the
+/// rule (sorted, so the first one a section sets is the first in its key order). A section
+/// that sets one of the rule's keys has the rule on there: it may not also say
+/// `slow-calls = "off"`, and it switches the rule back on over an earlier section's "off".
+/// `cutout::config` rejects the contradiction with these names; the gateway's base and the
+/// lab's replay merge sections by them.
+pub const SLOW_CALL_KEYS: [&str; 6] = [
+    "slow-calls",
+    "latency-baseline-window",
+    "slow-calls-floor",
+    "slow-calls-margin",
+    "slow-calls-multiple",
+    "slow-calls-quantile",
+];
+
+/// The keys that tune the relative slow-call rule: [`SLOW_CALL_KEYS`] without its switch.
+pub const SLOW_CALL_RULE_KEYS: &[&str] = SLOW_CALL_KEYS.split_at(1).1;
+
 /// A value as written, before it is read.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value<'a> {

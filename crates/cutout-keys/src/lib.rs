@@ -16,4 +16,7 @@ pub mod key;
 pub mod range;
 pub mod suggest;
 
-pub use key::{Check, Kind, Problem, Range, SETTINGS_KEYS, Value, check, kind};
+pub use key::{
+    Check, Kind, Problem, Range, SETTINGS_KEYS, SLOW_CALL_KEYS, SLOW_CALL_RULE_KEYS, Value, check,
+    kind,
+};

@@ -2,6 +2,7 @@
 //! shipped defaults, a configuration file or a sweep.
 
 use cutout::Settings;
+use cutout_keys::{SLOW_CALL_KEYS, SLOW_CALL_RULE_KEYS};
 use toml::{Table, Value};
 
 use crate::record::Shape;
@@ -96,19 +97,7 @@ impl Candidate {
         let layered = |layers: &[&Table]| {
             let mut block = Table::new();
             for layer in layers {
-                // A later section's key of the relative slow-call rule switches it back on
-                // over an earlier `slow-calls = "off"` (cutout's layering), which one block
-                // must say by leaving the "off" out.
-                if !layer.contains_key("slow-calls")
-                    && SLOW_CALL_KEYS.iter().any(|k| layer.contains_key(*k))
-                {
-                    block.remove("slow-calls");
-                }
-                for (key, value) in layer.iter() {
-                    if key != "base-config" {
-                        block.insert(key.clone(), value.clone());
-                    }
-                }
+                merge(&mut block, layer);
             }
             block
         };
@@ -201,7 +190,9 @@ impl Candidate {
             .iter()
             .map(|v| {
                 let mut block = self.block.clone();
-                block.insert(spec.key.clone(), crate::sweep::value(v));
+                let mut layer = Table::new();
+                layer.insert(spec.key.clone(), crate::sweep::value(v));
+                merge(&mut block, &layer);
                 Candidate::from_block(&format!("{}={v}", spec.key), block)
             })
             .collect()
@@ -222,18 +213,22 @@ impl Candidate {
 /// test), unless its first break is longer.
 pub const HOST_MAX_BREAK: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// The keys of cutout's relative slow-call rule (the gateway's base knows the same list as
-/// `cutout_gateway::config::SLOW_CALL_KEYS`, checked equal by a test): one of them in a
-/// gateway config's `[breakers.defaults]` keeps the rule on, and one in a later section
-/// switches it back on over an earlier `slow-calls = "off"`.
-pub const SLOW_CALL_KEYS: [&str; 6] = [
-    "slow-calls",
-    "slow-calls-multiple",
-    "slow-calls-quantile",
-    "slow-calls-floor",
-    "slow-calls-margin",
-    "latency-baseline-window",
-];
+/// `layer` merged over `block` as cutout layers its sections: each of its keys replaces the
+/// block's, and a key of the relative slow-call rule switches the rule back on over an
+/// earlier `slow-calls = "off"`, which one block says by leaving the "off" out (cutout
+/// refuses both in one section).
+fn merge(block: &mut Table, layer: &Table) {
+    if !layer.contains_key("slow-calls")
+        && SLOW_CALL_RULE_KEYS.iter().any(|k| layer.contains_key(*k))
+    {
+        block.remove("slow-calls");
+    }
+    for (key, value) in layer {
+        if key != "base-config" {
+            block.insert(key.clone(), value.clone());
+        }
+    }
+}
 
 /// The settings a block of cutout keys reads as, as `[configs.<name>]` of a document (an
 /// error names that section, as cutout does).

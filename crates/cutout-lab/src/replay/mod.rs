@@ -41,7 +41,7 @@ mod candidate;
 mod report;
 
 pub use bins::{Bins, MAX_BINS};
-pub use candidate::{Candidate, HOST_MAX_BREAK, SLOW_CALL_KEYS};
+pub use candidate::{Candidate, HOST_MAX_BREAK};
 pub use report::OBJECTIVE;
 
 use std::collections::{BinaryHeap, HashMap};

@@ -376,13 +376,7 @@ fn switched_off_alone(
             "slow-calls",
             "rule",
             // Sorted, so the first one set is the first in the section's key order.
-            &[
-                "latency-baseline-window",
-                "slow-calls-floor",
-                "slow-calls-margin",
-                "slow-calls-multiple",
-                "slow-calls-quantile",
-            ],
+            cutout_keys::SLOW_CALL_RULE_KEYS,
         ),
         (
             patch.failures_off,
