@@ -644,3 +644,32 @@ fn an_outage_the_recording_s_own_breaker_cut_is_still_one_incident() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_trip_on_slow_successes_is_a_false_trip_unless_a_latency_budget_says_they_failed() {
+    let dir = Dir::new("replay-slow");
+    // Every call succeeds; from 300 s to 420 s they take 10 times as long (100-200 ms). The
+    // record cannot say whether the dependency or the caller (its own CPU) was slow.
+    let mut record = calls(900.0, 20.0, None, 31);
+    for c in &mut record {
+        c.ok = true;
+        if (300.0..420.0).contains(&(c.start - T0)) {
+            c.duration *= 10.0;
+        }
+    }
+    let path = dir.write("slow.csv", &csv(&record));
+    let (json, stdout, _) = replay(&dir, &[&path]);
+    assert_eq!(json["incidents"].as_array().unwrap().len(), 1, "{stdout}");
+    assert_eq!(json["incidents"][0]["failing"], false, "{stdout}");
+    let defaults = candidate(&json, "defaults");
+    let trips = defaults["trips"].as_u64().unwrap();
+    assert!(trips >= 1, "the relative slow rule opens on it: {stdout}");
+    assert_eq!(defaults["false_trips"].as_u64().unwrap(), trips, "{stdout}");
+    assert!(json["recommended"].is_null(), "{stdout}");
+    assert!(stdout.contains("--latency-budget"), "{stdout}");
+    // Callers that give up at 100 ms: the slow calls failed them, and the trips are the
+    // incident's.
+    let (json, stdout, _) = replay(&dir, &[&path, "--latency-budget", "100ms"]);
+    assert_eq!(json["incidents"][0]["failing"], true, "{stdout}");
+    assert_eq!(candidate(&json, "defaults")["false_trips"], 0, "{stdout}");
+}

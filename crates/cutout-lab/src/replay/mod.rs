@@ -25,8 +25,10 @@
 //! usual one (the median over the bins of that mean). A bin where the recording's own
 //! breaker refused at least 5 calls, and most of its calls, is failing too: that breaker was
 //! open, and the few calls it let through (its probes) are all a candidate sees there. Flagged bins one bin apart or less make
-//! one incident. A trip (an opening) within one bin of an incident is the incident's; any
-//! other is a trip on a healthy dependency, a false trip.
+//! one incident. A trip (an opening) within one bin of a failing incident is the incident's;
+//! any other is a trip on a healthy dependency, a false trip, and so is one in a slow-only
+//! incident: its calls succeeded, and a record cannot tell the dependency's slowness from the
+//! caller's own. `--latency-budget` says which slow calls failed the callers.
 //!
 //! # The oracle, regret and the recommendation
 //! The oracle refuses exactly the calls that failed and admits every other: it refuses no
@@ -379,11 +381,21 @@ impl Replay {
             .map(|p| p + 1)
     }
 
-    /// A candidate's trips on a healthy dependency.
+    /// Whether a trip at `at` is on a healthy dependency: outside every failing incident. A
+    /// slow-only incident's calls succeeded, and the replay cannot tell the dependency's
+    /// slowness from the caller's own (its load, its fresh connections): a trip there
+    /// refused successes the callers waited for, so it is a false trip too, unless a
+    /// `--latency-budget` made those slow calls failures (and the bins failing).
+    pub fn on_healthy(&self, at: u64) -> bool {
+        let bin = self.options.bin;
+        !self.incidents.iter().any(|i| i.failing && i.holds(at, bin))
+    }
+
+    /// A candidate's trips on a healthy dependency ([`Replay::on_healthy`]).
     pub fn false_trips(&self, outcome: &Outcome) -> usize {
         outcome
             .opens()
-            .filter(|(at, _)| self.incident_number(*at).is_none())
+            .filter(|(at, _)| self.on_healthy(*at))
             .count()
     }
 

@@ -87,7 +87,7 @@ impl Replay {
             ),
         );
         row(
-            "trips on a healthy dependency (outside every incident)",
+            "trips on a healthy dependency (outside every failing incident)",
             around(
                 "0".into(),
                 each(&|o| self.false_trips(o).to_string()),
@@ -187,7 +187,11 @@ impl Replay {
                     break;
                 }
                 let whose = match self.incident_number(*t) {
-                    Some(n) => format!("incident {n}"),
+                    Some(n) if !self.on_healthy(*t) => format!("incident {n}"),
+                    Some(n) => format!(
+                        "incident {n}, slow only: a trip on a healthy dependency unless a \
+                         --latency-budget makes its calls failures"
+                    ),
                     None => "a healthy dependency".into(),
                 };
                 let _ = writeln!(out, "  {} (+{}) on {reason}: {whose}", at(*t), span(*t));
@@ -227,7 +231,8 @@ impl Replay {
                     out,
                     "recommendation ({OBJECTIVE}): none: every setting tripped on a healthy \
                      dependency. Try a sweep (--sweep failure-ratio=…) or raise the \
-                     thresholds."
+                     thresholds; if it tripped on a slow stretch your callers could not \
+                     wait out, say how long they wait (--latency-budget)."
                 );
             }
         }
