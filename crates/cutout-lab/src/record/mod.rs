@@ -197,6 +197,8 @@ pub struct Record<R> {
     last: u64,
     done: bool,
     hosts: Vec<String>,
+    /// Each host's index in `hosts` (a linear search costs a line per host at thousands).
+    host_index: std::collections::HashMap<String, u16>,
     warnings: Vec<Warning>,
     tally: Tally,
 }
@@ -227,6 +229,7 @@ impl<R: BufRead> Record<R> {
             last: 0,
             done: false,
             hosts: Vec::new(),
+            host_index: std::collections::HashMap::new(),
             warnings: Vec::new(),
             tally: Tally::default(),
         }
@@ -290,14 +293,16 @@ impl<R: BufRead> Record<R> {
 
     fn host(&mut self, name: Option<String>) -> Option<u16> {
         let name = name?;
-        if let Some(i) = self.hosts.iter().position(|h| *h == name) {
-            return u16::try_from(i).ok();
+        if let Some(&i) = self.host_index.get(&name) {
+            return Some(i);
         }
         if self.hosts.len() >= MAX_HOSTS {
             return None;
         }
+        let i = u16::try_from(self.hosts.len()).ok()?;
+        self.host_index.insert(name.clone(), i);
         self.hosts.push(name);
-        u16::try_from(self.hosts.len() - 1).ok()
+        Some(i)
     }
 
     /// Reads lines until a call is waiting to be handed on or the input ends.
