@@ -42,6 +42,49 @@ pub struct LoadSweep {
     pub texts: Vec<String>,
 }
 
+/// The scenario file `text` with the load key `section.key` set to `v` (read as a sweep's
+/// value is): what `--set dependency.max-queue-wait=500ms` runs. The variant is checked when
+/// it is read as a scenario, as a sweep's are.
+pub fn with_key(text: &str, section_key: &str, v: &str) -> Result<String, String> {
+    let (section, key) = load_key(section_key)?;
+    let doc: Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    set_in(doc, section, key, v)
+}
+
+/// `section.key` split, if it names a key of one of the [`SECTIONS`].
+fn load_key(section_key: &str) -> Result<(&str, &str), String> {
+    let Some((section, key)) = section_key.split_once('.') else {
+        return Err(format!(
+            "{section_key}: a load key is section.key (fleet.rate)"
+        ));
+    };
+    if section == "breakers" {
+        return Err(format!(
+            "{section_key}: a breaker key is swept without its section (--sweep {key}=…)"
+        ));
+    }
+    if !SECTIONS.contains(&section) || key.contains('.') {
+        return Err(format!(
+            "{section_key}: a load key is one of [{}]'s, as section.key (fleet.rate, \
+             dependency.capacity)",
+            SECTIONS.join("], [")
+        ));
+    }
+    Ok((section, key))
+}
+
+/// `doc` with `[section] key = v`, as TOML text.
+fn set_in(mut doc: Table, section: &str, key: &str, v: &str) -> Result<String, String> {
+    let table = doc
+        .entry(section)
+        .or_insert_with(|| Value::Table(Table::new()));
+    let Value::Table(table) = table else {
+        return Err(format!("[{section}] is not a table"));
+    };
+    table.insert(key.to_owned(), value(v));
+    toml::to_string(&doc).map_err(|e| e.to_string())
+}
+
 impl LoadSweep {
     /// Whether `spec` sweeps a load key (`section.key`) rather than a breaker key.
     pub fn is_load(spec: &Spec) -> bool {
@@ -50,39 +93,13 @@ impl LoadSweep {
 
     /// Builds the variants of the scenario file `text`.
     pub fn build(text: &str, spec: Spec) -> Result<LoadSweep, String> {
-        let Some((section, key)) = spec.key.split_once('.') else {
-            return Err(format!(
-                "{}: a load key is section.key (fleet.rate)",
-                spec.key
-            ));
-        };
-        if section == "breakers" {
-            return Err(format!(
-                "{}: a breaker key is swept without its section (--sweep {key}=…)",
-                spec.key
-            ));
-        }
-        if !SECTIONS.contains(&section) || key.contains('.') {
-            return Err(format!(
-                "{}: a load key is one of [{}]'s, as section.key (fleet.rate, \
-                 dependency.capacity)",
-                spec.key,
-                SECTIONS.join("], [")
-            ));
-        }
+        let (section, key) = load_key(&spec.key)?;
         let doc: Table = toml::from_str(text).map_err(|e| e.to_string())?;
-        let mut texts = Vec::with_capacity(spec.values.len());
-        for v in &spec.values {
-            let mut variant = doc.clone();
-            let table = variant
-                .entry(section)
-                .or_insert_with(|| Value::Table(Table::new()));
-            let Value::Table(table) = table else {
-                return Err(format!("[{section}] is not a table"));
-            };
-            table.insert(key.to_owned(), value(v));
-            texts.push(toml::to_string(&variant).map_err(|e| e.to_string())?);
-        }
+        let texts = spec
+            .values
+            .iter()
+            .map(|v| set_in(doc.clone(), section, key, v))
+            .collect::<Result<_, _>>()?;
         Ok(LoadSweep { spec, texts })
     }
 

@@ -26,7 +26,8 @@ use cutout_lab::{Progress, Scenario, seeds};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 const USAGE: &str = "usage: cutout-lab SCENARIO.toml [--svg OUT.svg] [--json OUT.json] [--seed N] \
-                     [--seeds N [--per-seed]] [--sweep KEY=V1,V2,...]\n       cutout-lab \
+                     [--seeds N [--per-seed]] [--sweep KEY=V1,V2,...] [--set KEY=V]...\n       \
+                     cutout-lab \
                      replay LOG [--format F] [--config FILE] [--sweep ...] (replay --help)\n       \
                      cutout-lab fit LOG [--out SCENARIO.toml] (fit --help)\n       \
                      cutout-lab --help | --version";
@@ -73,6 +74,13 @@ options:
                          with no trips while no incident was in force, ties broken by the
                          fewest calls that reached the failing dependency. The SVG shows
                          the first seed only
+  --set SECTION.KEY=V    run the scenario with one key of its [fleet], [dependency],
+                         [connections] or [saturation] section set to V (read as a
+                         --sweep value is), as if the file said so; may be given more
+                         than once, for different keys. The JSON names the keys set
+                         (\"set\"). For a claim's variant: --set
+                         dependency.max-queue-wait=500ms is the same scenario against a
+                         dependency that sheds
   -h, --help             print this help and exit
   -V, --version          print the version and exit
 
@@ -91,7 +99,8 @@ exit status:
                          (a scenario's mistake is named with its line and column, or
                          cutout's CUT-CFG code and the nearest known key)
   2                      a bad command line: an unknown flag, a missing or bad value, a
-                         bad --sweep spec, or a --sweep key or value cutout rejects";
+                         bad --sweep spec, a --sweep key or value cutout rejects, or a
+                         --set key or value the lab refuses";
 
 /// Why the run stopped.
 enum Failure {
@@ -179,6 +188,8 @@ struct Options {
     seeds: u64,
     per_seed: bool,
     sweep: Option<Spec>,
+    /// `--set`: each load key and its value, in the order given.
+    sets: Vec<(String, String)>,
 }
 
 fn parse(args: Vec<String>) -> Result<Command, Failure> {
@@ -190,6 +201,7 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
     let mut seeds = None;
     let mut per_seed = false;
     let mut sweep = None;
+    let mut sets: Vec<(String, String)> = Vec::new();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -246,6 +258,19 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
                 once(sweep.is_some(), "--sweep")?;
                 sweep = Some(value("KEY=V1,V2,...")?.parse::<Spec>().map_err(usage)?);
             }
+            "--set" => {
+                let text = value("SECTION.KEY=VALUE")?;
+                let Some((key, v)) = text.split_once('=') else {
+                    return Err(usage(format!(
+                        "--set {text}: expected SECTION.KEY=VALUE (dependency.max-queue-wait=500ms)"
+                    )));
+                };
+                let (key, v) = (key.trim(), v.trim());
+                if sets.iter().any(|(k, _)| k == key) {
+                    return Err(usage(format!("--set {key} is given twice")));
+                }
+                sets.push((key.to_owned(), v.to_owned()));
+            }
             _ if arg.starts_with('-') && arg != "-" => {
                 return Err(usage(format!("unknown flag {arg}")));
             }
@@ -274,6 +299,7 @@ fn parse(args: Vec<String>) -> Result<Command, Failure> {
         seeds: seeds.unwrap_or(1),
         per_seed,
         sweep,
+        sets,
     }))
 }
 
@@ -365,16 +391,26 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
         }
         Command::Run(options) => options,
     };
+    // The file's own mistakes first, as without --set (exit 1); then a value --set gives
+    // that the lab refuses is the command line's (exit 2).
     let mut scenario = Scenario::load(&options.scenario)?;
+    let path = &options.scenario;
+    let mut text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    for (key, v) in &options.sets {
+        text = cutout_lab::load_sweep::with_key(&text, key, v)
+            .map_err(|e| Failure::Usage(format!("--set {key}={v}: {e}")))?;
+    }
+    if !options.sets.is_empty() {
+        scenario = Scenario::from_toml(&text, &scenario.name)
+            .map_err(|e| Failure::Rejected(format!("{} with --set: {e}", path.display())))?;
+    }
     if let Some(spec) = options.sweep.as_ref().filter(|s| LoadSweep::is_load(s)) {
-        return run_load(&options, &scenario, spec.clone());
+        return run_load(&options, &text, &scenario, spec.clone());
     }
     let sweep = match options.sweep {
         None => None,
         Some(spec) => {
-            let path = &options.scenario;
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let sweep = Sweep::build(&text, spec)
                 .map_err(|e| Failure::Rejected(format!("{}: --sweep: {e}", path.display())))?;
             scenario = sweep
@@ -411,7 +447,15 @@ fn run(args: Vec<String>) -> Result<(), Failure> {
         }
     }
     if let Some(path) = &options.json {
-        let value = cutout_lab::json::figures(&scenario.name, &runs.seeds, &runs.metrics);
+        let mut value = cutout_lab::json::figures(&scenario.name, &runs.seeds, &runs.metrics);
+        if !options.sets.is_empty() {
+            let set: serde_json::Map<String, serde_json::Value> = options
+                .sets
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect();
+            value["set"] = serde_json::Value::Object(set);
+        }
         let text =
             serde_json::to_string_pretty(&value).map_err(|e| format!("{}: {e}", path.display()))?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -455,7 +499,7 @@ fn timelines(runs: &Seeds, svg: Option<&Path>, scenario: &Scenario) -> Result<()
 
 /// A sweep over a load key ([`LoadSweep`]): one run of every setting per value, each
 /// value's table and the headline figures side by side; the first value's timeline.
-fn run_load(options: &Options, scenario: &Scenario, spec: Spec) -> Result<(), Failure> {
+fn run_load(options: &Options, text: &str, scenario: &Scenario, spec: Spec) -> Result<(), Failure> {
     if options.json.is_some() || options.per_seed {
         return Err(Failure::Usage(
             "--json and --per-seed are not given with a load key's --sweep: run each value \
@@ -464,9 +508,7 @@ fn run_load(options: &Options, scenario: &Scenario, spec: Spec) -> Result<(), Fa
         ));
     }
     let path = &options.scenario;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let sweep = LoadSweep::build(&text, spec)
+    let sweep = LoadSweep::build(text, spec)
         .map_err(|e| Failure::Rejected(format!("{}: --sweep: {e}", path.display())))?;
     let mut scenarios = sweep
         .scenarios(&scenario.name)

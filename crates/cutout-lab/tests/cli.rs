@@ -514,3 +514,83 @@ fn a_closed_stdout_is_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
 }
+
+/// `--set section.key=V` runs the scenario as if its file said so (the JSON names what was
+/// set), and a bad `--set` is the command line's mistake.
+#[test]
+fn set_runs_the_scenario_as_if_its_file_said_so() {
+    let dir = Dir::new("set");
+    std::fs::write(
+        dir.join("shedding.toml"),
+        SCENARIO.replace(
+            "capacity = 1000",
+            "capacity = 1000\nmax-queue-wait = \"300ms\"",
+        ),
+    )
+    .unwrap();
+    let json = |file: &str, out: &str, flags: &[&str]| -> serde_json::Value {
+        let path = dir.join(out);
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = Vec::new();
+        let scenario = dir.join(file);
+        let svg = dir.join("x.svg");
+        args.extend([
+            &scenario as &dyn AsRef<std::ffi::OsStr>,
+            &"--svg",
+            &svg,
+            &"--json",
+            &path,
+        ]);
+        for f in flags {
+            args.push(f);
+        }
+        let run = lab(&args);
+        assert!(run.status.success(), "{}", stderr(&run));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    };
+    let set = json(
+        "tiny.toml",
+        "set.json",
+        &["--set", "dependency.max-queue-wait=300ms"],
+    );
+    let file = json("shedding.toml", "file.json", &[]);
+    let plain = json("tiny.toml", "plain.json", &[]);
+    assert_eq!(set["figures"], file["figures"]);
+    // The tiny dependency never queues, so shedding changes nothing; a key that does.
+    let noisier = json(
+        "tiny.toml",
+        "noisier.json",
+        &["--set", "dependency.error-rate=0.2"],
+    );
+    assert_ne!(
+        noisier["figures"], plain["figures"],
+        "--set changes the run"
+    );
+    assert_eq!(
+        set["set"],
+        serde_json::json!({"dependency.max-queue-wait": "300ms"})
+    );
+    assert!(file.get("set").is_none() && plain.get("set").is_none());
+
+    let scenario = dir.join("tiny.toml");
+    for (bad, says) in [
+        ("dependency.max-queue-wait", "expected SECTION.KEY=VALUE"),
+        ("max-queue-wait=1s", "a load key is section.key"),
+        ("breakers.jitter=none", "a breaker key"),
+        ("sky.rate=2", "a load key is one of"),
+        ("dependency.max-queue-wait=soon", "max-queue-wait"),
+        ("fleet.pods=0", "pods"),
+    ] {
+        let out = lab(&[&scenario, &"--set", &bad]);
+        assert_eq!(out.status.code(), Some(2), "--set {bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "--set {bad}: {}", stderr(&out));
+    }
+    let twice = lab(&[
+        &scenario,
+        &"--set",
+        &"fleet.rate=2",
+        &"--set",
+        &"fleet.rate=3",
+    ]);
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(stderr(&twice).contains("given twice"), "{}", stderr(&twice));
+}
