@@ -59,6 +59,15 @@ pub struct FleetSpec {
     /// once.
     #[serde(default)]
     pub breaker_per: Vec<BreakerPer>,
+    /// How unevenly the pods share the load (default 0: every pod at `rate`): the
+    /// coefficient of variation of the pods' own rates, 0 to [`FleetSpec::MAX_UNEVENNESS`].
+    /// Each pod's rate is `rate` times a weight drawn once per pod from a log-normal of mean 1
+    /// with this coefficient, on the scenario's seed (every compared setting sees the same
+    /// pods), and the weights are scaled to average exactly 1, so the fleet's load stays
+    /// `pods` × `rate`. A load balancer that spreads connections, not requests, or clients
+    /// that pin a pod, give a fleet like this: its busiest pods' breakers see more calls in
+    /// a window than the mean, its quietest fewer.
+    pub unevenness: Option<f64>,
 }
 
 /// Which breakers a pod keeps.
@@ -97,6 +106,9 @@ pub struct Traffic {
     /// The cycle of traffic phases (`[[phases]]`, see [`crate::phases`]); `None`: `rate`
     /// in single requests all run long.
     pub phases: Option<Phases>,
+    /// The coefficient of variation of the pods' rates (0: all at `rate`; see
+    /// [`FleetSpec::unevenness`] and [`pod_weights`]).
+    pub unevenness: f64,
 }
 
 impl Traffic {
@@ -122,6 +134,9 @@ impl FleetSpec {
     pub const MAX_WAIT: Duration = Duration::from_secs(3600);
     /// The most requests the fleet's pools hold at once: pods × (concurrency + queue).
     pub const MAX_HELD: u64 = 10_000_000;
+    /// The most uneven fleet: the pods' rates' coefficient of variation at most 3 (a
+    /// log-normal of σ ≈ 1.5, whose busiest pod of 100 takes some 20× the mean).
+    pub const MAX_UNEVENNESS: f64 = 3.0;
 
     /// Checks the spec: every key in its bounds (see [`FleetSpec`]), each named in the error.
     pub fn build(&self) -> Result<Traffic, String> {
@@ -238,6 +253,14 @@ impl FleetSpec {
         } else {
             self.retry_policy.clone()
         };
+        let unevenness = self.unevenness.unwrap_or(0.0);
+        if !(0.0..=Self::MAX_UNEVENNESS).contains(&unevenness) {
+            return Err(format!(
+                "fleet.unevenness = {unevenness}: the pods' rates' coefficient of variation, \
+                 from 0 (every pod at fleet.rate) to {}",
+                Self::MAX_UNEVENNESS
+            ));
+        }
         for (i, policy) in retry_policy.iter().enumerate() {
             if retry_policy[..i].contains(policy) {
                 let name = match policy {
@@ -261,6 +284,7 @@ impl FleetSpec {
             deadline,
             breaker_per,
             phases: None,
+            unevenness,
         })
     }
 }
@@ -290,14 +314,35 @@ pub struct Pod {
     arrivals: fastrand::Rng,
     /// Which replica each attempt tries first.
     pub route: fastrand::Rng,
+    /// This pod's share of the load against the mean pod's (1 unless `fleet.unevenness`).
+    pub weight: f64,
 }
 
 impl Pod {
-    /// The gap to this pod's next request (exponential: Poisson arrivals), in nanoseconds.
+    /// The gap to this pod's next request at the fleet's `rate` a pod, scaled by this pod's
+    /// weight (exponential: Poisson arrivals), in nanoseconds.
     pub fn next_gap(&mut self, rate: f64) -> u64 {
         let u = 1.0 - self.arrivals.f64(); // (0, 1]
-        ((-u.ln() / rate) * 1e9) as u64
+        ((-u.ln() / (rate * self.weight)) * 1e9) as u64
     }
+}
+
+/// Each of `pods` pods' share of the load for `seed`: all 1 at `unevenness` 0; otherwise
+/// drawn from a log-normal of mean 1 whose coefficient of variation is `unevenness`
+/// (σ² = ln(1 + cv²), μ = −σ²/2), then scaled so that they average exactly 1. Drawn from a
+/// stream of their own, so an even fleet's arrivals are the ones it always had.
+pub fn pod_weights(pods: u32, unevenness: f64, seed: u64) -> Vec<f64> {
+    if unevenness == 0.0 || pods < 2 {
+        return vec![1.0; pods as usize];
+    }
+    let sigma2 = unevenness.mul_add(unevenness, 1.0).ln();
+    let sigma = sigma2.sqrt();
+    let mut rng = fastrand::Rng::with_seed(mix(seed, u64::MAX));
+    let drawn: Vec<f64> = (0..pods)
+        .map(|_| (sigma * crate::dependency::standard_normal(&mut rng) - sigma2 / 2.0).exp())
+        .collect();
+    let mean = drawn.iter().sum::<f64>() / f64::from(pods);
+    drawn.into_iter().map(|w| w / mean).collect()
 }
 
 /// The pods of one run, all on one clock, with every transition collected in order.
@@ -321,6 +366,7 @@ impl Fleet {
         seed: u64,
     ) -> Fleet {
         let transitions = Arc::new(Mutex::new(Vec::new()));
+        let weights = pod_weights(traffic.pods, traffic.unevenness, seed);
         let pods = (0..traffic.pods)
             .map(|pod| {
                 let stream = 4 * u64::from(pod);
@@ -350,6 +396,7 @@ impl Fleet {
                     pool: Pool::new(traffic.concurrency, traffic.queue),
                     arrivals: fastrand::Rng::with_seed(mix(seed, stream + 1)),
                     route: fastrand::Rng::with_seed(mix(seed, stream + 2)),
+                    weight: weights[pod as usize],
                 }
             })
             .collect();
@@ -387,6 +434,7 @@ mod tests {
             queue: None,
             deadline: None,
             breaker_per: Vec::new(),
+            unevenness: None,
         };
         let traffic = spec.build().unwrap();
         let fleet = Fleet::new(&traffic, &Settings::default(), 1, &ManualClock::new(), 3);
@@ -394,6 +442,69 @@ mod tests {
         let total: u64 = (0..10_000).map(|_| pod.next_gap(50.0)).sum();
         let mean = total as f64 / 10_000.0 / 1e9;
         assert!((mean - 0.02).abs() < 0.001, "{mean}");
+    }
+
+    /// The pods' weights average 1 exactly, spread as the coefficient of variation asks (over
+    /// 10,000 pods), are the same for the same seed, and are all 1 for an even fleet.
+    #[test]
+    fn pod_weights_keep_the_load_and_spread_it_as_asked() {
+        assert_eq!(pod_weights(5, 0.0, 1), vec![1.0; 5]);
+        assert_eq!(pod_weights(1, 2.0, 1), vec![1.0]);
+        for cv in [0.25, 1.0, 2.0] {
+            let w = pod_weights(10_000, cv, 7);
+            assert_eq!(w, pod_weights(10_000, cv, 7));
+            assert_ne!(w, pod_weights(10_000, cv, 8));
+            let mean = w.iter().sum::<f64>() / w.len() as f64;
+            assert!((mean - 1.0).abs() < 1e-12, "{mean}");
+            let var = w.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / w.len() as f64;
+            let measured = var.sqrt();
+            // A log-normal's sample spread converges slowly at large σ: within 15% at cv 2.
+            assert!(
+                (measured / cv - 1.0).abs() < 0.15,
+                "cv {cv}: measured {measured}"
+            );
+            assert!(w.iter().all(|&x| x > 0.0));
+        }
+    }
+
+    /// An uneven fleet's pods send their weight's share: the busiest pod's gaps are the
+    /// quietest's divided by their weights' ratio.
+    #[test]
+    fn a_pod_s_arrivals_follow_its_weight() {
+        let spec = FleetSpec {
+            pods: 50,
+            rate: 10.0,
+            timeout: "1s".into(),
+            retries: 0,
+            retry_backoff: None,
+            retry_policy: Vec::new(),
+            concurrency: None,
+            queue: None,
+            deadline: None,
+            breaker_per: Vec::new(),
+            unevenness: Some(1.0),
+        };
+        let traffic = spec.build().unwrap();
+        let fleet = Fleet::new(&traffic, &Settings::default(), 1, &ManualClock::new(), 3);
+        for mut pod in fleet.pods {
+            let weight = pod.weight;
+            let total: u64 = (0..4_000).map(|_| pod.next_gap(10.0)).sum();
+            let rate = 4_000.0 / (total as f64 / 1e9);
+            assert!(
+                (rate / (10.0 * weight) - 1.0).abs() < 0.08,
+                "weight {weight}: {rate} req/s"
+            );
+        }
+        for bad in [-0.1, 3.5, f64::NAN] {
+            let spec = FleetSpec {
+                unevenness: Some(bad),
+                ..spec.clone()
+            };
+            assert!(
+                spec.build().unwrap_err().contains("fleet.unevenness"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -666,6 +666,18 @@ pub fn table(scenario: &Scenario, metrics: &[Metrics]) -> String {
         let _ = writeln!(out, "  {}", scenario.description);
     }
     let _ = writeln!(out, "  {}", effective_capacity(scenario));
+    if t.unevenness > 0.0 {
+        let weights = crate::fleet::pod_weights(t.pods, t.unevenness, scenario.seed);
+        let (least, most) = weights
+            .iter()
+            .fold((f64::MAX, 0.0_f64), |(l, m), &w| (l.min(w), m.max(w)));
+        let _ = writeln!(
+            out,
+            "  uneven pods (fleet.unevenness = {}): on this seed the quietest pod sends {:.2}x \
+             the mean pod's {} req/s, the busiest {:.2}x",
+            t.unevenness, least, t.rate, most
+        );
+    }
     for i in scenario.script.incidents() {
         let _ = writeln!(
             out,

@@ -451,7 +451,13 @@ fn run_here(scenario: &Scenario, subject: &Subject<'_>, progress: &(dyn Fn(u64) 
         ok_latencies: world.ok_latencies,
         window_reach: settings_in_force.map_or(Duration::ZERO, |s| {
             let share = if per_host { f64::from(replicas) } else { 1.0 };
-            window_reach(s, &scenario.traffic, share)
+            let quietest = world
+                .fleet
+                .pods
+                .iter()
+                .map(|p| p.weight)
+                .fold(1.0, f64::min);
+            window_reach(s, &scenario.traffic, share / quietest)
         }),
         oracle: subject.oracle,
     }

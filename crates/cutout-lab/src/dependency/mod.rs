@@ -618,7 +618,7 @@ fn available(workers: usize, capacity_factor: f64) -> usize {
 }
 
 /// A draw from the standard normal distribution (Box–Muller).
-fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
+pub(crate) fn standard_normal(rng: &mut fastrand::Rng) -> f64 {
     let u1 = 1.0 - rng.f64(); // (0, 1]: ln is finite
     let u2 = rng.f64();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
