@@ -138,8 +138,12 @@ fn holds(claim: &Claim, run: &Value) -> Result<(bool, String), String> {
                 let better = if higher { x > y } else { x < y };
                 let ratio = x / y;
                 !better
-                    || claim.least_ratio.is_some_and(|r| ratio.is_nan() || ratio < r)
-                    || claim.greatest_ratio.is_some_and(|r| ratio.is_nan() || ratio > r)
+                    || claim
+                        .least_ratio
+                        .is_some_and(|r| ratio.is_nan() || ratio < r)
+                    || claim
+                        .greatest_ratio
+                        .is_some_and(|r| ratio.is_nan() || ratio > r)
             }
         };
         if fails {

@@ -244,3 +244,67 @@ fn fit_refuses_stdin_and_a_record_with_no_call() {
     let out = lab(&["fit", "--help"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("ten times the busiest second"));
 }
+
+/// A CSV record of `pods` pods, pod i sending `weights[i]` × `rate` calls a second for
+/// `seconds` (Poisson each), all successes of 10 ms, in start order.
+fn pods_record(weights: &[f64], rate: f64, seconds: f64, seed: u64) -> String {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut calls: Vec<(f64, usize)> = Vec::new();
+    for (pod, w) in weights.iter().enumerate() {
+        let mut t = 0.0;
+        loop {
+            t += -(1.0 - rng.f64()).ln() / (rate * w);
+            if t >= seconds {
+                break;
+            }
+            calls.push((t, pod));
+        }
+    }
+    calls.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut text = String::from("timestamp,duration,outcome,pod\n");
+    for (t, pod) in calls {
+        text += &format!("{:.6},10,ok,pod-{pod}\n", T0 + t);
+    }
+    text
+}
+
+/// A record with a pod column is fitted as that many pods sharing its rate, with the spread
+/// of their own rates as `fleet.unevenness` (within 20% of the spread that generated it);
+/// pods at one rate get none (their counts differ by chance only); and the fitted fleet loads.
+#[test]
+fn pods_and_their_unevenness_are_fitted_from_a_pod_column() {
+    let dir = Dir::new("fit-pods");
+    let mut rng = fastrand::Rng::with_seed(5);
+    // Log-normal weights of coefficient of variation 1 (σ² = ln 2), 40 pods.
+    let sigma2 = 2f64.ln();
+    let raw: Vec<f64> = (0..40)
+        .map(|_| (sigma2.sqrt() * normal(&mut rng) - sigma2 / 2.0).exp())
+        .collect();
+    let mean = raw.iter().sum::<f64>() / raw.len() as f64;
+    let weights: Vec<f64> = raw.iter().map(|w| w / mean).collect();
+    let spread = (weights.iter().map(|w| (w - 1.0).powi(2)).sum::<f64>()
+        / (weights.len() - 1) as f64)
+        .sqrt();
+    let text = pods_record(&weights, 2.5, 600.0, 6);
+    let fitted = fit(&dir, "pods.csv", &text, &[]);
+    let scenario: toml::Table = toml::from_str(&fitted).unwrap();
+    let fleet = scenario["fleet"].as_table().unwrap();
+    assert_eq!(fleet["pods"].as_integer(), Some(40), "{fitted}");
+    let rate = fleet["rate"].as_float().unwrap();
+    assert!((rate / 2.5 - 1.0).abs() < 0.05, "{rate}");
+    let unevenness = fleet["unevenness"].as_float().unwrap();
+    assert!(
+        (unevenness / spread - 1.0).abs() < 0.2,
+        "fitted {unevenness}, generated {spread}"
+    );
+    Scenario::from_toml(&fitted, "fitted").unwrap();
+
+    let even = pods_record(&[1.0; 40], 2.5, 600.0, 7);
+    let fitted = fit(&dir, "even.csv", &even, &[]);
+    let scenario: toml::Table = toml::from_str(&fitted).unwrap();
+    assert_eq!(scenario["fleet"]["pods"].as_integer(), Some(40));
+    assert!(
+        scenario["fleet"].get("unevenness").is_none(),
+        "pods at one rate: {fitted}"
+    );
+}

@@ -20,7 +20,10 @@
 //!   slowest calls at their own ranks, and the slowest, so a bimodal latency and the tail
 //!   past p99 keep their weight), its
 //!   error rate, and one replica per host the record names;
-//! - **the fleet**: one pod (a record is one caller's view) at the record's mean rate, with a
+//! - **the fleet**: one pod per pod the record names (a `pod` column; one pod if it names
+//!   none: a record is one caller's view), at the record's mean rate shared between them, and
+//!   their unevenness (`fleet.unevenness`: the spread of the pods' own counts beyond what
+//!   chance gives at one rate, see [`passes::unevenness`]), with a
 //!   timeout 1.2 times the slowest call recorded (at most the lab's hour), no retries (a retry is in the record as
 //!   a call of its own).
 //!
@@ -29,8 +32,8 @@
 //! the scenario gives it ten times the busiest second, within what the model holds and at
 //! least a worker a replica, and says which; set it to what you know. Durations are what the caller saw, network and queueing
 //! included, where the model's service time has no queue: at a busy dependency the fitted
-//! latency is a little high. Several pods, and unevenness between them, need a pod column the
-//! shapes do not have.
+//! latency is a little high. Which pods were quiet the whole record (so never named), and
+//! whether a pod's share changed over the day: the unevenness is one figure for the record.
 
 mod passes;
 
@@ -176,6 +179,16 @@ pub fn fit<R: BufRead, S: BufRead>(
     // The phases cover every second from the first call's to the last call's start.
     let span = shape.phases.iter().map(|p| p.seconds).sum::<u64>().max(1);
     let mean_rate = shape.calls as f64 / span as f64;
+    let pods = shape.pod_calls.len().max(1);
+    // Bunched arrivals spread the pods' counts by chance too: by the phases' bursts, weighed
+    // by their calls.
+    let burst = shape
+        .phases
+        .iter()
+        .map(|p| p.burst() as f64 * p.calls as f64)
+        .sum::<f64>()
+        / shape.calls.max(1) as f64;
+    let unevenness = passes::unevenness(&shape.pod_calls, burst);
     let busiest = shape
         .phases
         .iter()
@@ -263,21 +276,39 @@ pub fn fit<R: BufRead, S: BufRead>(
     } else {
         ""
     };
+    let callers = if pods > 1 {
+        format!("The {pods} pods the record names, sharing its mean rate")
+    } else {
+        "One caller at the record's mean rate".to_owned()
+    };
     let _ = writeln!(
         out,
-        "\n[fleet]\n# One caller at the record's mean rate; a retry is a call of its own; the\n\
-         # timeout 1.2 times the slowest call{capped}.\npods = 1\nrate = {}\ntimeout = \"{}\"\n\
+        "\n[fleet]\n# {callers}; a retry is a call of its own; the\n\
+         # timeout 1.2 times the slowest call{capped}.\npods = {pods}\nrate = {}\ntimeout = \"{}\"\n\
          retries = 0",
-        rate(mean_rate),
+        rate(mean_rate / pods as f64),
         exact(u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX) * 1000)
     );
+    if unevenness > 0.0 {
+        let capped = unevenness.min(FleetSpec::MAX_UNEVENNESS);
+        let _ = writeln!(
+            out,
+            "# The pods' own rates spread beyond chance: their coefficient of variation{}.\n\
+             unevenness = {capped:.3}",
+            if capped < unevenness {
+                format!(" ({unevenness:.2}, capped at the lab's most)")
+            } else {
+                String::new()
+            }
+        );
+    }
     for phase in &shape.phases {
         let burst = phase.burst();
         let _ = writeln!(
             out,
             "\n[[phases]]\nduration = \"{}s\"\nrate = {}{}",
             phase.seconds.max(1),
-            rate(phase.calls as f64 / phase.seconds.max(1) as f64),
+            rate(phase.calls as f64 / phase.seconds.max(1) as f64 / pods as f64),
             if burst > 1 {
                 format!("\nburst = {burst}")
             } else {

@@ -55,6 +55,8 @@ pub(super) struct Shape {
     pub phases: Vec<Phase>,
     pub bins: Bins,
     pub hosts: usize,
+    /// Each pod's calls, by the record's pod index (empty: the record names no pod).
+    pub pod_calls: Vec<u64>,
     pub calls: u64,
     /// The longest call.
     pub longest: u64,
@@ -111,6 +113,7 @@ pub(super) fn first<R: BufRead>(
         phases: Vec::new(),
         bins: Bins::new(bin),
         hosts: 0,
+        pod_calls: Vec::new(),
         calls: 0,
         longest: 0,
     };
@@ -140,6 +143,12 @@ pub(super) fn first<R: BufRead>(
             .map_err(|e| format!("line {}: {e}", call.line))?;
         shape.longest = shape.longest.max(call.duration);
         shape.calls += 1;
+        if let Some(pod) = call.pod.map(usize::from) {
+            if shape.pod_calls.len() <= pod {
+                shape.pod_calls.resize(pod + 1, 0);
+            }
+            shape.pod_calls[pod] += 1;
+        }
     }
     let Some(origin) = origin else {
         return Err("the record holds no call to fit".into());
@@ -149,6 +158,30 @@ pub(super) fn first<R: BufRead>(
     shape.origin = origin;
     shape.hosts = record.hosts().len();
     Ok(shape)
+}
+
+/// How unevenly the pods shared the calls, as the lab's `fleet.unevenness` reads it (the
+/// coefficient of variation of the pods' own rates), from each pod's count of calls: their
+/// variance less what arrivals at one rate would give by chance (the mean count, times
+/// `burst` for arrivals in bunches of that size), over their mean. 0 for fewer than 2 pods,
+/// or when the spread is within three standard errors of chance (a sample variance of n
+/// counts is off by about √(2 / (n − 1)) of itself).
+pub(super) fn unevenness(pod_calls: &[u64], burst: f64) -> f64 {
+    let n = pod_calls.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let mean = pod_calls.iter().sum::<u64>() as f64 / n as f64;
+    let variance = pod_calls
+        .iter()
+        .map(|&c| (c as f64 - mean).powi(2))
+        .sum::<f64>()
+        / (n - 1) as f64;
+    let chance = mean * burst.max(1.0);
+    if mean <= 0.0 || variance <= chance * (1.0 + 3.0 * (2.0 / (n - 1) as f64).sqrt()) {
+        return 0.0;
+    }
+    (variance - chance).sqrt() / mean
 }
 
 /// One slice of an incident: its calls, failures, and failures over 10 times the usual.

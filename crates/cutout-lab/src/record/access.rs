@@ -103,11 +103,13 @@ pub(super) fn entry(
     let at = timestamp(first)?;
     let duration = duration(text, false)?;
     let host = fields.host.filter(|h| *h != "-").map(str::to_owned);
+    // One gateway is one caller: the log names no pod.
     Ok(Entry::Call {
         at,
         duration,
         answer,
         host,
+        pod: None,
     })
 }
 
@@ -141,6 +143,7 @@ mod tests {
                 duration,
                 answer,
                 host,
+                ..
             } => (at, duration, answer, host),
             Entry::Skip | Entry::Cluster(_) => panic!("skipped: {line}"),
         }

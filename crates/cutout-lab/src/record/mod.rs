@@ -13,7 +13,8 @@
 //!   the dependency and is skipped. Lines that are not access lines (the gateway's other
 //!   logging) are skipped. `--cluster NAME` keeps one cluster's lines.
 //! - **csv**: a header naming at least `timestamp`, `duration` and `outcome` (and optionally
-//!   `host`), in any order, extra columns ignored.
+//!   `host`, the replica called, and `pod`, the caller that called it), in any order, extra
+//!   columns ignored.
 //! - **jsonl**: one JSON object a line with the same keys.
 //!
 //! In CSV and JSON lines, `timestamp` is when the call **started** (what a tracing span
@@ -60,6 +61,9 @@ pub const GAP_RUN: u64 = 1000;
 /// The most distinct hosts a record names; further ones are read as no host.
 pub const MAX_HOSTS: usize = 4096;
 
+/// The most distinct pods (callers) a record names; further ones are read as no pod.
+pub const MAX_PODS: usize = 10_000;
+
 /// What the dependency answered a recorded call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Answer {
@@ -83,6 +87,8 @@ pub struct Call {
     pub answer: Answer,
     /// The host it went to, an index into [`Record::hosts`], if the record names one.
     pub host: Option<u16>,
+    /// The pod that made it, an index into [`Record::pods`], if the record names one.
+    pub pod: Option<u16>,
     /// Its line in the input (from 1).
     pub line: u64,
 }
@@ -156,6 +162,7 @@ pub(crate) enum Entry {
         duration: u64,
         answer: Answer,
         host: Option<String>,
+        pod: Option<String>,
     },
     /// Nothing to replay (another log line, another cluster, an outcome that is no call).
     Skip,
@@ -196,9 +203,8 @@ pub struct Record<R> {
     /// The start of the last call handed on.
     last: u64,
     done: bool,
-    hosts: Vec<String>,
-    /// Each host's index in `hosts` (a linear search costs a line per host at thousands).
-    host_index: std::collections::HashMap<String, u16>,
+    hosts: Names,
+    pods: Names,
     warnings: Vec<Warning>,
     tally: Tally,
 }
@@ -209,6 +215,40 @@ struct Waiting {
     duration: u64,
     answer: Answer,
     host: Option<u16>,
+    pod: Option<u16>,
+}
+
+/// The distinct names of one column (hosts, pods) in the order first read, each given the
+/// index it is handed on as; past `most` of them, a new name is read as none.
+struct Names {
+    names: Vec<String>,
+    /// Each name's index (a linear search costs a line one comparison per name).
+    index: std::collections::HashMap<String, u16>,
+    most: usize,
+}
+
+impl Names {
+    fn new(most: usize) -> Names {
+        Names {
+            names: Vec::new(),
+            index: std::collections::HashMap::new(),
+            most: most.min(usize::from(u16::MAX)),
+        }
+    }
+
+    fn get(&mut self, name: Option<String>) -> Option<u16> {
+        let name = name?;
+        if let Some(&i) = self.index.get(&name) {
+            return Some(i);
+        }
+        if self.names.len() >= self.most {
+            return None;
+        }
+        let i = u16::try_from(self.names.len()).ok()?;
+        self.index.insert(name.clone(), i);
+        self.names.push(name);
+        Some(i)
+    }
 }
 
 impl<R: BufRead> Record<R> {
@@ -228,8 +268,8 @@ impl<R: BufRead> Record<R> {
             ahead: 0,
             last: 0,
             done: false,
-            hosts: Vec::new(),
-            host_index: std::collections::HashMap::new(),
+            hosts: Names::new(MAX_HOSTS),
+            pods: Names::new(MAX_PODS),
             warnings: Vec::new(),
             tally: Tally::default(),
         }
@@ -237,7 +277,12 @@ impl<R: BufRead> Record<R> {
 
     /// The hosts named so far, by index.
     pub fn hosts(&self) -> &[String] {
-        &self.hosts
+        &self.hosts.names
+    }
+
+    /// The pods named so far, by index.
+    pub fn pods(&self) -> &[String] {
+        &self.pods.names
     }
 
     /// The warnings so far, in line order (a reorder's comes when the call is handed on).
@@ -289,20 +334,6 @@ impl<R: BufRead> Record<R> {
                 return Ok(Some(fits));
             }
         }
-    }
-
-    fn host(&mut self, name: Option<String>) -> Option<u16> {
-        let name = name?;
-        if let Some(&i) = self.host_index.get(&name) {
-            return Some(i);
-        }
-        if self.hosts.len() >= MAX_HOSTS {
-            return None;
-        }
-        let i = u16::try_from(self.hosts.len()).ok()?;
-        self.host_index.insert(name.clone(), i);
-        self.hosts.push(name);
-        Some(i)
     }
 
     /// Reads lines until a call is waiting to be handed on or the input ends.
@@ -374,6 +405,7 @@ impl<R: BufRead> Record<R> {
                     duration,
                     answer,
                     host,
+                    pod,
                 }) => {
                     let start = match self.shape {
                         Shape::Access => at.saturating_sub(duration),
@@ -389,11 +421,11 @@ impl<R: BufRead> Record<R> {
                         self.front = at;
                         self.front_line = line;
                     }
-                    let host = self.host(host);
                     let waiting = Waiting {
                         duration,
                         answer,
-                        host,
+                        host: self.hosts.get(host),
+                        pod: self.pods.get(pod),
                     };
                     self.waiting.push(std::cmp::Reverse((start, line, waiting)));
                 }
@@ -464,6 +496,7 @@ impl<R: BufRead> Record<R> {
             duration: waiting.duration,
             answer: waiting.answer,
             host: waiting.host,
+            pod: waiting.pod,
             line,
         }))
     }

@@ -1,5 +1,5 @@
 //! The CSV and JSON-lines shapes of a record: `timestamp` (the call's start), `duration`,
-//! `outcome` and an optional `host` (see the module docs of `record`).
+//! `outcome` and an optional `host` and `pod` (see the module docs of `record`).
 
 use super::{Entry, answer, duration, timestamp};
 
@@ -9,6 +9,7 @@ pub(super) struct Header {
     duration: usize,
     outcome: usize,
     host: Option<usize>,
+    pod: Option<usize>,
     reader: std::cell::RefCell<csv_core::Reader>,
 }
 
@@ -66,7 +67,7 @@ impl Header {
             find(name).ok_or_else(|| {
                 format!(
                     "the CSV header {} has no {name:?} column (it needs timestamp, \
-                     duration and outcome; host is optional)",
+                     duration and outcome; host and pod are optional)",
                     super::quoted(line)
                 )
             })
@@ -76,8 +77,18 @@ impl Header {
             duration: need("duration")?,
             outcome: need("outcome")?,
             host: find("host"),
+            pod: find("pod"),
             reader: std::cell::RefCell::new(reader),
         })
+    }
+
+    /// The optional column `column` of a line's `fields`, unless absent or blank.
+    fn optional(&self, column: Option<usize>, fields: &[String]) -> Option<String> {
+        column
+            .and_then(|i| fields.get(i))
+            .map(|f| f.trim())
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned)
     }
 
     /// The entry of one CSV line.
@@ -99,17 +110,15 @@ impl Header {
             at: timestamp(get(self.timestamp, "timestamp")?)?,
             duration: duration(get(self.duration, "duration")?, true)?,
             answer,
-            host: self
-                .host
-                .and_then(|i| fields.get(i))
-                .filter(|h| !h.trim().is_empty())
-                .map(|h| h.trim().to_owned()),
+            host: self.optional(self.host, &fields),
+            pod: self.optional(self.pod, &fields),
         })
     }
 }
 
 /// The entry of one JSON line: an object with `timestamp`, `duration`, `outcome` and an
-/// optional `host`; a timestamp or duration may be a number (epoch seconds, milliseconds).
+/// optional `host` and `pod`; a timestamp or duration may be a number (epoch seconds,
+/// milliseconds).
 pub(super) fn json_entry(line: &str) -> Result<Entry, String> {
     if line.trim().is_empty() {
         return Ok(Entry::Skip);
@@ -132,12 +141,19 @@ pub(super) fn json_entry(line: &str) -> Result<Entry, String> {
         at: timestamp(&text("timestamp")?)?,
         duration: duration(&text("duration")?, true)?,
         answer,
-        host: object
-            .get("host")
-            .and_then(serde_json::Value::as_str)
-            .filter(|h| !h.is_empty())
-            .map(str::to_owned),
+        host: optional(object, "host"),
+        pod: optional(object, "pod"),
     })
+}
+
+/// An optional key of a JSON line: a non-empty string, or a number as written (a pod or
+/// host numbered 7).
+fn optional(object: &serde_json::Map<String, serde_json::Value>, key: &str) -> Option<String> {
+    match object.get(key)? {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -164,6 +180,13 @@ mod tests {
         assert_eq!(duration, 12_500_000);
         assert!(Header::parse("time,duration,outcome").is_err());
         assert!(header.entry("error,x").is_err(), "truncated");
+        let with_pod = Header::parse("timestamp,duration,outcome,pod").unwrap();
+        let Entry::Call { pod, host, .. } =
+            with_pod.entry("2026-12-04T10:00:00Z,3,ok, api-7 ").unwrap()
+        else {
+            panic!("skipped")
+        };
+        assert_eq!((pod.as_deref(), host), (Some("api-7"), None));
     }
 
     #[test]
@@ -173,13 +196,15 @@ mod tests {
             duration,
             answer,
             host,
+            pod,
         } = json_entry(
-            r#"{"timestamp": 1796378400.5, "duration": "1.2s", "outcome": "ok", "host": "a"}"#,
+            r#"{"timestamp": 1796378400.5, "duration": "1.2s", "outcome": "ok", "host": "a", "pod": 7}"#,
         )
         .unwrap()
         else {
             panic!("skipped")
         };
+        assert_eq!(pod.as_deref(), Some("7"), "a pod numbered as a number");
         assert_eq!(at, 1_796_378_400_500_000_000);
         assert_eq!(duration, 1_200_000_000);
         assert_eq!(answer, Answer::Success);
