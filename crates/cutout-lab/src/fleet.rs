@@ -421,11 +421,11 @@ pub fn mix(seed: u64, stream: u64) -> u64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn arrivals_average_the_rate() {
-        let spec = FleetSpec {
-            pods: 1,
-            rate: 50.0,
+    /// `pods` pods at `rate`, every other key at its default.
+    fn spec(pods: u32, rate: f64, unevenness: Option<f64>) -> FleetSpec {
+        FleetSpec {
+            pods,
+            rate,
             timeout: "1s".into(),
             retries: 0,
             retry_backoff: None,
@@ -434,8 +434,13 @@ mod tests {
             queue: None,
             deadline: None,
             breaker_per: Vec::new(),
-            unevenness: None,
-        };
+            unevenness,
+        }
+    }
+
+    #[test]
+    fn arrivals_average_the_rate() {
+        let spec = spec(1, 50.0, None);
         let traffic = spec.build().unwrap();
         let fleet = Fleet::new(&traffic, &Settings::default(), 1, &ManualClock::new(), 3);
         let mut pod = fleet.pods.into_iter().next().unwrap();
@@ -471,19 +476,7 @@ mod tests {
     /// quietest's divided by their weights' ratio.
     #[test]
     fn a_pod_s_arrivals_follow_its_weight() {
-        let spec = FleetSpec {
-            pods: 50,
-            rate: 10.0,
-            timeout: "1s".into(),
-            retries: 0,
-            retry_backoff: None,
-            retry_policy: Vec::new(),
-            concurrency: None,
-            queue: None,
-            deadline: None,
-            breaker_per: Vec::new(),
-            unevenness: Some(1.0),
-        };
+        let spec = spec(50, 10.0, Some(1.0));
         let traffic = spec.build().unwrap();
         let fleet = Fleet::new(&traffic, &Settings::default(), 1, &ManualClock::new(), 3);
         for mut pod in fleet.pods {

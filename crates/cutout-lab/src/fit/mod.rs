@@ -23,7 +23,7 @@
 //! - **the fleet**: one pod per pod the record names (a `pod` column; one pod if it names
 //!   none: a record is one caller's view), at the record's mean rate shared between them, and
 //!   their unevenness (`fleet.unevenness`: the spread of the pods' own counts beyond what
-//!   chance gives at one rate, see [`passes::unevenness`]), with a
+//!   chance gives at one rate, as `passes.rs` reads it), with a
 //!   timeout 1.2 times the slowest call recorded (at most the lab's hour), no retries (a retry is in the record as
 //!   a call of its own).
 //!
