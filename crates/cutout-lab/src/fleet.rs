@@ -337,7 +337,9 @@ pub fn pod_weights(pods: u32, unevenness: f64, seed: u64) -> Vec<f64> {
     }
     let sigma2 = unevenness.mul_add(unevenness, 1.0).ln();
     let sigma = sigma2.sqrt();
-    let mut rng = fastrand::Rng::with_seed(mix(seed, u64::MAX));
+    // Streams from u64::MAX down are taken: the answers, the what-if answers, the fleet
+    // signals' loss and rounds, the answers alone (`sim.rs`, `signals.rs`).
+    let mut rng = fastrand::Rng::with_seed(mix(seed, u64::MAX - 5));
     let drawn: Vec<f64> = (0..pods)
         .map(|_| (sigma * crate::dependency::standard_normal(&mut rng) - sigma2 / 2.0).exp())
         .collect();
