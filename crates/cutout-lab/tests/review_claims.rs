@@ -44,7 +44,9 @@ fn lab(args: &[&str]) -> std::process::Output {
 
 fn json_of(scenario: &str, out: &Path, extra: &[&str]) -> serde_json::Value {
     let o = out.to_str().unwrap();
-    let mut args = vec![scenario, "--json", o];
+    // The timeline beside the JSON, in the test's own directory.
+    let svg = out.with_extension("svg");
+    let mut args = vec![scenario, "--json", o, "--svg", svg.to_str().unwrap()];
     args.extend_from_slice(extra);
     let run = lab(&args);
     assert!(
