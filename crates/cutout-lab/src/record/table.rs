@@ -146,11 +146,11 @@ pub(super) fn json_entry(line: &str) -> Result<Entry, String> {
     })
 }
 
-/// An optional key of a JSON line: a non-empty string, or a number as written (a pod or
-/// host numbered 7).
+/// An optional key of a JSON line: a string not blank, trimmed as a CSV field is, or a
+/// number as written (a pod or host numbered 7; `7.0` is another name).
 fn optional(object: &serde_json::Map<String, serde_json::Value>, key: &str) -> Option<String> {
     match object.get(key)? {
-        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
         serde_json::Value::Number(n) => Some(n.to_string()),
         _ => None,
     }
@@ -205,6 +205,21 @@ mod tests {
             panic!("skipped")
         };
         assert_eq!(pod.as_deref(), Some("7"), "a pod numbered as a number");
+        let Entry::Call {
+            host: trimmed,
+            pod: blank,
+            ..
+        } = json_entry(
+            r#"{"timestamp": 1796378400.5, "duration": 3, "outcome": "ok", "host": " a ", "pod": "  "}"#,
+        )
+        .unwrap() else {
+            panic!("skipped")
+        };
+        assert_eq!(
+            (trimmed.as_deref(), blank),
+            (Some("a"), None),
+            "trimmed as CSV fields are"
+        );
         assert_eq!(at, 1_796_378_400_500_000_000);
         assert_eq!(duration, 1_200_000_000);
         assert_eq!(answer, Answer::Success);
