@@ -242,24 +242,170 @@ fn every_run_holds_20_seeds_and_the_shedding_runs_shed_at_half_the_callers_timeo
     }
 }
 
-/// The README's table of claims (under "The claims, checked") lists every claim of
-/// `claims.toml` with what it says of the shipped and the shedding dependency.
+/// The README's table of claims (section 15) is this table, row for row: what each claim
+/// says of the shipped and the shedding dependency, and its figures from the runs. On a
+/// mismatch the whole table as the runs give it is printed, to paste over the README's.
 #[test]
 fn the_readme_table_of_claims_says_what_claims_toml_says() {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let word = |held: bool| if held { "holds" } else { "**does not hold**" };
+    let mut runs = BTreeMap::new();
+    let mut table = vec![
+        "| § | claim | scenario | as shipped | shedding | figures, as shipped | figures, shedding |"
+            .to_owned(),
+        "|---|---|---|---|---|---|---|".to_owned(),
+    ];
     for claim in claims() {
-        let row = format!(
-            "| {} | {} | `{}` | {} | {} |",
+        let mut cells = Vec::new();
+        for (_, _, name) in variants(&claim) {
+            let run = runs.entry(name.clone()).or_insert_with(|| run(&name));
+            cells.push(figures(&claim, run));
+        }
+        table.push(format!(
+            "| {} | {} | `{}` | {} | {} | {} | {} |",
             claim.section,
             claim.says,
             claim.scenario,
             word(claim.plain),
-            word(claim.shedding)
-        );
-        assert!(readme.contains(&row), "the README lacks the row\n{row}");
+            word(claim.shedding),
+            cells[0],
+            cells[1]
+        ));
     }
+    let table = table.join("\n");
+    assert!(
+        readme.contains(&table),
+        "the README's table of claims is not the runs'; as the runs give it:\n{table}"
+    );
+}
+
+/// A claim's figures cell: for a comparison, the mean of `a` / the mean of `b` over the seeds
+/// where both have the figure, and the least and greatest per-seed ratio; for a bound, the
+/// range of `a` (one value when it never moved).
+fn figures(claim: &Claim, run: &Value) -> String {
+    let share = run["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == claim.figure.as_str())
+        .is_some_and(|f| f["unit"] == "share");
+    let show = |v: f64| shown(v, share);
+    let a = values(run, &claim.figure, &claim.a).unwrap();
+    let Some(b) = &claim.b else {
+        let a: Vec<f64> = a.into_iter().flatten().collect();
+        let (least, most) = a
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, m), &x| (l.min(x), m.max(x)));
+        return if least == most {
+            show(least)
+        } else {
+            format!("{}–{}", show(least), show(most))
+        };
+    };
+    let b = values(run, &claim.figure, b).unwrap();
+    let pairs: Vec<(f64, f64)> = a
+        .iter()
+        .zip(&b)
+        .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
+        .collect();
+    let n = pairs.len() as f64;
+    let mean_a = pairs.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_b = pairs.iter().map(|p| p.1).sum::<f64>() / n;
+    let means = format!("{} / {}", show(mean_a), show(mean_b));
+    if claim.rule == Rule::Equal {
+        return means;
+    }
+    let ratios: Vec<f64> = pairs
+        .iter()
+        .filter(|p| p.1 != 0.0)
+        .map(|p| p.0 / p.1)
+        .collect();
+    if ratios.is_empty() {
+        return means;
+    }
+    let least = ratios.iter().copied().fold(f64::MAX, f64::min);
+    let most = ratios.iter().copied().fold(f64::MIN, f64::max);
+    format!("{means} (×{}–{})", significant(least), significant(most))
+}
+
+/// A figure as the table writes it: a share in percent to 0.01%; from 100 up, whole, with
+/// thousands separated; from 10, one decimal; from 1, two; below, three significant digits.
+fn shown(v: f64, share: bool) -> String {
+    if share {
+        return format!("{:.2}%", 100.0 * v);
+    }
+    if v.abs() >= 100.0 {
+        let whole = format!("{:.0}", v.abs());
+        let mut out = String::new();
+        for (i, c) in whole.chars().enumerate() {
+            if i > 0 && (whole.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        return if v < 0.0 { format!("-{out}") } else { out };
+    }
+    if v.abs() >= 10.0 {
+        return format!("{v:.1}");
+    }
+    if v.abs() >= 1.0 {
+        return format!("{v:.2}");
+    }
+    significant(v)
+}
+
+/// Three significant digits, trailing zeros dropped (`0.13`, `404`, `1`); from 1,000 or
+/// below 0.0001, in scientific notation (`1.23e+03`).
+fn significant(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let exponent = v.abs().log10().floor() as i32;
+    let trim = |text: String| {
+        if text.contains('.') {
+            text.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            text
+        }
+    };
+    if (-4..3).contains(&exponent) {
+        // Rounding may carry into a new digit (9.996 → 10.0): the digits follow the
+        // rounded value, as printf's %g does.
+        let decimals = (2 - exponent).max(0) as usize;
+        let text = format!("{v:.decimals$}");
+        let rounded: f64 = text.parse().unwrap();
+        let again = rounded.abs().log10().floor() as i32;
+        if again != exponent && (-4..3).contains(&again) {
+            let decimals = (2 - again).max(0) as usize;
+            return trim(format!("{v:.decimals$}"));
+        }
+        return trim(text);
+    }
+    let text = format!("{v:.2e}");
+    let (mantissa, power) = text.split_once('e').unwrap();
+    let power: i32 = power.parse().unwrap();
+    format!(
+        "{}e{}{:02}",
+        trim(mantissa.to_owned()),
+        if power < 0 { '-' } else { '+' },
+        power.abs()
+    )
+}
+
+#[test]
+fn figures_are_written_as_the_table_writes_them() {
+    assert_eq!(shown(360_124.0, false), "360,124");
+    assert_eq!(shown(873.4, false), "873");
+    assert_eq!(shown(94.71, false), "94.7");
+    assert_eq!(shown(8.0, false), "8.00");
+    assert_eq!(shown(0.9996, true), "99.96%");
+    assert_eq!(significant(0.13), "0.13");
+    assert_eq!(significant(0.0973), "0.0973");
+    assert_eq!(significant(0.00245), "0.00245");
+    assert_eq!(significant(404.2), "404");
+    assert_eq!(significant(1.0), "1");
+    assert_eq!(significant(1234.0), "1.23e+03");
 }
 
 /// The committed runs are the lab's: the first seed of two scenarios, plain and shedding,
