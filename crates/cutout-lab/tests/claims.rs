@@ -4,6 +4,8 @@
 //! and must come out as the claim says it does; the README's table of claims must say the
 //! same; and a committed run must be what the lab makes now (its first seed is run again).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -336,15 +338,7 @@ fn shown(v: f64, share: bool) -> String {
         return format!("{:.2}%", 100.0 * v);
     }
     if v.abs() >= 100.0 {
-        let whole = format!("{:.0}", v.abs());
-        let mut out = String::new();
-        for (i, c) in whole.chars().enumerate() {
-            if i > 0 && (whole.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        return if v < 0.0 { format!("-{out}") } else { out };
+        return common::thousands(v, 0);
     }
     if v.abs() >= 10.0 {
         return format!("{v:.1}");

@@ -2,6 +2,8 @@
 //! `fleet.unevenness`, fit's pod column): the two tests named for a finding failed before
 //! their fixes; the `held_` ones are checks that held.
 
+mod common;
+
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -197,9 +199,9 @@ fn readme_section_7_table_says_what_the_committed_noisy_run_says() {
         .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
     let cell = format!(
         "{} ({}–{})",
-        fmt_thousands(mean, 1),
-        fmt_thousands(lo, 0),
-        fmt_thousands(hi, 0)
+        common::thousands(mean, 1),
+        common::thousands(lo, 0),
+        common::thousands(hi, 0)
     );
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
@@ -212,25 +214,6 @@ fn readme_section_7_table_says_what_the_committed_noisy_run_says() {
         row.trim_end().ends_with(&format!("| {cell} |")),
         "README §7 says\n{row}\nthe committed run (noisy.toml --seeds 20) gives the defaults {cell}"
     );
-}
-
-fn fmt_thousands(x: f64, decimals: usize) -> String {
-    let s = format!("{x:.decimals$}");
-    let (int, frac) = s
-        .split_once('.')
-        .map_or((s.as_str(), None), |(i, f)| (i, Some(f)));
-    let mut out = String::new();
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if let Some(f) = frac {
-        out.push('.');
-        out.push_str(f);
-    }
-    out
 }
 
 /// Held: every claim is decided on all 20 seeds (no null values of a or b, a direction for

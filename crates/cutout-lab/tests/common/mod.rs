@@ -1,5 +1,5 @@
-//! What the record tests (replay, fit, their reviews) share: a scratch directory and a
-//! standard normal draw.
+//! What the record and claims tests (replay, fit, claims, their reviews) share: a scratch
+//! directory, a standard normal draw, and a number written with thousands separated.
 
 #![allow(dead_code)]
 
@@ -38,4 +38,25 @@ impl Drop for Dir {
 /// A standard normal draw (Box–Muller).
 pub fn normal(rng: &mut fastrand::Rng) -> f64 {
     (-2.0 * (1.0 - rng.f64()).ln()).sqrt() * (2.0 * std::f64::consts::PI * rng.f64()).cos()
+}
+
+/// `x` to `decimals` places, its whole part's thousands separated by commas (`360,124`,
+/// `1,086.8`), as the README's tables write them.
+pub fn thousands(x: f64, decimals: usize) -> String {
+    let text = format!("{:.decimals$}", x.abs());
+    let (whole, fraction) = text
+        .split_once('.')
+        .map_or((text.as_str(), None), |(w, f)| (w, Some(f)));
+    let mut out = String::from(if x < 0.0 { "-" } else { "" });
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(fraction) = fraction {
+        out.push('.');
+        out.push_str(fraction);
+    }
+    out
 }
