@@ -117,7 +117,8 @@ impl Traffic {
         self.phases.as_ref().map_or(self.rate, Phases::mean_rate)
     }
 
-    /// The lowest rate above 0 a pod sends at: `rate`, or the quietest phase's.
+    /// The lowest rate above 0 the mean pod sends at: `rate`, or the quietest phase's (an
+    /// uneven fleet's quietest pod sends its weight times this, see [`pod_weights`]).
     pub fn lowest_rate(&self) -> f64 {
         self.phases.as_ref().map_or(self.rate, Phases::lowest_rate)
     }

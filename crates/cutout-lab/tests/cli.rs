@@ -4,26 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const SCENARIO: &str = r#"
-seed = 2
-duration = "90s"
-[dependency]
-latency-median = "20ms"
-latency-p99 = "80ms"
-error-rate = 0.01
-capacity = 1000
-[fleet]
-pods = 5
-rate = 10
-timeout = "1s"
-[[incidents]]
-kind = "outage"
-start = "20s"
-duration = "20s"
-[breakers.instances.none]
-jitter = "none"
-[breakers.instances.equal]
-"#;
+mod common;
+
+use common::TINY_SCENARIO as SCENARIO;
 
 /// A fresh directory with the tiny scenario in it, removed when dropped.
 struct Dir(PathBuf);

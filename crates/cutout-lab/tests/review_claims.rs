@@ -5,37 +5,12 @@
 mod common;
 
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use cutout_lab::Scenario;
 
-const TINY: &str = r#"
-seed = 2
-duration = "60s"
-[dependency]
-latency-median = "20ms"
-latency-p99 = "80ms"
-error-rate = 0.01
-capacity = 1000
-[fleet]
-pods = 4
-rate = 5
-timeout = "1s"
-[[incidents]]
-kind = "outage"
-start = "20s"
-duration = "10s"
-[breakers.instances.none]
-jitter = "none"
-[breakers.instances.equal]
-"#;
-
-fn dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cutout-lab-review-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{Dir, TINY_SCENARIO as TINY};
 
 fn lab(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_cutout-lab"))
@@ -102,14 +77,15 @@ fn pod_weights_are_not_drawn_from_the_dependency_answer_stream() {
 /// before; a bad unevenness via --set is the command line's (exit 2); total load kept.
 #[test]
 fn held_an_even_fleet_is_unchanged_and_bad_unevenness_is_refused() {
-    let d = dir("even");
+    let scratch = Dir::new("review-even");
+    let d = &scratch.0;
     let path = d.join("tiny.toml");
     std::fs::write(&path, TINY).unwrap();
     let p = path.to_str().unwrap();
     let plain = json_of(p, &d.join("plain.json"), &[]);
     let zero = json_of(p, &d.join("zero.json"), &["--set", "fleet.unevenness=0"]);
     assert_eq!(plain["figures"], zero["figures"]);
-    let one_pod = std::fs::write(d.join("one.toml"), TINY.replace("pods = 4", "pods = 1"));
+    let one_pod = std::fs::write(d.join("one.toml"), TINY.replace("pods = 5", "pods = 1"));
     one_pod.unwrap();
     let one = d.join("one.toml");
     let a = json_of(one.to_str().unwrap(), &d.join("one-a.json"), &[]);
@@ -124,7 +100,7 @@ fn held_an_even_fleet_is_unchanged_and_bad_unevenness_is_refused() {
         assert_eq!(out.status.code(), Some(2), "{bad}");
     }
     // A broken file is exit 1 even with --set.
-    std::fs::write(d.join("broken.toml"), TINY.replace("pods = 4", "pods = 0")).unwrap();
+    std::fs::write(d.join("broken.toml"), TINY.replace("pods = 5", "pods = 0")).unwrap();
     let out = lab(&[
         d.join("broken.toml").to_str().unwrap(),
         "--set",
@@ -273,7 +249,8 @@ fn held_no_claim_is_decided_on_fewer_than_all_its_seeds() {
 /// pods than MAX_PODS fits as MAX_PODS; each fitted scenario loads in the lab.
 #[test]
 fn held_fit_pod_edges_load_in_the_lab() {
-    let d = dir("fit");
+    let scratch = Dir::new("review-fit");
+    let d = &scratch.0;
     let t0 = 1_796_378_400.0f64;
     let fit = |name: &str, text: &str| -> String {
         let path = d.join(name);

@@ -1,5 +1,5 @@
-//! What the record and claims tests (replay, fit, claims, their reviews) share: a scratch
-//! directory, a standard normal draw, and a number written with thousands separated.
+//! What the lab's integration tests share: a scratch directory, a tiny scenario, a standard
+//! normal draw, and a number written with thousands separated.
 
 #![allow(dead_code)]
 
@@ -34,6 +34,28 @@ impl Drop for Dir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A tiny scenario: 5 pods × 10 req/s for 90 s, a 20 s outage from 20 s, two settings.
+pub const TINY_SCENARIO: &str = r#"
+seed = 2
+duration = "90s"
+[dependency]
+latency-median = "20ms"
+latency-p99 = "80ms"
+error-rate = 0.01
+capacity = 1000
+[fleet]
+pods = 5
+rate = 10
+timeout = "1s"
+[[incidents]]
+kind = "outage"
+start = "20s"
+duration = "20s"
+[breakers.instances.none]
+jitter = "none"
+[breakers.instances.equal]
+"#;
 
 /// A standard normal draw (Box–Muller).
 pub fn normal(rng: &mut fastrand::Rng) -> f64 {
